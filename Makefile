@@ -1,0 +1,47 @@
+# Every target installs what it needs into .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.install-stamp
+
+.PHONY: install demo test lint bench worker beat flower migrate clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/memoryd demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check memoryd tests bench
+	$(BIN)/ruff format --check memoryd tests bench
+	$(BIN)/mypy memoryd
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/maintenance.py
+	$(BIN)/python bench/recall.py
+
+migrate: $(STAMP)
+	$(BIN)/memoryd migrate
+
+worker: $(STAMP)
+	$(BIN)/memoryd worker
+
+beat: $(STAMP)
+	$(BIN)/celery -A memoryd.worker beat --loglevel=INFO
+
+flower: $(STAMP)
+	$(BIN)/celery -A memoryd.worker flower
+
+clean:
+	rm -rf .memoryd .memoryd-demo .pytest_cache .mypy_cache .ruff_cache

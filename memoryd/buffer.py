@@ -1,0 +1,466 @@
+"""The turn buffer: ingest, batch claims under a per-session lease, and the sweeper.
+
+The database is the source of truth; broker messages only say "look at this session".
+A session holds at most one lease at a time (a compare-and-set on its row), so its
+batches are applied in order, and a result whose lease was lost is discarded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from memoryd.db import is_sqlite, rowcount
+from memoryd.errors import TurnRejected
+from memoryd.models.tables import (
+    BatchStatus,
+    ChatSession,
+    ExtractionBatch,
+    Turn,
+    TurnStatus,
+)
+from memoryd.schemas import IngestResult, TurnIn
+from memoryd.settings import Settings
+from memoryd.text import estimate_tokens
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, order=True)
+class SessionKey:
+    agent_id: str
+    user_id: str
+    session_id: str
+
+    def as_args(self) -> list[str]:
+        return [self.agent_id, self.user_id, self.session_id]
+
+
+@dataclass(frozen=True)
+class ClaimedTurn:
+    id: int
+    role: str
+    content: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: SessionKey
+    batch_id: int
+    turns: list[ClaimedTurn]
+
+
+def _insert(session: Session) -> Any:
+    return sqlite.insert if is_sqlite(session) else postgresql.insert
+
+
+# ------------------------------------------------------------------------------ validation
+
+
+def validate_turns(
+    items: Sequence[Mapping[str, Any] | TurnIn], settings: Settings
+) -> tuple[list[TurnIn], list[dict[str, Any]]]:
+    """Validate each item on its own: good items go on, bad ones are reported by index."""
+    if len(items) > settings.max_bulk_turns:
+        raise TurnRejected(
+            f"{len(items)} turns in one call; the limit is {settings.max_bulk_turns} "
+            "(MEMORYD_MAX_BULK_TURNS): split the call"
+        )
+    good: list[TurnIn] = []
+    bad: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        try:
+            turn = item if isinstance(item, TurnIn) else TurnIn.model_validate(item)
+        except ValidationError as exc:
+            bad.append({"index": index, "errors": _field_errors(exc)})
+            continue
+        except (TypeError, ValueError) as exc:
+            bad.append({"index": index, "errors": [{"field": "", "message": str(exc)}]})
+            continue
+        if len(turn.content) > settings.max_turn_chars:
+            bad.append(
+                {
+                    "index": index,
+                    "errors": [
+                        {
+                            "field": "content",
+                            "message": f"content has {len(turn.content)} characters; the limit is "
+                            f"{settings.max_turn_chars} (MEMORYD_MAX_TURN_CHARS)",
+                        }
+                    ],
+                }
+            )
+            continue
+        good.append(turn)
+    return good, bad
+
+
+def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
+    return [
+        {"field": ".".join(str(p) for p in err["loc"]) or "(payload)", "message": err["msg"]}
+        for err in exc.errors(include_url=False, include_input=False)
+    ]
+
+
+# --------------------------------------------------------------------------------- ingest
+
+
+def store_turns(
+    session: Session, settings: Settings, turns: Sequence[TurnIn], now: datetime
+) -> tuple[IngestResult, list[SessionKey]]:
+    """Insert validated turns (a repeated turn_key is a no-op) and bump their sessions.
+
+    Returns the result and the sessions whose pending turns just crossed a multiple of
+    `batch_size`: the caller dispatches those after commit.
+    """
+    result = IngestResult()
+    if not turns:
+        return result, []
+    rows = [
+        {
+            "turn_key": t.turn_key,
+            "agent_id": t.agent_id,
+            "user_id": t.user_id,
+            "session_id": t.session_id,
+            "role": t.role,
+            "content": t.content,
+            "metadata_": t.metadata,
+            "created_at": t.timestamp or now,
+            "status": TurnStatus.PENDING,
+            "attempts": 0,
+            "token_count": estimate_tokens(t.content),
+        }
+        for t in turns
+    ]
+    insert = _insert(session)
+    stmt = (
+        insert(Turn)
+        .on_conflict_do_nothing(index_elements=["agent_id", "user_id", "turn_key"])
+        .returning(Turn.id, Turn.agent_id, Turn.user_id, Turn.session_id, Turn.token_count)
+    )
+    inserted = (
+        session.execute(stmt, rows).all()
+        if len(rows) > 1
+        else session.execute(stmt.values(rows[0])).all()
+    )
+    result.accepted = len(inserted)
+    result.duplicates = len(rows) - len(inserted)
+    result.turn_ids = sorted(r.id for r in inserted)
+
+    added: Counter[SessionKey] = Counter()
+    tokens: Counter[SessionKey] = Counter()
+    for r in inserted:
+        key = SessionKey(r.agent_id, r.user_id, r.session_id)
+        added[key] += 1
+        tokens[key] += r.token_count
+    return result, _bump_sessions(session, settings, added, tokens, now)
+
+
+def _bump_sessions(
+    session: Session,
+    settings: Settings,
+    added: Mapping[SessionKey, int],
+    tokens: Mapping[SessionKey, int],
+    now: datetime,
+) -> list[SessionKey]:
+    if not added:
+        return []
+    insert = _insert(session)
+    stmt = insert(ChatSession)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["agent_id", "user_id", "session_id"],
+        set_={
+            "pending_count": ChatSession.pending_count + stmt.excluded.pending_count,
+            "token_count": ChatSession.token_count + stmt.excluded.token_count,
+            "last_activity_at": stmt.excluded.last_activity_at,
+            "ended_at": None,
+        },
+    ).returning(
+        ChatSession.agent_id,
+        ChatSession.user_id,
+        ChatSession.session_id,
+        ChatSession.pending_count,
+    )
+    rows = [
+        {
+            "agent_id": k.agent_id,
+            "user_id": k.user_id,
+            "session_id": k.session_id,
+            "last_activity_at": now,
+            "pending_count": n,
+            "token_count": tokens[k],
+        }
+        for k, n in sorted(added.items())  # fixed order: concurrent bulk calls cannot deadlock
+    ]
+    results = (
+        session.execute(stmt, rows).all()
+        if len(rows) > 1
+        else session.execute(stmt.values(rows[0])).all()
+    )
+    due = []
+    size = settings.batch_size
+    for r in results:
+        key = SessionKey(r.agent_id, r.user_id, r.session_id)
+        before = r.pending_count - added[key]
+        if r.pending_count // size > before // size:
+            due.append(key)
+    return due
+
+
+def end_session(session: Session, key: SessionKey, now: datetime) -> bool:
+    """Mark a session ended so its remaining turns are extracted now. False if unknown."""
+    res = session.execute(update(ChatSession).where(*_session_pk(key)).values(ended_at=now))
+    return bool(rowcount(res))
+
+
+def _session_pk(key: SessionKey) -> tuple[Any, ...]:
+    return (
+        ChatSession.agent_id == key.agent_id,
+        ChatSession.user_id == key.user_id,
+        ChatSession.session_id == key.session_id,
+    )
+
+
+def _turns_of(key: SessionKey) -> tuple[Any, ...]:
+    return (
+        Turn.agent_id == key.agent_id,
+        Turn.user_id == key.user_id,
+        Turn.session_id == key.session_id,
+    )
+
+
+# ---------------------------------------------------------------------------------- claim
+
+
+def claim_batch(
+    session: Session, settings: Settings, key: SessionKey, now: datetime, kind: str = "extract"
+) -> Claim | None:
+    """Take the session's lease and its oldest pending turns, or return None.
+
+    A full batch is claimed whenever one is waiting; a partial one only when the session
+    has ended or been idle for `flush_idle_seconds`. Returns None (caller rolls back)
+    when another worker holds the lease or nothing is due.
+    """
+    chat = session.scalars(select(ChatSession).where(*_session_pk(key))).first()
+    if chat is None or (chat.lease_until is not None and chat.lease_until > now):
+        return None
+    rows = session.execute(
+        select(Turn.id, Turn.role, Turn.content, Turn.created_at)
+        .where(*_turns_of(key), Turn.status == TurnStatus.PENDING)
+        .order_by(Turn.id)
+        .limit(settings.batch_size)
+    ).all()
+    idle = chat.last_activity_at <= now - timedelta(seconds=settings.flush_idle_seconds)
+    if not rows or (len(rows) < settings.batch_size and chat.ended_at is None and not idle):
+        return None
+
+    batch = ExtractionBatch(
+        agent_id=key.agent_id,
+        user_id=key.user_id,
+        session_id=key.session_id,
+        kind=kind,
+        status=BatchStatus.RUNNING,
+        first_turn_id=rows[0].id,
+        last_turn_id=rows[-1].id,
+        turn_count=len(rows),
+        started_at=now,
+    )
+    session.add(batch)
+    session.flush()
+    lease_until = now + timedelta(seconds=settings.lease_seconds)
+    # Compare-and-set: only one claimer wins even if both read a free lease above.
+    taken = session.execute(
+        update(ChatSession)
+        .where(
+            *_session_pk(key),
+            or_(ChatSession.lease_until.is_(None), ChatSession.lease_until <= now),
+        )
+        .values(lease_batch_id=batch.id, lease_until=lease_until)
+    )
+    if rowcount(taken) != 1:
+        return None
+    ids = [r.id for r in rows]
+    session.execute(
+        update(Turn)
+        .where(Turn.id.in_(ids), Turn.status == TurnStatus.PENDING)
+        .values(status=TurnStatus.CLAIMED, batch_id=batch.id, lease_until=lease_until)
+    )
+    turns = [ClaimedTurn(r.id, r.role, r.content, r.created_at) for r in rows]
+    return Claim(key, batch.id, turns)
+
+
+def release_lease(session: Session, claim: Claim) -> bool:
+    """Give the lease back; False means it was lost (expired and reaped) meanwhile."""
+    res = session.execute(
+        update(ChatSession)
+        .where(*_session_pk(claim.key), ChatSession.lease_batch_id == claim.batch_id)
+        .values(lease_batch_id=None, lease_until=None)
+    )
+    return rowcount(res) == 1
+
+
+def finish_turns(session: Session, claim: Claim) -> None:
+    """The batch was applied: its turns are done."""
+    res = session.execute(
+        update(Turn)
+        .where(Turn.batch_id == claim.batch_id, Turn.status == TurnStatus.CLAIMED)
+        .values(status=TurnStatus.DONE, lease_until=None)
+    )
+    _decrement_pending(session, claim.key, rowcount(res))
+
+
+def return_turns(session: Session, settings: Settings, key: SessionKey, batch_id: int) -> int:
+    """A batch failed or its lease ran out: its turns go back to pending with one more
+    attempt, or to `failed` (kept, re-drivable) once they reach `max_attempts`.
+    Returns how many turns were dead-lettered."""
+    session.execute(
+        update(Turn)
+        .where(Turn.batch_id == batch_id, Turn.status == TurnStatus.CLAIMED)
+        .values(
+            attempts=Turn.attempts + 1,
+            lease_until=None,
+            status=case(
+                (Turn.attempts + 1 >= settings.max_attempts, TurnStatus.FAILED),
+                else_=TurnStatus.PENDING,
+            ),
+        )
+    )
+    failed = (
+        session.scalar(
+            select(func.count()).where(Turn.batch_id == batch_id, Turn.status == TurnStatus.FAILED)
+        )
+        or 0
+    )
+    _decrement_pending(session, key, failed)
+    return failed
+
+
+def _decrement_pending(session: Session, key: SessionKey, n: int) -> None:
+    if n:
+        session.execute(
+            update(ChatSession)
+            .where(*_session_pk(key))
+            .values(
+                pending_count=func.max(ChatSession.pending_count - n, 0)
+                if is_sqlite(session)
+                else func.greatest(ChatSession.pending_count - n, 0)
+            )
+        )
+
+
+# -------------------------------------------------------------------------------- sweeper
+
+
+def reap_expired_leases(
+    session: Session, settings: Settings, now: datetime, limit: int = 500
+) -> int:
+    """Turns of a batch whose worker died go back to pending (attempts + 1)."""
+    expired = session.execute(
+        select(
+            ChatSession.agent_id,
+            ChatSession.user_id,
+            ChatSession.session_id,
+            ChatSession.lease_batch_id,
+        )
+        .where(ChatSession.lease_until.is_not(None), ChatSession.lease_until <= now)
+        .limit(limit)
+    ).all()
+    for row in expired:
+        key = SessionKey(row.agent_id, row.user_id, row.session_id)
+        lost = session.execute(
+            update(ChatSession)
+            .where(
+                *_session_pk(key),
+                ChatSession.lease_batch_id == row.lease_batch_id,
+                ChatSession.lease_until <= now,
+            )
+            .values(lease_batch_id=None, lease_until=None)
+        )
+        if rowcount(lost) != 1 or row.lease_batch_id is None:
+            continue  # released or renewed between our read and now
+        return_turns(session, settings, key, row.lease_batch_id)
+        session.execute(
+            update(ExtractionBatch)
+            .where(
+                ExtractionBatch.id == row.lease_batch_id,
+                ExtractionBatch.status == BatchStatus.RUNNING,
+            )
+            .values(
+                status=BatchStatus.ABANDONED,
+                finished_at=now,
+                error="lease expired: the worker died or took longer than lease_seconds",
+            )
+        )
+    if expired:
+        log.info("reaped %d expired leases", len(expired))
+    return len(expired)
+
+
+def sessions_due(
+    session: Session, settings: Settings, now: datetime, limit: int = 1000
+) -> list[SessionKey]:
+    """Sessions with pending turns that a worker should look at now: a full batch waits,
+    or the session ended or went idle. Counts come from the turns table itself."""
+    idle_before = now - timedelta(seconds=settings.flush_idle_seconds)
+    pending = (
+        select(Turn.agent_id, Turn.user_id, Turn.session_id, func.count().label("n"))
+        .where(Turn.status == TurnStatus.PENDING)
+        .group_by(Turn.agent_id, Turn.user_id, Turn.session_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(pending.c.agent_id, pending.c.user_id, pending.c.session_id)
+        .join(
+            ChatSession,
+            and_(
+                ChatSession.agent_id == pending.c.agent_id,
+                ChatSession.user_id == pending.c.user_id,
+                ChatSession.session_id == pending.c.session_id,
+            ),
+        )
+        .where(
+            or_(ChatSession.lease_until.is_(None), ChatSession.lease_until <= now),
+            or_(
+                pending.c.n >= settings.batch_size,
+                ChatSession.ended_at.is_not(None),
+                ChatSession.last_activity_at <= idle_before,
+            ),
+        )
+        .limit(limit)
+    ).all()
+    return [SessionKey(*r) for r in rows]
+
+
+def retry_failed(session: Session, now: datetime, key: SessionKey | None = None) -> int:
+    """Dead-lettered turns go back to pending with a fresh attempt count; their sessions
+    are marked ended so the next sweep flushes them even if they are below batch_size."""
+    where = [Turn.status == TurnStatus.FAILED, *(_turns_of(key) if key else ())]
+    sessions = [
+        SessionKey(*r)
+        for r in session.execute(
+            select(Turn.agent_id, Turn.user_id, Turn.session_id).where(*where).distinct()
+        ).all()
+    ]
+    res = session.execute(
+        update(Turn).where(*where).values(status=TurnStatus.PENDING, attempts=0, batch_id=None)
+    )
+    for k in sessions:
+        pending = session.scalar(
+            select(func.count()).where(*_turns_of(k), Turn.status == TurnStatus.PENDING)
+        )
+        session.execute(
+            update(ChatSession)
+            .where(*_session_pk(k))
+            .values(pending_count=pending, ended_at=func.coalesce(ChatSession.ended_at, now))
+        )
+    return rowcount(res)

@@ -1,0 +1,95 @@
+"""`MemoryClient`: what a chat backend calls. Writes return at once; extraction is async."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from celery import Celery
+
+from memoryd.buffer import SessionKey, end_session, store_turns, validate_turns
+from memoryd.db import session_scope, utcnow
+from memoryd.errors import TurnRejected
+from memoryd.schemas import IngestResult, TurnIn
+from memoryd.settings import Settings, get_settings
+from memoryd.tasks.dispatch import dispatch_extract
+
+
+class MemoryClient:
+    """Entry point for chat backends written in Python.
+
+    `dispatch=False` stores turns without sending Celery messages; beat's sweeper then
+    picks the sessions up (useful where no broker is reachable from the caller).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        celery_app: Celery | None = None,
+        dispatch: bool = True,
+    ) -> None:
+        self.settings = settings or get_settings()
+        self.dispatch = dispatch
+        self._celery = celery_app
+
+    @property
+    def celery(self) -> Celery:
+        if self._celery is None:
+            from memoryd.worker import make_celery
+
+            self._celery = make_celery(self.settings)
+        return self._celery
+
+    # ---------------------------------------------------------------------------- ingest
+
+    def enqueue_turn(
+        self, turn: Mapping[str, Any] | TurnIn | None = None, **fields: Any
+    ) -> IngestResult:
+        """Store one turn. Raises TurnRejected naming the bad field(s)."""
+        item = turn if turn is not None else fields
+        result = self.enqueue_turns([item])
+        if result.rejected:
+            errors = result.rejected[0]["errors"]
+            raise TurnRejected(
+                "turn rejected: " + "; ".join(f"{e['field']}: {e['message']}" for e in errors),
+                errors,
+            )
+        return result
+
+    def enqueue_turns(self, turns: Sequence[Mapping[str, Any] | TurnIn]) -> IngestResult:
+        """Store many turns in one transaction. Per item: each bad item is reported in
+        `rejected` (by index, with field errors) and every good item is stored."""
+        good, bad = validate_turns(turns, self.settings)
+        with session_scope(self.settings) as session:
+            result, due = store_turns(session, self.settings, good, utcnow())
+        result.rejected = bad
+        if due and self.dispatch:
+            result.dispatched_sessions = dispatch_extract(self.celery, due)
+        return result
+
+    def ingest_payload(self, payload: Any) -> IngestResult:
+        """The `memoryd.ingest_turns` payload: {"turns": [...]}, a list, or one turn."""
+        if isinstance(payload, Mapping) and "turns" in payload:
+            extra = set(payload) - {"turns"}
+            if extra:
+                raise TurnRejected(f"unknown payload keys {sorted(extra)}; expected only 'turns'")
+            items = payload["turns"]
+        elif isinstance(payload, Mapping):
+            items = [payload]
+        else:
+            items = payload
+        if not isinstance(items, list):
+            raise TurnRejected(
+                f"payload must be an object with a 'turns' list, got {type(payload).__name__}"
+            )
+        return self.enqueue_turns(items)
+
+    def end_session(self, agent_id: str, user_id: str, session_id: str) -> bool:
+        """The conversation is over: extract its remaining turns now, even a partial batch."""
+        key = SessionKey(agent_id, user_id, session_id)
+        with session_scope(self.settings) as session:
+            known = end_session(session, key, utcnow())
+        if known and self.dispatch:
+            dispatch_extract(self.celery, [key])
+        return known

@@ -1,0 +1,127 @@
+"""Engines and the one transaction helper. Pipeline functions flush; `session_scope` commits."""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from memoryd.settings import Settings
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    """WAL + busy timeout, and every transaction BEGIN IMMEDIATE.
+
+    pysqlite starts transactions lazily as DEFERRED; a reader that later writes then
+    fails at once with "database is locked" because SQLite cannot wait on a lock
+    upgrade. Taking the write lock at BEGIN makes writers queue on the busy timeout
+    instead. WAL keeps plain readers of other connections unblocked.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def get_engine(settings: Settings) -> Engine:
+    """One engine per database URL per process (workers call `dispose_engines` after fork)."""
+    url = settings.resolved_database_url
+    with _engines_lock:
+        engine = _engines.get(url)
+        if engine is None:
+            if url.startswith("sqlite"):
+                settings.data_dir.mkdir(parents=True, exist_ok=True)
+            engine = _engines[url] = make_engine(url)
+        return engine
+
+
+def dispose_engines() -> None:
+    with _engines_lock:
+        for engine in _engines.values():
+            engine.dispose(close=False)
+        _engines.clear()
+
+
+def session_factory(settings: Settings) -> sessionmaker[Session]:
+    return sessionmaker(get_engine(settings), expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(settings: Settings) -> Iterator[Session]:
+    """Open a session, commit on success, roll back on error."""
+    session = session_factory(settings)()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def rowcount(result: Any) -> int:
+    """Rows matched by an UPDATE/DELETE (typed access to CursorResult.rowcount)."""
+    return int(result.rowcount)
+
+
+def is_sqlite(session: Session) -> bool:
+    return session.get_bind().dialect.name == "sqlite"
+
+
+def lock_scope(session: Session, agent_id: str, user_id: str) -> None:
+    """Serialise writers of one scope until the transaction ends.
+
+    PostgreSQL: a transaction-level advisory lock keyed by the scope. SQLite: the
+    transaction already holds the database write lock (BEGIN IMMEDIATE).
+    """
+    if is_sqlite(session):
+        return
+    advisory_xact_lock(session, LOCK_CLASS_SCOPE, f"{agent_id}\x00{user_id}")
+
+
+LOCK_CLASS_SCOPE = 1
+LOCK_CLASS_MAINTENANCE = 2
+
+
+def advisory_xact_lock(session: Session, lock_class: int, name: str, wait: bool = True) -> bool:
+    """PostgreSQL transaction-level advisory lock on (class, name); True on SQLite."""
+    if is_sqlite(session):
+        return True
+    key = zlib.crc32(name.encode()) - 2**31
+    fn = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
+    got = session.execute(text(f"SELECT {fn}(:c, :k)"), {"c": lock_class, "k": key}).scalar()
+    return wait or bool(got)

@@ -1,0 +1,39 @@
+"""Typed errors whose messages tell the caller what to fix."""
+
+from __future__ import annotations
+
+
+class MemorydError(Exception):
+    """Base of every error memoryd raises on purpose."""
+
+
+class TurnRejected(MemorydError):
+    """A turn payload failed validation; `errors` names each bad field."""
+
+    def __init__(self, message: str, errors: list[dict[str, object]] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or []
+
+
+class LLMError(MemorydError):
+    """The LLM call failed for good (after retries, or not retryable)."""
+
+
+class LLMTransientError(LLMError):
+    """Rate limit, 5xx, timeout or connection error; retried by the LLM client."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class LLMOutputError(LLMError):
+    """The model's answer was not valid JSON for the schema, even after one repair."""
+
+
+class LeaseLost(MemorydError):
+    """Another worker took over this batch after our lease expired; our result is dropped."""
+
+
+class NotFound(MemorydError):
+    """No such memory in this scope."""

@@ -1,0 +1,174 @@
+"""The LLM client: the openai SDK, one tenacity retry policy, structured output into pydantic.
+
+The SDK's own retries are off (max_retries=0) so there is exactly one retry policy:
+429 (honouring Retry-After), 5xx, 408, timeouts and connection errors are retried with
+exponential backoff and jitter; anything else fails at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import openai
+from pydantic import BaseModel, ValidationError
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from memoryd.errors import LLMError, LLMOutputError, LLMTransientError
+from memoryd.settings import Settings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T", bound=BaseModel)
+
+MAX_RETRY_AFTER_SECONDS = 120.0
+
+
+@dataclass
+class LLMResult(Generic[T]):
+    value: T
+    model: str
+    tokens_in: int
+    tokens_out: int
+    calls: int
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    header = exc.response.headers.get("retry-after")
+    if header is None:
+        return None
+    try:
+        return min(max(float(header), 0.0), MAX_RETRY_AFTER_SECONDS)
+    except ValueError:
+        return None  # an HTTP date; fall back to our own backoff
+
+
+def classify(exc: Exception) -> LLMError:
+    """Map an SDK exception to transient (retried) or permanent."""
+    if isinstance(exc, openai.APITimeoutError):
+        return LLMTransientError(f"LLM request timed out: {exc}")
+    if isinstance(exc, openai.APIConnectionError):
+        return LLMTransientError(f"cannot reach the LLM endpoint: {exc}")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        if status == 429 or status == 408 or status >= 500:
+            return LLMTransientError(f"LLM endpoint answered {status}", _retry_after(exc))
+        return LLMError(f"LLM endpoint answered {status}: {exc.message}")
+    return LLMError(f"LLM call failed: {exc!r}")
+
+
+class _WaitRetryAfterOrBackoff:
+    """Wait what the server asked for (Retry-After), else exponential backoff with jitter."""
+
+    def __init__(self, max_seconds: float) -> None:
+        self._backoff = wait_exponential_jitter(initial=0.5, max=max_seconds, jitter=0.5)
+
+    def __call__(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, LLMTransientError) and exc.retry_after is not None:
+            return exc.retry_after
+        return float(self._backoff(state))
+
+
+class LLMClient:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._client = openai.OpenAI(
+            api_key=settings.llm_api_key or "not-needed",
+            base_url=settings.llm_base_url,
+            timeout=settings.llm_timeout_seconds,
+            max_retries=0,
+        )
+
+    def _create(self, **kwargs: Any) -> Any:
+        """One HTTP call, retried on transient errors only."""
+        retrying = Retrying(
+            retry=retry_if_exception_type(LLMTransientError),
+            stop=stop_after_attempt(self.settings.llm_retries + 1),
+            wait=_WaitRetryAfterOrBackoff(self.settings.llm_backoff_max_seconds),
+            reraise=True,
+            before_sleep=lambda s: log.warning(
+                "LLM call failed (%s), retry %d",
+                s.outcome.exception() if s.outcome else "?",
+                s.attempt_number,
+            ),
+        )
+        for attempt in retrying:
+            with attempt:
+                try:
+                    return self._client.chat.completions.create(**kwargs)
+                except openai.OpenAIError as exc:
+                    raise classify(exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _response_format(self, schema: type[BaseModel]) -> dict[str, Any]:
+        if self.settings.llm_response_format == "json_schema":
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+            }
+        return {"type": "json_object"}
+
+    def complete_json(
+        self, model: str, messages: list[dict[str, str]], schema: type[T]
+    ) -> LLMResult[T]:
+        """Ask for JSON matching `schema`; one repair round if the answer does not parse."""
+        messages = list(messages)
+        tokens_in = tokens_out = calls = 0
+        last_error = ""
+        for round_ in range(2):
+            response = self._create(
+                model=model,
+                messages=messages,
+                response_format=self._response_format(schema),
+                temperature=self.settings.llm_temperature,
+            )
+            calls += 1
+            if response.usage is not None:
+                tokens_in += response.usage.prompt_tokens or 0
+                tokens_out += response.usage.completion_tokens or 0
+            if not response.choices:
+                last_error = "the answer had no choices"
+                continue
+            choice = response.choices[0]
+            text = choice.message.content or ""
+            try:
+                value = schema.model_validate_json(text)
+            except ValidationError as exc:
+                truncated = choice.finish_reason == "length"
+                last_error = (
+                    "the answer was cut off (finish_reason=length); " if truncated else ""
+                ) + _short_errors(exc)
+                if round_ == 0:
+                    messages += [
+                        {"role": "assistant", "content": text[:4000]},
+                        {"role": "user", "content": _repair_request(last_error)},
+                    ]
+                continue
+            return LLMResult(value, response.model or model, tokens_in, tokens_out, calls)
+        raise LLMOutputError(f"model output is not valid {schema.__name__} JSON: {last_error}")
+
+
+def _short_errors(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()[:5]
+    )
+
+
+def _repair_request(error: str) -> str:
+    return (
+        "Your previous answer could not be used: "
+        + error
+        + ". Reply again with only the complete, valid JSON object, nothing else. "
+        + "Keep it short if it was cut off."
+        + " Example shape: "
+        + json.dumps({"facts": []})
+    )

@@ -1,0 +1,274 @@
+"""Tables of DESIGN.md as SQLAlchemy 2 typed models. Migrations live in `migrations/`."""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+# SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets a bigint identity.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+SHARED_USER = "*"  # user_id of an agent's shared workspace scope, readable by all its users
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: memoryd stores UTC-aware datetimes")
+        if dialect.name == "sqlite":
+            return value.astimezone(UTC).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSON(),
+        list[str]: JSON(),
+        list[int]: JSON(),
+    }
+
+
+class TurnStatus(enum.StrEnum):
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Tier(enum.StrEnum):
+    SHORT = "short"
+    LONG = "long"
+
+
+class MemoryStatus(enum.StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    ARCHIVED = "archived"
+    EXPIRED = "expired"
+    DELETED = "deleted"
+
+
+class Category(enum.StrEnum):
+    USER = "user"
+    PROJECT = "project"
+    FEEDBACK = "feedback"
+    REFERENCE = "reference"
+    EPISODE = "episode"
+    PROCEDURE = "procedure"
+
+
+class EventKind(enum.StrEnum):
+    CREATED = "created"
+    CONFIRMED = "confirmed"
+    UPDATED = "updated"
+    SUPERSEDED = "superseded"
+    PROMOTED = "promoted"
+    EXPIRED = "expired"
+    ARCHIVED = "archived"
+    RESTORED = "restored"
+    DELETED = "deleted"
+
+
+class Actor(enum.StrEnum):
+    EXTRACTOR = "extractor"
+    MAINTENANCE = "maintenance"
+    API = "api"
+
+
+class BatchStatus(enum.StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    ABANDONED = "abandoned"  # its lease expired or was taken over
+
+
+class Turn(Base):
+    __tablename__ = "turns"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "user_id", "turn_key", name="uq_turns_scope_key"),
+        # Claiming reads the oldest pending turns of one session.
+        Index("ix_turns_session_status", "agent_id", "user_id", "session_id", "status", "id"),
+        # Reaping finds claimed turns whose lease ran out.
+        Index("ix_turns_batch", "batch_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    turn_key: Mapped[str | None] = mapped_column(String(200))
+    agent_id: Mapped[str] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(String(200))
+    session_id: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(20))
+    content: Mapped[str] = mapped_column(Text)
+    metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
+    created_at: Mapped[datetime]
+    status: Mapped[str] = mapped_column(String(10), default=TurnStatus.PENDING)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lease_until: Mapped[datetime | None]
+    batch_id: Mapped[int | None] = mapped_column(BigInteger)
+    token_count: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class ChatSession(Base):
+    """Per-session bookkeeping; the lease columns make one batch per session run at a time."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_pending", "pending_count", "last_activity_at"),)
+
+    agent_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    last_activity_at: Mapped[datetime]
+    pending_count: Mapped[int] = mapped_column(Integer, default=0)
+    token_count: Mapped[int] = mapped_column(Integer, default=0)
+    ended_at: Mapped[datetime | None]
+    lease_batch_id: Mapped[int | None] = mapped_column(BigInteger)
+    lease_until: Mapped[datetime | None]
+    summary: Mapped[str | None] = mapped_column(Text)
+    summary_upto: Mapped[int | None] = mapped_column(BigInteger)
+    compressed_at: Mapped[datetime | None]
+
+
+class Memory(Base):
+    __tablename__ = "memories"
+    __table_args__ = (
+        Index("ix_memories_scope_status", "agent_id", "user_id", "status", "updated_at"),
+        Index("ix_memories_scope_hash", "agent_id", "user_id", "content_hash"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    agent_id: Mapped[str] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(String(200))
+    category: Mapped[str] = mapped_column(String(20))
+    tier: Mapped[str] = mapped_column(String(10))
+    status: Mapped[str] = mapped_column(String(12), default=MemoryStatus.ACTIVE)
+    name: Mapped[str] = mapped_column(String(200))
+    content: Mapped[str] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    confidence: Mapped[float] = mapped_column(Float)
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    weight_at: Mapped[datetime]
+    evidence_count: Mapped[int] = mapped_column(Integer, default=1)
+    access_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_accessed_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]
+    content_hash: Mapped[str] = mapped_column(String(64))
+    supersedes_id: Mapped[int | None] = mapped_column(BigInteger)
+    superseded_by_id: Mapped[int | None] = mapped_column(BigInteger)
+    source_turn_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
+    metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    archived_at: Mapped[datetime | None]
+
+
+class MemoryEvent(Base):
+    __tablename__ = "memory_events"
+    __table_args__ = (Index("ix_memory_events_memory", "memory_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    memory_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("memories.id", ondelete="CASCADE")
+    )
+    agent_id: Mapped[str] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(12))
+    actor: Mapped[str] = mapped_column(String(12))
+    before_content: Mapped[str | None] = mapped_column(Text)
+    after_content: Mapped[str | None] = mapped_column(Text)
+    batch_id: Mapped[int | None] = mapped_column(BigInteger)
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+
+
+class MemoryUsage(Base):
+    __tablename__ = "memory_usage"
+    __table_args__ = (Index("ix_memory_usage_memory", "memory_id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    memory_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("memories.id", ondelete="CASCADE")
+    )
+    agent_id: Mapped[str] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(String(200))
+    session_id: Mapped[str | None] = mapped_column(String(200))
+    query: Mapped[str] = mapped_column(Text)
+    score: Mapped[float | None] = mapped_column(Float)
+    referenced: Mapped[bool] = mapped_column(default=False, server_default=text("false"))
+    created_at: Mapped[datetime]
+
+
+class ExtractionBatch(Base):
+    __tablename__ = "extraction_batches"
+    __table_args__ = (
+        Index("ix_extraction_batches_session", "agent_id", "user_id", "session_id", "id"),
+        Index("ix_extraction_batches_status", "status", "started_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    agent_id: Mapped[str] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(String(200))
+    session_id: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(12), default="extract")
+    status: Mapped[str] = mapped_column(String(10), default=BatchStatus.RUNNING)
+    first_turn_id: Mapped[int | None] = mapped_column(BigInteger)
+    last_turn_id: Mapped[int | None] = mapped_column(BigInteger)
+    turn_count: Mapped[int] = mapped_column(Integer, default=0)
+    extractor: Mapped[str | None] = mapped_column(String(20))
+    model: Mapped[str | None] = mapped_column(String(200))
+    prompt_version: Mapped[str | None] = mapped_column(String(50))
+    tokens_in: Mapped[int] = mapped_column(Integer, default=0)
+    tokens_out: Mapped[int] = mapped_column(Integer, default=0)
+    llm_calls: Mapped[int] = mapped_column(Integer, default=0)
+    facts_proposed: Mapped[int] = mapped_column(Integer, default=0)
+    facts_accepted: Mapped[int] = mapped_column(Integer, default=0)
+    facts_rejected: Mapped[int] = mapped_column(Integer, default=0)
+    rejections: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    memories_created: Mapped[int] = mapped_column(Integer, default=0)
+    memories_confirmed: Mapped[int] = mapped_column(Integer, default=0)
+    memories_superseded: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    duration_ms: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)

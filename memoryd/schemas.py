@@ -1,0 +1,131 @@
+"""Pydantic models for everything that crosses memoryd's edge: turn payloads and LLM output."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
+
+from memoryd.models.tables import Category
+
+# Identifiers: non-empty, no surrounding whitespace, no control characters.
+Ident = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$"
+    ),
+]
+Role = Literal["user", "assistant", "system", "tool"]
+
+# Hard cap checked before pydantic's own: the configurable limit lives in Settings.
+ABSOLUTE_MAX_CONTENT = 1_000_000
+
+
+def check_text(value: str, field: str) -> str:
+    """Reject NUL bytes and lone surrogates, which no database stores faithfully."""
+    if "\x00" in value:
+        raise ValueError(f"{field} contains a NUL byte (\\x00); strip it before sending")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{field} is not valid Unicode (lone surrogate at position {exc.start})"
+        ) from None
+    return value
+
+
+class TurnIn(BaseModel):
+    """One dialogue turn as a chat backend sends it (the `memoryd.ingest_turns` payload item)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+    agent_id: Ident
+    user_id: Ident
+    session_id: Ident
+    role: Role
+    content: str = Field(min_length=1, max_length=ABSOLUTE_MAX_CONTENT)
+    turn_key: Ident | None = None
+    timestamp: datetime | None = None
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _content_ok(cls, value: str) -> str:
+        check_text(value, "content")
+        if not value.strip():
+            raise ValueError("content is blank")
+        return value
+
+    @field_validator("timestamp")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+    @field_validator("user_id")
+    @classmethod
+    def _not_shared(cls, value: str) -> str:
+        if value == "*":
+            raise ValueError("user_id '*' is the shared workspace scope; turns belong to a user")
+        return value
+
+
+class IngestResult(BaseModel):
+    """What an enqueue call did, item by item (bulk ingest is per-item, never all-or-nothing)."""
+
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: list[dict[str, Any]] = Field(default_factory=list)
+    turn_ids: list[int] = Field(default_factory=list)
+    dispatched_sessions: int = 0
+
+
+# --------------------------------------------------------------------------------- LLM output
+
+
+class Fact(BaseModel):
+    """One durable fact the model proposes. `replaces`/`same_as` are the prompt's short ids."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    content: str = Field(min_length=1)
+    category: Category = Category.USER
+    name: str = Field("", max_length=200)
+    tags: list[str] = Field(default_factory=list)
+    confidence: float = Field(ge=0, le=1)
+    temporary: Literal["no", "short", "followup", "mood"] = "no"
+    replaces: int | None = None
+    same_as: int | None = None
+
+    @field_validator("category", mode="before")
+    @classmethod
+    def _known_category(cls, value: Any) -> Any:
+        # A model inventing a category ("preference") is common; fall back rather than fail.
+        if isinstance(value, str) and value.lower() not in {c.value for c in Category}:
+            return Category.USER
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags_list(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [t.strip() for t in value.split(",") if t.strip()]
+        return value
+
+
+class ExtractionOutput(BaseModel):
+    """The whole answer of one extraction call."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    facts: list[Fact] = Field(default_factory=list)

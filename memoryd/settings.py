@@ -1,0 +1,115 @@
+"""The one settings class. Every knob is an environment variable `MEMORYD_<NAME>`."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Defaults run embedded (SQLite file + filesystem broker); production sets the two URLs."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMORYD_", extra="ignore", frozen=True)
+
+    # --- where things live -------------------------------------------------------------
+    data_dir: Path = Field(Path(".memoryd"), description="Embedded SQLite file and broker folder")
+    database_url: str = Field("", description="SQLAlchemy URL; empty means <data_dir>/memoryd.db")
+    broker_url: str = Field(
+        "filesystem://", description="Celery broker; filesystem:// needs no server"
+    )
+    result_backend: str | None = None
+
+    # --- LLM (any OpenAI-compatible endpoint) ----------------------------------------
+    llm_api_key: str | None = Field(
+        None, validation_alias=AliasChoices("MEMORYD_LLM_API_KEY", "OPENAI_API_KEY")
+    )
+    llm_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("MEMORYD_LLM_BASE_URL", "OPENAI_BASE_URL")
+    )
+    extraction_model: str = "gpt-4o-mini"
+    summary_model: str = "gpt-4o-mini"
+    llm_response_format: Literal["json_schema", "json_object"] = "json_schema"
+    llm_timeout_seconds: float = Field(60.0, gt=0)
+    llm_retries: int = Field(4, ge=0, description="Retries of a transient LLM error")
+    llm_backoff_max_seconds: float = Field(30.0, gt=0)
+    llm_temperature: float = Field(0.0, ge=0, le=2)
+    offline_extractor: bool = Field(
+        False, description="Force the rule-based extractor even when an LLM is configured"
+    )
+
+    # --- ingest limits ------------------------------------------------------------------
+    max_turn_chars: int = Field(32_000, gt=0)
+    max_bulk_turns: int = Field(10_000, gt=0)
+
+    # --- batching and extraction (names follow the seed config) ---------------------
+    batch_size: int = Field(20, ge=1, description="Turns per extraction batch (10 exchanges)")
+    max_facts: int = Field(10, ge=1)
+    min_confidence: float = Field(0.6, ge=0, le=1)
+    long_term_confidence: float = Field(0.85, ge=0, le=1)
+    min_fact_chars: int = Field(4, ge=1)
+    max_fact_chars: int = Field(500, ge=1)
+    near_duplicate_similarity: float = Field(0.85, gt=0, le=1)
+    prefetch_limit: int = Field(20, ge=0, description="Existing memories shown to the extractor")
+    flush_idle_seconds: int = Field(300, ge=1)
+    lease_seconds: int = Field(300, ge=1)
+    max_attempts: int = Field(3, ge=1)
+    extract_batches_per_task: int = Field(
+        5, ge=1, description="Batches one task runs before yielding"
+    )
+
+    # --- tiers and weights ------------------------------------------------------------
+    short_ttl_days: float = Field(7.0, gt=0)
+    followup_ttl_days: float = Field(3.0, gt=0)
+    mood_ttl_days: float = Field(1.0, gt=0)
+    half_life_short_days: float = Field(7.0, gt=0)
+    half_life_long_days: float = Field(90.0, gt=0)
+    archive_threshold: float = Field(0.1, ge=0)
+    promote_access_count: int = Field(3, ge=1)
+    reinforce_retrieved: float = Field(0.05, ge=0)
+    reinforce_referenced: float = Field(0.15, ge=0)
+    reinforce_observed: float = Field(0.3, ge=0)
+
+    # --- sessions -----------------------------------------------------------------------
+    compress_trigger_tokens: int = Field(4000, ge=1)
+    keep_recent_turns: int = Field(10, ge=0)
+
+    # --- beat intervals (seconds) -------------------------------------------------------
+    sweep_interval_seconds: float = Field(30.0, gt=0)
+    maintenance_interval_seconds: float = Field(3600.0, gt=0)
+    compress_interval_seconds: float = Field(600.0, gt=0)
+
+    # --- Celery worker ------------------------------------------------------------------
+    worker_concurrency: int = Field(16, ge=1)
+
+    @model_validator(mode="after")
+    def _check_confidence_order(self) -> Settings:
+        if self.long_term_confidence < self.min_confidence:
+            raise ValueError(
+                "MEMORYD_LONG_TERM_CONFIDENCE must be >= MEMORYD_MIN_CONFIDENCE "
+                f"(got {self.long_term_confidence} < {self.min_confidence})"
+            )
+        if self.max_fact_chars < self.min_fact_chars:
+            raise ValueError("MEMORYD_MAX_FACT_CHARS must be >= MEMORYD_MIN_FACT_CHARS")
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'memoryd.db'}"
+
+    @property
+    def llm_configured(self) -> bool:
+        return not self.offline_extractor and bool(self.llm_api_key or self.llm_base_url)
+
+    @property
+    def broker_folder(self) -> Path:
+        return self.data_dir / "broker"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Settings of this process, read from the environment on first use (never at import)."""
+    return Settings()

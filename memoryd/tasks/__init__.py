@@ -1,0 +1,1 @@
+"""Thin Celery tasks: each opens what it needs, calls a plain function, returns counts."""

@@ -1,0 +1,21 @@
+"""`memoryd.extract_session`: extract one session's pending turns, batch by batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryd.buffer import SessionKey
+from memoryd.extraction import extract_session as run_extraction
+from memoryd.settings import get_settings
+from memoryd.tasks.dispatch import dispatch_extract
+from memoryd.worker import app
+
+
+@app.task(name="memoryd.extract_session")
+def extract_session(agent_id: str, user_id: str, session_id: str) -> dict[str, Any]:
+    key = SessionKey(agent_id, user_id, session_id)
+    stats = run_extraction(get_settings(), key)
+    if stats.more_pending:
+        # Yield the worker to other sessions; the rest continues in a fresh task.
+        dispatch_extract(app, [key])
+    return stats.as_dict()

@@ -1,0 +1,23 @@
+"""Beat tasks on the `maintenance` queue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryd.buffer import reap_expired_leases, sessions_due
+from memoryd.db import session_scope, utcnow
+from memoryd.settings import get_settings
+from memoryd.tasks.dispatch import dispatch_extract
+from memoryd.worker import app
+
+
+@app.task(name="memoryd.maintenance.sweep")
+def sweep() -> dict[str, Any]:
+    """Return expired leases to pending and re-dispatch every session with due turns,
+    so a lost broker message or a killed worker only delays work."""
+    settings = get_settings()
+    with session_scope(settings) as session:
+        now = utcnow()
+        reaped = reap_expired_leases(session, settings, now)
+        due = sessions_due(session, settings, now)
+    return {"reaped_leases": reaped, "dispatched": dispatch_extract(app, due)}

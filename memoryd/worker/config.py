@@ -1,0 +1,71 @@
+"""Celery configuration derived from Settings: queues, routes, reliability, events, beat."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from kombu import Queue  # type: ignore[attr-defined]
+
+from memoryd.settings import Settings
+
+EXTRACTION_QUEUE = "extraction"
+MAINTENANCE_QUEUE = "maintenance"
+
+TASK_ROUTES = {
+    "memoryd.ingest_turns": {"queue": EXTRACTION_QUEUE},
+    "memoryd.extract_session": {"queue": EXTRACTION_QUEUE},
+    "memoryd.maintenance.*": {"queue": MAINTENANCE_QUEUE},
+}
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    every = timedelta
+    return {
+        "sweep": {
+            "task": "memoryd.maintenance.sweep",
+            "schedule": every(seconds=settings.sweep_interval_seconds),
+        },
+    }
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        "broker_url": settings.broker_url,
+        "result_backend": settings.result_backend,
+        "task_ignore_result": settings.result_backend is None,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "timezone": "UTC",
+        "enable_utc": True,
+        # Tasks are idempotent, so a message is acknowledged only after it ran, and a
+        # worker that dies mid-task gives it back to the queue.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        # Flower shows every task: sent, started, succeeded, failed.
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "task_track_started": True,
+        "task_default_queue": EXTRACTION_QUEUE,
+        "task_queues": (Queue(EXTRACTION_QUEUE), Queue(MAINTENANCE_QUEUE)),
+        "task_routes": TASK_ROUTES,
+        "beat_schedule": beat_schedule(settings),
+        "broker_connection_retry_on_startup": True,
+        "worker_concurrency": settings.worker_concurrency,
+    }
+    if settings.broker_url.startswith("filesystem://"):
+        folder = settings.broker_folder.resolve()
+        for sub in ("queue", "processed"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        conf["broker_transport_options"] = {
+            "data_folder_in": str(folder / "queue"),
+            "data_folder_out": str(folder / "queue"),
+            "processed_folder": str(folder / "processed"),
+            "store_processed": False,
+        }
+    elif settings.broker_url.startswith(("redis://", "rediss://")):
+        # An unacknowledged message returns to the queue after this long.
+        conf["broker_transport_options"] = {"visibility_timeout": 3600}
+    return conf
