@@ -31,7 +31,13 @@ def _r(regex: str) -> re.Pattern[str]:
     return re.compile(regex, re.IGNORECASE)
 
 
-_END = r"(?P<x>[^.!?。！？\n]{2,200})"
+# A captured value ends at sentence punctuation, a joining word or a time phrase, so
+# "I live in Berlin and I prefer tea" and "I moved to Lisbon last week" stay clean.
+_END = (
+    r"(?P<x>[^.!?。！？\n]{2,200}?)"
+    r"(?=\s+(?:and|but|because|so|last|this|next|since|yesterday|today|tomorrow)\b"
+    r"|[.!?。！？;\n]|$)"
+)
 
 RULES: list[Rule] = [
     Rule(_r(r"\b(?:please )?remember(?: that|:)?\s+" + _END), "{x}", Category.USER, "", 0.95),
@@ -51,7 +57,7 @@ RULES: list[Rule] = [
         0.9,
     ),
     Rule(
-        _r(r"叫我(?P<x>[^，。！？,.!?\s]{1,20})"),
+        _r(r"叫我(?P<x>[^，。！？,.!?\s]{1,20}?)(?=就行|就好|吧|[，。！？,.!?\s]|$)"),
         "希望被称为{x}",
         Category.USER,
         "preferred name",
@@ -104,6 +110,14 @@ RULES: list[Rule] = [
         "favourite {slot}",
         0.9,
     ),
+    # Any other "my X is Y": less certain, so it lands in the short tier.
+    Rule(
+        _r(r"\bmy (?!name\b|favou?rite\b)(?P<slot>[\w' ]{2,30}?) is\s+" + _END),
+        "My {slot} is {x}",
+        Category.USER,
+        "{slot}",
+        0.75,
+    ),
     Rule(_r(r"(?P<x>https?://[^\s<>\"'）)]+)"), "Shared link: {x}", Category.REFERENCE, "", 0.7),
 ]
 
@@ -125,6 +139,7 @@ def extract_facts(
                 if "x" not in groups:
                     continue
                 text = rule.template.format(**groups)
+                text = text[:1].upper() + text[1:]
                 if text.casefold() in seen:
                     continue
                 seen.add(text.casefold())

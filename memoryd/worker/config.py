@@ -57,13 +57,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
     if settings.broker_url.startswith("filesystem://"):
         folder = settings.broker_folder.resolve()
-        for sub in ("queue", "processed"):
+        for sub in ("queue", "processed", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         conf["broker_transport_options"] = {
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),
             "processed_folder": str(folder / "processed"),
             "store_processed": False,
+            "control_folder": str(folder / "control"),
         }
     elif settings.broker_url.startswith(("redis://", "rediss://")):
         # An unacknowledged message returns to the queue after this long.
