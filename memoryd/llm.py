@@ -69,7 +69,7 @@ class _WaitRetryAfterOrBackoff:
     """Wait what the server asked for (Retry-After), else exponential backoff with jitter."""
 
     def __init__(self, max_seconds: float) -> None:
-        self._backoff = wait_exponential_jitter(initial=0.5, max=max_seconds, jitter=0.5)
+        self._backoff = wait_exponential_jitter(multiplier=0.5, max=max_seconds, jitter=0.5)
 
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

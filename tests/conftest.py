@@ -25,6 +25,7 @@ from memoryd.db import dispose_engines, session_factory
 from memoryd.models.migrate import upgrade
 from memoryd.models.tables import Base
 from memoryd.settings import Settings
+from tests.fakellm import FakeLLM
 
 PG_SERVER = os.environ.get("MEMORYD_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
 REDIS_DB = int(os.environ.get("MEMORYD_TEST_REDIS_DB", "15"))
@@ -105,3 +106,23 @@ def db(settings: Settings) -> Iterator[Session]:
     finally:
         session.rollback()
         session.close()
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    """A real OpenAI-protocol HTTP server on loopback, scripted by the test."""
+    with FakeLLM() as llm:
+        yield llm
+
+
+def with_llm(settings: Settings, llm: FakeLLM, **overrides: Any) -> Settings:
+    """Point settings at the fake LLM, with fast retries so fault tests stay quick."""
+    return settings.model_copy(
+        update={
+            "llm_base_url": llm.base_url,
+            "llm_api_key": "test-key",
+            "llm_backoff_max_seconds": 0.2,
+            "llm_timeout_seconds": 2.0,
+            **overrides,
+        }
+    )

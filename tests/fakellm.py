@@ -1,0 +1,210 @@
+"""A real HTTP server speaking the OpenAI chat-completions protocol, scripted per test.
+
+The real `openai` SDK and memoryd's retry policy talk to it over loopback. Scripted
+actions are consumed one per request; with the script empty, the default responder
+answers like a diligent extractor: it reads the <turns> and <memories> data of the
+prompt and returns the facts memoryd's offline rules find, so runs are deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from memoryd import offline
+
+_BLOCK = re.compile(r"<(turns|memories)>\n(.*?)\n</\1>", re.S)
+
+
+@dataclass
+class Action:
+    """One scripted answer: a status code, optional headers, a body or content, a delay."""
+
+    status: int = 200
+    content: str | None = None  # assistant message content (200 only)
+    finish_reason: str = "stop"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    body: dict[str, Any] | None = None  # raw error body for non-200
+
+
+def answer(payload: dict[str, Any] | str, delay: float = 0.0) -> Action:
+    content = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return Action(content=content, delay=delay)
+
+
+def rate_limited(retry_after: float = 1) -> Action:
+    return Action(
+        status=429,
+        headers={"Retry-After": str(retry_after)},
+        body={"error": {"message": "rate limited", "type": "rate_limit"}},
+    )
+
+
+def server_error(status: int = 500) -> Action:
+    return Action(status=status, body={"error": {"message": "boom", "type": "server_error"}})
+
+
+def bad_request() -> Action:
+    return Action(status=400, body={"error": {"message": "bad model", "type": "invalid_request"}})
+
+
+def slow(seconds: float) -> Action:
+    """Answer with the default responder after `seconds` (a timeout if over the client's)."""
+    return Action(delay=seconds)
+
+
+def malformed() -> Action:
+    return Action(content='{"facts": [{"content": "oops", "confidence": ')
+
+
+def truncated() -> Action:
+    return Action(content='{"facts": [{"content": "User likes', finish_reason="length")
+
+
+def parse_prompt(
+    messages: list[dict[str, Any]],
+) -> tuple[list[tuple[str, str]], dict[int, tuple[str, str]]]:
+    """The turns (role, content) and memories {id: (name, content)} of an extraction prompt."""
+    text = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+    turns: list[tuple[str, str]] = []
+    memories: dict[int, tuple[str, str]] = {}
+    for kind, block in _BLOCK.findall(text):
+        for line in block.splitlines():
+            if not line.startswith("{"):
+                continue
+            item = json.loads(line)
+            if kind == "turns":
+                turns.append((item["role"], item["content"]))
+            else:
+                memories[int(item["id"])] = (item.get("name", ""), item["content"])
+    return turns, memories
+
+
+def default_extractor_answer(messages: list[dict[str, Any]]) -> str:
+    turns, memories = parse_prompt(messages)
+    facts = offline.extract_facts(turns, memories)
+    return json.dumps({"facts": [f.model_dump(mode="json") for f in facts]}, ensure_ascii=False)
+
+
+class FakeLLM:
+    """Run with `with FakeLLM() as llm:`; point memoryd at `llm.base_url`."""
+
+    def __init__(
+        self,
+        delay: float = 0.0,
+        responder: Callable[[list[dict[str, Any]]], str] = default_extractor_answer,
+    ) -> None:
+        self.delay = delay  # applied to every default answer (benchmarks: slow LLM)
+        self.responder = responder
+        self.script: deque[Action] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    @property
+    def calls(self) -> int:
+        with self.lock:
+            return len(self.requests)
+
+    def push(self, *actions: Action) -> None:
+        with self.lock:
+            self.script.extend(actions)
+
+    def __enter__(self) -> FakeLLM:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next_action(self, body: dict[str, Any]) -> Action:
+        with self.lock:
+            self.requests.append(body)
+            return self.script.popleft() if self.script else Action(delay=self.delay)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_args: Any) -> None:  # keep test output quiet
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                action = fake._next_action(body)
+                if action.delay:
+                    time.sleep(action.delay)
+                if action.status != 200:
+                    self._send(action.status, action.body or {}, action.headers)
+                    return
+                messages = body.get("messages", [])
+                content = action.content
+                if content is None:
+                    content = fake.responder(messages)
+                prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-{len(fake.requests)}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "fake"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": content},
+                                "finish_reason": action.finish_reason,
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": len(content) // 4,
+                            "total_tokens": prompt_tokens + len(content) // 4,
+                        },
+                    },
+                )
+
+            def _send(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+        return Handler
+
+
+@contextmanager
+def running(delay: float = 0.0) -> Iterator[FakeLLM]:
+    with FakeLLM(delay=delay) as llm:
+        yield llm
