@@ -1,0 +1,136 @@
+"""Real `celery worker` / `celery beat` processes for end-to-end tests and benches."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from memoryd.db import session_scope
+from memoryd.models.tables import Turn, TurnStatus
+from memoryd.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that makes a child process build exactly these settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "OPENAI_"))}
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        if name == "data_dir":
+            value = Path(value).resolve()
+        env[f"MEMORYD_{name.upper()}"] = str(value)
+    env["MEMORYD_DATABASE_URL"] = settings.resolved_database_url
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    return env
+
+
+@dataclass
+class Proc:
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Kill the whole process group (the worker and any children)."""
+        if self.alive():
+            os.killpg(self.process.pid, sig)
+            self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if not self.alive():
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def _spawn(args: list[str], settings: Settings, log_path: Path) -> Proc:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    handle = log_path.open("ab")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "memoryd.worker", *args],
+        env=settings_env(settings),
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        cwd=REPO_ROOT,
+        start_new_session=True,
+    )
+    return Proc(process, log_path)
+
+
+def start_worker(
+    settings: Settings,
+    tmp_path: Path,
+    name: str = "w1",
+    concurrency: int = 4,
+    queues: str = "extraction,maintenance",
+) -> Proc:
+    return _spawn(
+        [
+            "worker",
+            "--pool=threads",
+            f"--concurrency={concurrency}",
+            f"--queues={queues}",
+            f"--hostname={name}@%h",
+            "--loglevel=INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        settings,
+        tmp_path / f"{name}.log",
+    )
+
+
+def start_beat(settings: Settings, tmp_path: Path) -> Proc:
+    return _spawn(
+        ["beat", "--loglevel=INFO", f"--schedule={tmp_path / 'beat-schedule'}", "--max-interval=1"],
+        settings,
+        tmp_path / "beat.log",
+    )
+
+
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float = 60.0,
+    interval: float = 0.2,
+    what: str = "condition",
+    procs: tuple[Proc, ...] = (),
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    logs = "\n".join(f"--- {p.log_path.name}\n{p.log()[-3000:]}" for p in procs)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}")
+
+
+def turns_left(settings: Settings) -> int:
+    """Turns not yet done or dead-lettered."""
+    with session_scope(settings) as session:
+        return int(
+            session.scalar(
+                select(func.count()).where(
+                    Turn.status.in_([TurnStatus.PENDING, TurnStatus.CLAIMED])
+                )
+            )
+            or 0
+        )
