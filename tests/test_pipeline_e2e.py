@@ -212,7 +212,7 @@ def test_ingest_task_by_name_from_any_celery_client(llm_settings: Settings, tmp_
     app = make_celery(llm_settings)
     good = conversation("ann", "ann-raw", USERS["ann"])
     app.send_task(
-        "memoryd.ingest_turns", args=[{"turns": good + [{"role": "user"}]}], queue="extraction"
+        "memoryd.ingest_turns", args=[{"turns": [*good, {"role": "user"}]}], queue="extraction"
     )
     worker = start_worker(llm_settings, tmp_path)
     beat = start_beat(llm_settings, tmp_path)  # the session idles out; the sweep flushes it
