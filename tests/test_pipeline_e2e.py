@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from memoryd.buffer import SessionKey
 from memoryd.client import MemoryClient
 from memoryd.db import session_scope
-from memoryd.models.tables import Memory, MemoryStatus, Turn, TurnStatus
+from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus, Turn, TurnStatus
 from memoryd.settings import Settings
 from memoryd.tasks.dispatch import dispatch_extract
 from memoryd.worker import make_celery
@@ -227,3 +227,28 @@ def test_ingest_task_by_name_from_any_celery_client(llm_settings: Settings, tmp_
         worker.stop()
         beat.stop()
     assert active_contents(llm_settings) == {"ann": EXPECTED["ann"]}
+
+
+def test_two_workers_same_fact_at_once_leave_one_memory(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    with FakeLLM(delay=1.0) as slow_llm:  # both LLM calls are in flight together
+        settings = with_llm(make_settings(backend, tmp_path, request), slow_llm)
+        client = MemoryClient(settings)
+        w1 = start_worker(settings, tmp_path, name="w1", concurrency=1)
+        w2 = start_worker(settings, tmp_path, name="w2", concurrency=1)
+        try:
+            time.sleep(2)  # both workers consuming before the messages arrive
+            for session in ("phone", "laptop"):
+                client.enqueue_turns(conversation("ann", session, ["I live in Berlin."]))
+            for session in ("phone", "laptop"):
+                client.end_session(AGENT, "ann", session)
+            wait_until(lambda: turns_left(settings) == 0, 60, procs=(w1, w2))
+        finally:
+            w1.stop()
+            w2.stop()
+    with session_scope(settings) as session:
+        batches = session.scalars(select(ExtractionBatch)).all()
+    assert len(batches) == 2
+    assert abs((batches[0].started_at - batches[1].started_at).total_seconds()) < 1.0
+    assert memory_rows(settings) == [("ann", "Lives in Berlin", 2)]
