@@ -107,10 +107,13 @@ class FakeLLM:
         self.responder = responder
         self.script: deque[Action] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []  # time.monotonic() of each request
         self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -136,6 +139,7 @@ class FakeLLM:
     def _next_action(self, body: dict[str, Any]) -> Action:
         with self.lock:
             self.requests.append(body)
+            self.arrivals.append(time.monotonic())
             return self.script.popleft() if self.script else Action(delay=self.delay)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
