@@ -7,6 +7,7 @@ batches are applied in order, and a result whose lease was lost is discarded.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -15,13 +16,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import and_, case, func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import and_, case, func, or_, select, text, update
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from memoryd.db import is_sqlite, rowcount
 from memoryd.errors import TurnRejected
 from memoryd.models.tables import (
+    Base,
     BatchStatus,
     ChatSession,
     ExtractionBatch,
@@ -58,10 +60,6 @@ class Claim:
     key: SessionKey
     batch_id: int
     turns: list[ClaimedTurn]
-
-
-def _insert(session: Session) -> Any:
-    return sqlite.insert if is_sqlite(session) else postgresql.insert
 
 
 # ------------------------------------------------------------------------------ validation
@@ -115,6 +113,127 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
 # --------------------------------------------------------------------------------- ingest
 
 
+# PostgreSQL: turns and their session's counters in ONE statement, so an enqueue on an
+# autocommit connection is a single round trip. Arrays carry any number of turns.
+# sessions.pending_count only decides when to send a trigger; the sweeper reads the
+# turns themselves, so the counter can never strand a turn.
+_PG_STORE_TURNS = text("""
+WITH new_turns AS (
+    INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
+                       created_at, status, attempts, token_count)
+    SELECT k, a, u, s, r, c, m::json, t, 'pending', 0, n
+    FROM unnest(CAST(:keys AS text[]), CAST(:agents AS text[]), CAST(:users AS text[]),
+                CAST(:sessions AS text[]), CAST(:roles AS text[]), CAST(:contents AS text[]),
+                CAST(:metas AS text[]), CAST(:times AS timestamptz[]), CAST(:tokens AS int[]))
+         AS x(k, a, u, s, r, c, m, t, n)
+    ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
+    RETURNING id, agent_id, user_id, session_id
+), per_session AS (
+    SELECT agent_id, user_id, session_id, count(*) AS added
+    FROM new_turns GROUP BY agent_id, user_id, session_id
+), bumped AS (
+    INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
+    SELECT agent_id, user_id, session_id, :now, added FROM per_session
+    ORDER BY agent_id, user_id, session_id
+    ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
+        pending_count = s.pending_count + excluded.pending_count,
+        last_activity_at = excluded.last_activity_at,
+        ended_at = NULL
+    RETURNING agent_id, user_id, session_id, pending_count
+)
+SELECT id, NULL AS agent_id, NULL AS user_id, NULL AS session_id, NULL AS pending_before,
+       NULL AS added
+FROM new_turns
+UNION ALL
+SELECT NULL, b.agent_id, b.user_id, b.session_id, b.pending_count - p.added, p.added
+FROM bumped b JOIN per_session p USING (agent_id, user_id, session_id)
+""")
+
+
+def _store_turns_pg(
+    session: Session, rows: list[dict[str, Any]], now: datetime
+) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
+    """Returns the new turn ids and, per touched session, (key, pending before, added)."""
+    result = session.execute(
+        _PG_STORE_TURNS,
+        {
+            "keys": [r["turn_key"] for r in rows],
+            "agents": [r["agent_id"] for r in rows],
+            "users": [r["user_id"] for r in rows],
+            "sessions": [r["session_id"] for r in rows],
+            "roles": [r["role"] for r in rows],
+            "contents": [r["content"] for r in rows],
+            "metas": [None if r["metadata"] is None else json.dumps(r["metadata"]) for r in rows],
+            "times": [r["created_at"] for r in rows],
+            "tokens": [r["token_count"] for r in rows],
+            "now": now,
+        },
+    )
+    ids: list[int] = []
+    touched: list[tuple[SessionKey, int, int]] = []
+    for row in result:
+        if row.id is not None:
+            ids.append(row.id)
+        else:
+            key = SessionKey(row.agent_id, row.user_id, row.session_id)
+            touched.append((key, row.pending_before, row.added))
+    return ids, touched
+
+
+def _store_turns_sqlite(
+    session: Session, rows: list[dict[str, Any]], now: datetime
+) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
+    """The same in two statements, inside the caller's (write-locked) transaction."""
+    turns, sessions = Base.metadata.tables["turns"], Base.metadata.tables["sessions"]
+    inserted = (
+        session.connection()
+        .execute(
+            sqlite.insert(turns)
+            .on_conflict_do_nothing(index_elements=["agent_id", "user_id", "turn_key"])
+            .returning(turns.c.id, turns.c.agent_id, turns.c.user_id, turns.c.session_id),
+            rows,
+        )
+        .all()
+    )
+    added = Counter(SessionKey(r.agent_id, r.user_id, r.session_id) for r in inserted)
+    upsert = sqlite.insert(sessions)
+    touched = []
+    for key, n in sorted(added.items()):
+        pending = (
+            session.connection()
+            .execute(
+                upsert.values(
+                    agent_id=key.agent_id,
+                    user_id=key.user_id,
+                    session_id=key.session_id,
+                    last_activity_at=now,
+                    pending_count=n,
+                )
+                .on_conflict_do_update(
+                    index_elements=["agent_id", "user_id", "session_id"],
+                    set_={
+                        "pending_count": sessions.c.pending_count + n,
+                        "last_activity_at": now,
+                        "ended_at": None,
+                    },
+                )
+                .returning(sessions.c.pending_count)
+            )
+            .scalar_one()
+        )
+        touched.append((key, pending - n, n))
+    return [r.id for r in inserted], touched
+
+
+def pending_count(session: Session, key: SessionKey) -> int:
+    return int(
+        session.scalar(
+            select(func.count()).where(*_turns_of(key), Turn.status == TurnStatus.PENDING)
+        )
+        or 0
+    )
+
+
 def store_turns(
     session: Session, settings: Settings, turns: Sequence[TurnIn], now: datetime
 ) -> tuple[IngestResult, list[SessionKey]]:
@@ -134,7 +253,7 @@ def store_turns(
             "session_id": t.session_id,
             "role": t.role,
             "content": t.content,
-            "metadata_": t.metadata,
+            "metadata": t.metadata,
             "created_at": t.timestamp or now,
             "status": TurnStatus.PENDING,
             "attempts": 0,
@@ -142,79 +261,14 @@ def store_turns(
         }
         for t in turns
     ]
-    insert = _insert(session)
-    stmt = (
-        insert(Turn)
-        .on_conflict_do_nothing(index_elements=["agent_id", "user_id", "turn_key"])
-        .returning(Turn.id, Turn.agent_id, Turn.user_id, Turn.session_id, Turn.token_count)
-    )
-    inserted = (
-        session.execute(stmt, rows).all()
-        if len(rows) > 1
-        else session.execute(stmt.values(rows[0])).all()
-    )
-    result.accepted = len(inserted)
-    result.duplicates = len(rows) - len(inserted)
-    result.turn_ids = sorted(r.id for r in inserted)
-
-    added: Counter[SessionKey] = Counter()
-    tokens: Counter[SessionKey] = Counter()
-    for r in inserted:
-        key = SessionKey(r.agent_id, r.user_id, r.session_id)
-        added[key] += 1
-        tokens[key] += r.token_count
-    return result, _bump_sessions(session, settings, added, tokens, now)
-
-
-def _bump_sessions(
-    session: Session,
-    settings: Settings,
-    added: Mapping[SessionKey, int],
-    tokens: Mapping[SessionKey, int],
-    now: datetime,
-) -> list[SessionKey]:
-    if not added:
-        return []
-    insert = _insert(session)
-    stmt = insert(ChatSession)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["agent_id", "user_id", "session_id"],
-        set_={
-            "pending_count": ChatSession.pending_count + stmt.excluded.pending_count,
-            "token_count": ChatSession.token_count + stmt.excluded.token_count,
-            "last_activity_at": stmt.excluded.last_activity_at,
-            "ended_at": None,
-        },
-    ).returning(
-        ChatSession.agent_id,
-        ChatSession.user_id,
-        ChatSession.session_id,
-        ChatSession.pending_count,
-    )
-    rows = [
-        {
-            "agent_id": k.agent_id,
-            "user_id": k.user_id,
-            "session_id": k.session_id,
-            "last_activity_at": now,
-            "pending_count": n,
-            "token_count": tokens[k],
-        }
-        for k, n in sorted(added.items())  # fixed order: concurrent bulk calls cannot deadlock
-    ]
-    results = (
-        session.execute(stmt, rows).all()
-        if len(rows) > 1
-        else session.execute(stmt.values(rows[0])).all()
-    )
-    due = []
+    store = _store_turns_sqlite if is_sqlite(session) else _store_turns_pg
+    ids, touched = store(session, rows, now)
+    result.accepted = len(ids)
+    result.duplicates = len(rows) - len(ids)
+    result.turn_ids = sorted(ids)
     size = settings.batch_size
-    for r in results:
-        key = SessionKey(r.agent_id, r.user_id, r.session_id)
-        before = r.pending_count - added[key]
-        if r.pending_count // size > before // size:
-            due.append(key)
-    return due
+    due = [key for key, before, added in touched if (before + added) // size > before // size]
+    return result, due
 
 
 def end_session(session: Session, key: SessionKey, now: datetime) -> bool:
@@ -316,7 +370,7 @@ def finish_turns(session: Session, claim: Claim) -> None:
         .where(Turn.batch_id == claim.batch_id, Turn.status == TurnStatus.CLAIMED)
         .values(status=TurnStatus.DONE, lease_until=None)
     )
-    _decrement_pending(session, claim.key, rowcount(res))
+    _uncount_pending(session, claim.key, rowcount(res))
 
 
 def return_turns(session: Session, settings: Settings, key: SessionKey, batch_id: int) -> int:
@@ -335,26 +389,19 @@ def return_turns(session: Session, settings: Settings, key: SessionKey, batch_id
             ),
         )
     )
-    failed = (
-        session.scalar(
-            select(func.count()).where(Turn.batch_id == batch_id, Turn.status == TurnStatus.FAILED)
-        )
-        or 0
-    )
-    _decrement_pending(session, key, failed)
+    dead = select(func.count()).where(Turn.batch_id == batch_id, Turn.status == TurnStatus.FAILED)
+    failed = int(session.scalar(dead) or 0)
+    _uncount_pending(session, key, failed)
     return failed
 
 
-def _decrement_pending(session: Session, key: SessionKey, n: int) -> None:
+def _uncount_pending(session: Session, key: SessionKey, n: int) -> None:
     if n:
+        floor = func.max if is_sqlite(session) else func.greatest
         session.execute(
             update(ChatSession)
             .where(*_session_pk(key))
-            .values(
-                pending_count=func.max(ChatSession.pending_count - n, 0)
-                if is_sqlite(session)
-                else func.greatest(ChatSession.pending_count - n, 0)
-            )
+            .values(pending_count=floor(ChatSession.pending_count - n, 0))
         )
 
 
@@ -455,12 +502,12 @@ def retry_failed(session: Session, now: datetime, key: SessionKey | None = None)
         update(Turn).where(*where).values(status=TurnStatus.PENDING, attempts=0, batch_id=None)
     )
     for k in sessions:
-        pending = session.scalar(
-            select(func.count()).where(*_turns_of(k), Turn.status == TurnStatus.PENDING)
-        )
         session.execute(
             update(ChatSession)
             .where(*_session_pk(k))
-            .values(pending_count=pending, ended_at=func.coalesce(ChatSession.ended_at, now))
+            .values(
+                pending_count=pending_count(session, k),
+                ended_at=func.coalesce(ChatSession.ended_at, now),
+            )
         )
     return rowcount(res)

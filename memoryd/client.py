@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,7 +13,7 @@ from memoryd.db import session_scope, utcnow
 from memoryd.errors import TurnRejected
 from memoryd.schemas import IngestResult, TurnIn
 from memoryd.settings import Settings, get_settings
-from memoryd.tasks.dispatch import dispatch_extract
+from memoryd.tasks.dispatch import BackgroundDispatcher
 
 
 class MemoryClient:
@@ -32,6 +33,8 @@ class MemoryClient:
         self.settings = settings or get_settings()
         self.dispatch = dispatch
         self._celery = celery_app
+        self._dispatcher: BackgroundDispatcher | None = None
+        self._lock = threading.Lock()
 
     @property
     def celery(self) -> Celery:
@@ -40,6 +43,19 @@ class MemoryClient:
 
             self._celery = make_celery(self.settings)
         return self._celery
+
+    def _trigger(self, keys: list[SessionKey]) -> int:
+        """Ask workers to look at these sessions (in the background; see dispatch.py)."""
+        if not keys or not self.dispatch:
+            return 0
+        with self._lock:
+            if self._dispatcher is None:
+                self._dispatcher = BackgroundDispatcher(self.celery)
+        return self._dispatcher.submit(keys)
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until triggers sent so far reached the broker (for scripts about to exit)."""
+        return self._dispatcher.flush(timeout) if self._dispatcher else True
 
     # ---------------------------------------------------------------------------- ingest
 
@@ -61,11 +77,11 @@ class MemoryClient:
         """Store many turns in one transaction. Per item: each bad item is reported in
         `rejected` (by index, with field errors) and every good item is stored."""
         good, bad = validate_turns(turns, self.settings)
-        with session_scope(self.settings) as session:
+        # One statement on PostgreSQL, so autocommit makes it a single round trip.
+        with session_scope(self.settings, autocommit=True) as session:
             result, due = store_turns(session, self.settings, good, utcnow())
         result.rejected = bad
-        if due and self.dispatch:
-            result.dispatched_sessions = dispatch_extract(self.celery, due)
+        result.dispatched_sessions = self._trigger(due)
         return result
 
     def ingest_payload(self, payload: Any) -> IngestResult:
@@ -90,6 +106,6 @@ class MemoryClient:
         key = SessionKey(agent_id, user_id, session_id)
         with session_scope(self.settings) as session:
             known = end_session(session, key, utcnow())
-        if known and self.dispatch:
-            dispatch_extract(self.celery, [key])
+        if known:
+            self._trigger([key])
         return known

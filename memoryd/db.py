@@ -16,7 +16,7 @@ from memoryd.settings import Settings
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
-_engines: dict[str, Engine] = {}
+_engines: dict[tuple[str, bool], Engine] = {}
 _engines_lock = threading.Lock()
 
 
@@ -48,23 +48,37 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, autocommit: bool = False) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         _configure_sqlite(engine)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # No pre-ping: it costs a round trip on every checkout of the ingest hot path. A
+    # connection broken by a server restart fails one call, and SQLAlchemy then
+    # invalidates the whole pool; recycling bounds the age of idle connections.
+    return create_engine(
+        url,
+        pool_size=10,
+        max_overflow=20,
+        pool_recycle=1800,
+        isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
+    )
 
 
-def get_engine(settings: Settings) -> Engine:
-    """One engine per database URL per process (workers call `dispose_engines` after fork)."""
+def get_engine(settings: Settings, autocommit: bool = False) -> Engine:
+    """One engine per database URL per process (workers call `dispose_engines` after fork).
+
+    `autocommit` engines serve single-statement writes (ingest on PostgreSQL): one round
+    trip instead of BEGIN, statement, COMMIT. SQLite always gets the transactional engine.
+    """
     url = settings.resolved_database_url
+    autocommit = autocommit and not url.startswith("sqlite")
     with _engines_lock:
-        engine = _engines.get(url)
+        engine = _engines.get((url, autocommit))
         if engine is None:
             if url.startswith("sqlite"):
                 settings.data_dir.mkdir(parents=True, exist_ok=True)
-            engine = _engines[url] = make_engine(url)
+            engine = _engines[(url, autocommit)] = make_engine(url, autocommit)
         return engine
 
 
@@ -73,16 +87,25 @@ def dispose_engines() -> None:
         for engine in _engines.values():
             engine.dispose(close=False)
         _engines.clear()
+        _factories.clear()
 
 
-def session_factory(settings: Settings) -> sessionmaker[Session]:
-    return sessionmaker(get_engine(settings), expire_on_commit=False)
+_factories: dict[tuple[str, bool], sessionmaker[Session]] = {}
+
+
+def session_factory(settings: Settings, autocommit: bool = False) -> sessionmaker[Session]:
+    engine = get_engine(settings, autocommit)
+    factory = _factories.get((settings.resolved_database_url, autocommit))
+    if factory is None or factory.kw.get("bind") is not engine:
+        factory = sessionmaker(engine, expire_on_commit=False)
+        _factories[(settings.resolved_database_url, autocommit)] = factory
+    return factory
 
 
 @contextmanager
-def session_scope(settings: Settings) -> Iterator[Session]:
+def session_scope(settings: Settings, autocommit: bool = False) -> Iterator[Session]:
     """Open a session, commit on success, roll back on error."""
-    session = session_factory(settings)()
+    session = session_factory(settings, autocommit)()
     try:
         yield session
         session.commit()

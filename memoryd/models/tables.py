@@ -127,10 +127,25 @@ class Turn(Base):
     __tablename__ = "turns"
     __table_args__ = (
         UniqueConstraint("agent_id", "user_id", "turn_key", name="uq_turns_scope_key"),
-        # Claiming reads the oldest pending turns of one session.
-        Index("ix_turns_session_status", "agent_id", "user_id", "session_id", "status", "id"),
-        # Reaping finds claimed turns whose lease ran out.
-        Index("ix_turns_batch", "batch_id"),
+        # Reading a session's turns in order (context, compression).
+        Index("ix_turns_session", "agent_id", "user_id", "session_id", "id"),
+        # Claims and the sweeper only look at pending turns: a small partial index.
+        Index(
+            "ix_turns_pending",
+            "agent_id",
+            "user_id",
+            "session_id",
+            "id",
+            postgresql_where=text("status = 'pending'"),
+            sqlite_where=text("status = 'pending'"),
+        ),
+        # Finishing, failing and reaping a batch find its turns.
+        Index(
+            "ix_turns_batch",
+            "batch_id",
+            postgresql_where=text("batch_id IS NOT NULL"),
+            sqlite_where=text("batch_id IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -153,14 +168,15 @@ class ChatSession(Base):
     """Per-session bookkeeping; the lease columns make one batch per session run at a time."""
 
     __tablename__ = "sessions"
-    __table_args__ = (Index("ix_sessions_pending", "pending_count", "last_activity_at"),)
+    # No secondary index: the ingest upsert then updates the row in place (HOT), and the
+    # sweeper finds due sessions through the partial index of pending turns.
 
     agent_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     session_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     last_activity_at: Mapped[datetime]
+    # Turns not yet done or failed; only decides when ingest sends a trigger.
     pending_count: Mapped[int] = mapped_column(Integer, default=0)
-    token_count: Mapped[int] = mapped_column(Integer, default=0)
     ended_at: Mapped[datetime | None]
     lease_batch_id: Mapped[int | None] = mapped_column(BigInteger)
     lease_until: Mapped[datetime | None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from memoryd.client import MemoryClient
@@ -9,8 +10,12 @@ from memoryd.settings import get_settings
 from memoryd.worker import app
 
 
+@cache
+def _client() -> MemoryClient:
+    return MemoryClient(get_settings(), celery_app=app)
+
+
 @app.task(name="memoryd.ingest_turns")
 def ingest_turns(payload: Any) -> dict[str, Any]:
     """Store turns sent by any Celery client. Bad items are reported, good ones kept."""
-    client = MemoryClient(get_settings(), celery_app=app)
-    return client.ingest_payload(payload).model_dump()
+    return _client().ingest_payload(payload).model_dump()

@@ -113,7 +113,6 @@ def upgrade() -> None:
         sa.Column("session_id", sa.String(length=200), nullable=False),
         sa.Column("last_activity_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("pending_count", sa.Integer(), nullable=False),
-        sa.Column("token_count", sa.Integer(), nullable=False),
         sa.Column("ended_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("lease_batch_id", sa.BigInteger(), nullable=True),
         sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
@@ -122,11 +121,6 @@ def upgrade() -> None:
         sa.Column("compressed_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("agent_id", "user_id", "session_id", name=op.f("pk_sessions")),
     )
-    with op.batch_alter_table("sessions", schema=None) as batch_op:
-        batch_op.create_index(
-            "ix_sessions_pending", ["pending_count", "last_activity_at"], unique=False
-        )
-
     op.create_table(
         "turns",
         sa.Column(
@@ -152,11 +146,22 @@ def upgrade() -> None:
         sa.UniqueConstraint("agent_id", "user_id", "turn_key", name="uq_turns_scope_key"),
     )
     with op.batch_alter_table("turns", schema=None) as batch_op:
-        batch_op.create_index("ix_turns_batch", ["batch_id"], unique=False)
         batch_op.create_index(
-            "ix_turns_session_status",
-            ["agent_id", "user_id", "session_id", "status", "id"],
+            "ix_turns_batch",
+            ["batch_id"],
             unique=False,
+            postgresql_where=sa.text("batch_id IS NOT NULL"),
+            sqlite_where=sa.text("batch_id IS NOT NULL"),
+        )
+        batch_op.create_index(
+            "ix_turns_pending",
+            ["agent_id", "user_id", "session_id", "id"],
+            unique=False,
+            postgresql_where=sa.text("status = 'pending'"),
+            sqlite_where=sa.text("status = 'pending'"),
+        )
+        batch_op.create_index(
+            "ix_turns_session", ["agent_id", "user_id", "session_id", "id"], unique=False
         )
 
     op.create_table(
@@ -226,13 +231,19 @@ def downgrade() -> None:
 
     op.drop_table("memory_events")
     with op.batch_alter_table("turns", schema=None) as batch_op:
-        batch_op.drop_index("ix_turns_session_status")
-        batch_op.drop_index("ix_turns_batch")
+        batch_op.drop_index("ix_turns_session")
+        batch_op.drop_index(
+            "ix_turns_pending",
+            postgresql_where=sa.text("status = 'pending'"),
+            sqlite_where=sa.text("status = 'pending'"),
+        )
+        batch_op.drop_index(
+            "ix_turns_batch",
+            postgresql_where=sa.text("batch_id IS NOT NULL"),
+            sqlite_where=sa.text("batch_id IS NOT NULL"),
+        )
 
     op.drop_table("turns")
-    with op.batch_alter_table("sessions", schema=None) as batch_op:
-        batch_op.drop_index("ix_sessions_pending")
-
     op.drop_table("sessions")
     with op.batch_alter_table("memories", schema=None) as batch_op:
         batch_op.drop_index("ix_memories_scope_status")

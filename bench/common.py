@@ -1,0 +1,63 @@
+"""Shared bench plumbing: a throwaway PostgreSQL database, percentiles, the result table."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from sqlalchemy import create_engine, text  # noqa: E402
+
+from memoryd.db import dispose_engines  # noqa: E402
+
+PG_SERVER = os.environ.get("MEMORYD_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
+REDIS_URL = os.environ.get("MEMORYD_BENCH_REDIS", "redis://127.0.0.1:6379/14")
+
+
+@contextmanager
+def scratch_database(prefix: str) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database, dropped afterwards whatever happens."""
+    from memoryd.models.migrate import upgrade
+    from memoryd.settings import Settings
+
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(f"{PG_SERVER}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = f"{PG_SERVER}/{name}"
+    try:
+        upgrade(Settings(database_url=url))
+        yield url
+    finally:
+        dispose_engines()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def print_table(title: str, rows: list[tuple[str, float, str, float | None]]) -> None:
+    """rows: (measure, value, unit, ratio against the baseline or None)."""
+    print(f"\n{title}")
+    print(f"{'measure':<44} {'value':>12} {'unit':<8} {'vs baseline':>11}")
+    print("-" * 78)
+    for name, value, unit, ratio in rows:
+        shown = f"{ratio:>10.2f}x" if ratio is not None else f"{'-':>11}"
+        print(f"{name:<44} {value:>12.3f} {unit:<8} {shown}")
+
+
+def emit(figures: dict[str, float]) -> None:
+    print(json.dumps({k: round(v, 3) for k, v in figures.items()}))

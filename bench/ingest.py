@@ -1,0 +1,129 @@
+"""Enqueue latency and bulk throughput on PostgreSQL, against a bare insert+commit.
+
+Single turns go through MemoryClient.enqueue_turn exactly as a chat backend calls it:
+validation, the turn insert, the session upsert, the commit, and a Celery message to
+Redis whenever a session fills a batch. The baseline is a bare psycopg INSERT + COMMIT
+of the same row on its own connection, measured in the same run.
+
+    .venv/bin/python bench/ingest.py [--single 3000] [--bulk-calls 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import REDIS_URL, emit, percentile, print_table, scratch_database
+from memoryd.client import MemoryClient
+from memoryd.settings import Settings
+
+WARMUP = 200
+
+
+def turn(i: int, users: int = 100) -> dict[str, str]:
+    user = f"user-{i % users}"
+    return {
+        "agent_id": "bench",
+        "user_id": user,
+        "session_id": f"{user}-s",
+        "role": "user" if i % 2 == 0 else "assistant",
+        "content": f"Message {i}: I would like my answers short and in English, please.",
+    }
+
+
+def bare_insert_latencies(url: str, n: int) -> list[float]:
+    dsn = url.replace("postgresql+psycopg://", "postgresql://")
+    latencies = []
+    with psycopg.connect(dsn) as conn:
+        for i in range(n + WARMUP):
+            t = turn(i)
+            start = time.perf_counter()
+            conn.execute(
+                "INSERT INTO turns (agent_id, user_id, session_id, role, content, created_at,"
+                " status, attempts, token_count) VALUES (%s, %s, %s, %s, %s, %s, 'pending', 0, 0)",
+                (
+                    t["agent_id"],
+                    t["user_id"],
+                    t["session_id"],
+                    t["role"],
+                    t["content"],
+                    datetime.now(UTC),
+                ),
+            )
+            conn.commit()
+            if i >= WARMUP:
+                latencies.append((time.perf_counter() - start) * 1000)
+        conn.execute("TRUNCATE turns")
+        conn.commit()
+    return latencies
+
+
+def enqueue_latencies(client: MemoryClient, n: int) -> list[float]:
+    latencies = []
+    for i in range(n + WARMUP):
+        t = turn(i)
+        start = time.perf_counter()
+        client.enqueue_turn(t)
+        if i >= WARMUP:
+            latencies.append((time.perf_counter() - start) * 1000)
+    return latencies
+
+
+def bulk_rate(client: MemoryClient, calls: int, size: int = 1000) -> float:
+    offset = 10_000_000
+    start = time.perf_counter()
+    for c in range(calls):
+        batch = [turn(offset + c * size + i, users=2000) for i in range(size)]
+        result = client.enqueue_turns(batch)
+        assert result.accepted == size, result
+    return calls * size / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--single", type=int, default=3000)
+    parser.add_argument("--bulk-calls", type=int, default=20)
+    args = parser.parse_args()
+
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    with scratch_database("memoryd_bench_ingest") as url:
+        settings = Settings(database_url=url, broker_url=REDIS_URL)
+        client = MemoryClient(settings)
+        base = bare_insert_latencies(url, args.single)
+        single = enqueue_latencies(client, args.single)
+        rate = bulk_rate(client, args.bulk_calls)
+        bare_rate = 1000 / (sum(base) / len(base))
+    redis.Redis.from_url(REDIS_URL).flushdb()
+
+    p50, p99 = percentile(single, 50), percentile(single, 99)
+    b50, b99 = percentile(base, 50), percentile(base, 99)
+    print_table(
+        f"ingest on PostgreSQL ({args.single} single turns, {args.bulk_calls} bulk calls of 1000)",
+        [
+            ("baseline: bare INSERT+COMMIT p50", b50, "ms", 1.0),
+            ("baseline: bare INSERT+COMMIT p99", b99, "ms", 1.0),
+            ("enqueue_turn p50", p50, "ms", p50 / b50),
+            ("enqueue_turn p99 (target <= 1.5 ms)", p99, "ms", p99 / b99),
+            ("baseline: bare single-row inserts/s", bare_rate, "turns/s", 1.0),
+            ("enqueue_turns bulk (target >= 20000/s)", rate, "turns/s", rate / bare_rate),
+        ],
+    )
+    emit(
+        {
+            "enqueue_p50_ms": p50,
+            "enqueue_p99_ms": p99,
+            "bulk_turns_per_s": rate,
+            "baseline_insert_p99_ms": b99,
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()
