@@ -13,7 +13,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """Defaults run embedded (SQLite file + filesystem broker); production sets the two URLs."""
 
-    model_config = SettingsConfigDict(env_prefix="MEMORYD_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="MEMORYD_", extra="ignore", frozen=True, populate_by_name=True
+    )
 
     # --- where things live -------------------------------------------------------------
     data_dir: Path = Field(Path(".memoryd"), description="Embedded SQLite file and broker folder")

@@ -1,0 +1,167 @@
+"""End-to-end extraction throughput through real Celery workers on PostgreSQL + Redis.
+
+Turns are stored first (no triggers), workers are started, then every session is ended
+at once and the clock runs until every turn is done. The LLM is the test suite's fake
+OpenAI server, answering at once or after 500 ms per call.
+
+Worker choice: extraction waits on the LLM, so each worker uses the threads pool with
+high concurrency (`--pool=threads -c 16`), and two worker processes use both cores
+despite the GIL. The baseline is one worker with concurrency 1, same run.
+
+    .venv/bin/python bench/pipeline.py [--users 300] [--turns 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+from sqlalchemy import func, select, text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import REDIS_URL, emit, print_table, scratch_database
+from memoryd.client import MemoryClient
+from memoryd.db import get_engine, session_scope
+from memoryd.models.tables import ExtractionBatch
+from memoryd.settings import Settings
+from tests.fakellm import FakeLLM
+from tests.workers import start_worker, turns_left, wait_until
+
+LINES = [
+    "Call me {name}.",
+    "I live in {city}.",
+    "I prefer short answers.",
+    "What's the weather like?",
+    "My favourite editor is vim.",
+    "Can you summarise this article for me?",
+    "Please remember that I am vegetarian.",
+    "Thanks, that helps.",
+]
+CITIES = ["Berlin", "Lisbon", "Osaka", "Lima", "Oslo"]
+
+
+def conversation(user: int, turns: int) -> list[dict[str, str]]:
+    out = []
+    for i in range(turns):
+        role = "user" if i % 2 == 0 else "assistant"
+        line = LINES[(i // 2) % len(LINES)] if role == "user" else "Sure, noted."
+        out.append(
+            {
+                "agent_id": "bench",
+                "user_id": f"u{user}",
+                "session_id": f"u{user}-s",
+                "role": role,
+                "content": line.format(name=f"User{user}", city=CITIES[user % len(CITIES)]),
+            }
+        )
+    return out
+
+
+def reset(url: str) -> None:
+    with get_engine(Settings(database_url=url)).begin() as conn:
+        conn.execute(
+            text(
+                "TRUNCATE turns, sessions, memories, memory_events, memory_usage,"
+                " extraction_batches RESTART IDENTITY CASCADE"
+            )
+        )
+    redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+def run(
+    url: str, delay: float, users: int, turns: int, workers: int, concurrency: int
+) -> dict[str, float]:
+    reset(url)
+    with FakeLLM(delay=delay) as llm, tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(
+            database_url=url,
+            broker_url=REDIS_URL,
+            llm_base_url=llm.base_url,
+            llm_api_key="bench",
+            data_dir=Path(tmp),
+        )
+        client = MemoryClient(settings)
+        for u in range(users):
+            MemoryClient(settings, dispatch=False).enqueue_turns(conversation(u, turns))
+        procs = [
+            start_worker(settings, Path(tmp), name=f"w{i}", concurrency=concurrency)
+            for i in range(workers)
+        ]
+        try:
+            time.sleep(3)  # workers connected before the clock starts
+            start = time.perf_counter()
+            for u in range(users):
+                client.end_session("bench", f"u{u}", f"u{u}-s")
+            wait_until(
+                lambda: turns_left(settings) == 0,
+                600,
+                interval=0.1,
+                what="all turns extracted",
+                procs=tuple(procs),
+            )
+            elapsed = time.perf_counter() - start
+        finally:
+            for p in procs:
+                p.stop()
+        with session_scope(settings) as session:
+            calls, tokens = session.execute(
+                select(func.sum(ExtractionBatch.llm_calls), func.sum(ExtractionBatch.tokens_in))
+            ).one()
+    messages = users * turns
+    return {
+        "msgs_per_s": messages / elapsed,
+        "calls_per_msg": calls / messages,
+        "tokens_per_msg": tokens / messages,
+        "seconds": elapsed,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--users", type=int, default=300)
+    parser.add_argument("--turns", type=int, default=40)
+    args = parser.parse_args()
+    with scratch_database("memoryd_bench_pipeline") as url:
+        base = run(url, 0.0, 50, args.turns, workers=1, concurrency=1)
+        instant = run(url, 0.0, args.users, args.turns, workers=2, concurrency=16)
+        base_slow = run(url, 0.5, 20, args.turns, workers=1, concurrency=1)
+        slow = run(url, 0.5, args.users, args.turns, workers=2, concurrency=16)
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    print_table(
+        f"pipeline: PostgreSQL + Redis, {args.users} sessions x {args.turns} turns, "
+        "2 workers x 16 threads",
+        [
+            ("baseline: 1 worker x 1 thread, instant LLM", base["msgs_per_s"], "msg/s", 1.0),
+            (
+                "instant LLM (target >= 500)",
+                instant["msgs_per_s"],
+                "msg/s",
+                instant["msgs_per_s"] / base["msgs_per_s"],
+            ),
+            ("baseline: 1 worker x 1 thread, 500 ms LLM", base_slow["msgs_per_s"], "msg/s", 1.0),
+            (
+                "500 ms LLM (target >= 150)",
+                slow["msgs_per_s"],
+                "msg/s",
+                slow["msgs_per_s"] / base_slow["msgs_per_s"],
+            ),
+            ("LLM calls per message (target <= 0.1)", instant["calls_per_msg"], "calls", None),
+            ("prompt tokens per message", instant["tokens_per_msg"], "tokens", None),
+        ],
+    )
+    emit(
+        {
+            "instant_msgs_per_s": instant["msgs_per_s"],
+            "slow_llm_msgs_per_s": slow["msgs_per_s"],
+            "llm_calls_per_msg": instant["calls_per_msg"],
+            "prompt_tokens_per_msg": instant["tokens_per_msg"],
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()

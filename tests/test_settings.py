@@ -1,0 +1,54 @@
+"""Settings: environment names, the OpenAI variables, and clear errors for bad values."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from memoryd.settings import Settings
+
+
+def test_openai_variables_configure_the_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    settings = Settings()
+    assert (settings.llm_api_key, settings.llm_base_url) == ("sk-test", "http://127.0.0.1:9/v1")
+    assert settings.llm_configured
+    monkeypatch.setenv("MEMORYD_OFFLINE_EXTRACTOR", "true")
+    assert not Settings().llm_configured
+
+
+def test_memoryd_variables_win_and_field_names_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    monkeypatch.setenv("MEMORYD_LLM_API_KEY", "sk-memoryd")
+    monkeypatch.setenv("MEMORYD_BATCH_SIZE", "8")
+    assert Settings().llm_api_key == "sk-memoryd"
+    assert Settings().batch_size == 8
+    assert Settings(llm_base_url="http://x/v1").llm_base_url == "http://x/v1"
+
+
+def test_embedded_defaults() -> None:
+    settings = Settings(data_dir="/tmp/memoryd-x")
+    assert settings.resolved_database_url == "sqlite:////tmp/memoryd-x/memoryd.db"
+    assert settings.broker_url == "filesystem://"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"MEMORYD_BATCH_SIZE": "0"}, "batch_size"),
+        ({"MEMORYD_MIN_CONFIDENCE": "1.5"}, "min_confidence"),
+        ({"MEMORYD_LLM_RESPONSE_FORMAT": "xml"}, "llm_response_format"),
+        (
+            {"MEMORYD_MIN_CONFIDENCE": "0.9", "MEMORYD_LONG_TERM_CONFIDENCE": "0.5"},
+            "MEMORYD_LONG_TERM_CONFIDENCE must be >=",
+        ),
+    ],
+)
+def test_bad_settings_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], message: str
+) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ValidationError, match=message):
+        Settings()
