@@ -20,7 +20,12 @@ from memoryd.models.tables import (
 from memoryd.schemas import Fact
 from memoryd.settings import Settings
 from memoryd.text import content_hash
-from memoryd.weights import reinforce
+from memoryd.weights import (
+    INITIAL_WEIGHT,
+    effective_weight,
+    reinforce_observed,
+    set_weight,
+)
 
 
 @dataclass(frozen=True)
@@ -93,8 +98,6 @@ def create_memory(
         content=fact.content,
         tags=list(fact.tags),
         confidence=fact.confidence,
-        weight=1.0,
-        weight_at=now,
         evidence_count=1,
         access_count=0,
         expires_at=expires_at,
@@ -104,6 +107,7 @@ def create_memory(
         created_at=now,
         updated_at=now,
     )
+    set_weight(memory, INITIAL_WEIGHT, now, settings)
     session.add(memory)
     session.flush()  # assigns the id the event needs
     record_event(session, memory, EventKind.CREATED, actor, now, batch_id=batch_id)
@@ -128,7 +132,7 @@ def confirm_memory(
     memory.evidence_count += 1
     # Independent observations: combine as 1 - (1-a)(1-b), never above 0.99.
     memory.confidence = min(0.99, 1 - (1 - memory.confidence) * (1 - fact.confidence))
-    reinforce(memory, settings.reinforce_observed, now, settings)
+    reinforce_observed(memory, now, settings)
     memory.source_turn_ids = [*memory.source_turn_ids, *(source_turn_ids or [])][-50:]
     memory.updated_at = now
     record_event(
@@ -141,11 +145,14 @@ def confirm_memory(
         detail={"evidence_count": memory.evidence_count},
     )
     if memory.tier == Tier.SHORT and fact.temporary == "no":
-        promote_memory(session, memory, now, actor=actor, reason="re-observed", batch_id=batch_id)
+        promote_memory(
+            session, settings, memory, now, actor=actor, reason="re-observed", batch_id=batch_id
+        )
 
 
 def promote_memory(
     session: Session,
+    settings: Settings,
     memory: Memory,
     now: datetime,
     *,
@@ -156,6 +163,7 @@ def promote_memory(
     memory.tier = Tier.LONG
     memory.expires_at = None
     memory.updated_at = now
+    set_weight(memory, effective_weight(memory, now, settings), now, settings)
     record_event(
         session,
         memory,
@@ -205,3 +213,33 @@ def find_by_hash(session: Session, scope: Scope, text: str) -> Memory | None:
         .order_by(Memory.id)
         .limit(1)
     ).first()
+
+
+def restore_memory(
+    session: Session,
+    settings: Settings,
+    memory: Memory,
+    now: datetime,
+    *,
+    actor: Actor = Actor.API,
+) -> None:
+    """Bring an archived, expired or deleted memory back, history intact.
+
+    It comes back with fresh weight (and a fresh TTL on the short tier), so the next
+    maintenance run does not retire it again at once.
+    """
+    if memory.status == MemoryStatus.ACTIVE:
+        return
+    if memory.status == MemoryStatus.SUPERSEDED:
+        raise ValueError(
+            f"memory {memory.id} was superseded by {memory.superseded_by_id}; "
+            "restore or edit that one instead"
+        )
+    before = memory.status
+    memory.status = MemoryStatus.ACTIVE
+    memory.archived_at = None
+    memory.updated_at = now
+    if memory.tier == Tier.SHORT:
+        memory.expires_at = now + timedelta(days=settings.short_ttl_days)
+    set_weight(memory, INITIAL_WEIGHT, now, settings)
+    record_event(session, memory, EventKind.RESTORED, actor, now, detail={"from": before})

@@ -1,19 +1,29 @@
 """The one decay formula, shared by maintenance and ranking.
 
-effective_weight = weight * 0.5 ** (age_days / half_life_days(tier)), with age measured
-from `weight_at`. Writes store the decayed value and move `weight_at` forward, so the
-stored pair always describes the same curve (lazy decay).
+    effective_weight(now) = weight * 0.5 ** (days(now - weight_at) / half_life(tier))
+
+Decay is lazy: nothing rewrites rows as time passes. Every write of a weight goes
+through `set_weight`, which stores the decayed value, moves `weight_at` to now and
+derives `archive_due_at`, the moment the curve crosses `archive_threshold`:
+
+    archive_due_at = weight_at + half_life * log2(weight / archive_threshold)
+
+so the archive sweep reads only rows whose due time has passed (an index range scan).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
+from datetime import datetime, timedelta
 
 from memoryd.models.tables import Memory, Tier
 from memoryd.settings import Settings
 
 MAX_WEIGHT = 5.0
+INITIAL_WEIGHT = 1.0
 SECONDS_PER_DAY = 86_400.0
+# Far enough never to be due, small enough for every database's datetime range.
+NEVER_DAYS = 365 * 1000
 
 
 def half_life_days(tier: str, settings: Settings) -> float:
@@ -29,7 +39,47 @@ def effective_weight(memory: Memory, now: datetime, settings: Settings) -> float
     return decayed(memory.weight, memory.weight_at, now, half_life_days(memory.tier, settings))
 
 
+def archive_due(
+    weight: float, weight_at: datetime, tier: str, settings: Settings
+) -> datetime | None:
+    """When a long-tier memory's decayed weight reaches the archive threshold."""
+    if tier != Tier.LONG:
+        return None
+    if settings.archive_threshold <= 0:
+        return weight_at + timedelta(days=NEVER_DAYS)
+    if weight <= settings.archive_threshold:
+        return weight_at
+    days = settings.half_life_long_days * math.log2(weight / settings.archive_threshold)
+    return weight_at + timedelta(days=min(days, NEVER_DAYS))
+
+
+def set_weight(memory: Memory, weight: float, now: datetime, settings: Settings) -> None:
+    """The only writer of weight, weight_at and archive_due_at."""
+    memory.weight = min(max(weight, 0.0), MAX_WEIGHT)
+    memory.weight_at = now
+    memory.archive_due_at = archive_due(memory.weight, now, memory.tier, settings)
+
+
 def reinforce(memory: Memory, amount: float, now: datetime, settings: Settings) -> None:
     """Add `amount` to the decayed weight and re-anchor the curve at `now`."""
-    memory.weight = min(effective_weight(memory, now, settings) + amount, MAX_WEIGHT)
-    memory.weight_at = now
+    set_weight(memory, effective_weight(memory, now, settings) + amount, now, settings)
+
+
+def reinforce_retrieved(memory: Memory, now: datetime, settings: Settings) -> None:
+    """A recall returned it: a little weight, one more access (promotion counts these),
+    and a short-tier memory's TTL restarts (expiry means "not accessed since")."""
+    reinforce(memory, settings.reinforce_retrieved, now, settings)
+    memory.access_count += 1
+    memory.last_accessed_at = now
+    if memory.tier == Tier.SHORT and memory.expires_at is not None:
+        memory.expires_at = max(memory.expires_at, now + timedelta(days=settings.short_ttl_days))
+
+
+def reinforce_referenced(memory: Memory, now: datetime, settings: Settings) -> None:
+    """The assistant's reply actually used it."""
+    reinforce(memory, settings.reinforce_referenced, now, settings)
+
+
+def reinforce_observed(memory: Memory, now: datetime, settings: Settings) -> None:
+    """Extraction saw the fact again."""
+    reinforce(memory, settings.reinforce_observed, now, settings)

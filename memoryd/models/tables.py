@@ -183,6 +183,29 @@ class ChatSession(Base):
     summary: Mapped[str | None] = mapped_column(Text)
     summary_upto: Mapped[int | None] = mapped_column(BigInteger)
     compressed_at: Mapped[datetime | None]
+    compress_lease_until: Mapped[datetime | None]
+    compress_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    compress_error: Mapped[str | None] = mapped_column(Text)
+
+
+class SessionSegment(Base):
+    """A summary of about ten consecutive turns; the session synopsis is built from these."""
+
+    __tablename__ = "session_segments"
+    __table_args__ = (
+        Index("ix_session_segments_session", "agent_id", "user_id", "session_id", "first_turn_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    agent_id: Mapped[str] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(String(200))
+    session_id: Mapped[str] = mapped_column(String(200))
+    first_turn_id: Mapped[int] = mapped_column(BigInteger)
+    last_turn_id: Mapped[int] = mapped_column(BigInteger)
+    turn_count: Mapped[int] = mapped_column(Integer)
+    summary: Mapped[str] = mapped_column(Text)
+    prompt_version: Mapped[str] = mapped_column(String(50))
+    created_at: Mapped[datetime]
 
 
 class Memory(Base):
@@ -190,6 +213,26 @@ class Memory(Base):
     __table_args__ = (
         Index("ix_memories_scope_status", "agent_id", "user_id", "status", "updated_at"),
         Index("ix_memories_scope_hash", "agent_id", "user_id", "content_hash"),
+        # Maintenance sweeps read only the rows that are due, through small partial
+        # indexes, so a cycle costs what changes, not the size of the store.
+        Index(
+            "ix_memories_archive_due",
+            "archive_due_at",
+            postgresql_where=text("tier = 'long' AND status = 'active'"),
+            sqlite_where=text("tier = 'long' AND status = 'active'"),
+        ),
+        Index(
+            "ix_memories_expiry_due",
+            "expires_at",
+            postgresql_where=text("tier = 'short' AND status = 'active'"),
+            sqlite_where=text("tier = 'short' AND status = 'active'"),
+        ),
+        Index(
+            "ix_memories_promotion_due",
+            "access_count",
+            postgresql_where=text("tier = 'short' AND status = 'active'"),
+            sqlite_where=text("tier = 'short' AND status = 'active'"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -205,6 +248,9 @@ class Memory(Base):
     confidence: Mapped[float] = mapped_column(Float)
     weight: Mapped[float] = mapped_column(Float, default=1.0)
     weight_at: Mapped[datetime]
+    # When the decayed weight of a long-tier memory reaches archive_threshold; derived
+    # from weight/weight_at by weights.set_weight, never written anywhere else.
+    archive_due_at: Mapped[datetime | None]
     evidence_count: Mapped[int] = mapped_column(Integer, default=1)
     access_count: Mapped[int] = mapped_column(Integer, default=0)
     last_accessed_at: Mapped[datetime | None]

@@ -6,6 +6,7 @@ from typing import Any
 
 from memoryd.buffer import reap_expired_leases, sessions_due
 from memoryd.db import session_scope, utcnow
+from memoryd.maintenance import run_cycle
 from memoryd.settings import get_settings
 from memoryd.tasks.dispatch import dispatch_extract
 from memoryd.worker import app
@@ -21,3 +22,9 @@ def sweep() -> dict[str, Any]:
         reaped = reap_expired_leases(session, settings, now)
         due = sessions_due(session, settings, now)
     return {"reaped_leases": reaped, "dispatched": dispatch_extract(app, due)}
+
+
+@app.task(name="memoryd.maintenance.cycle")
+def cycle() -> dict[str, Any]:
+    """Promote, expire and archive what is due; returns the counts Flower shows."""
+    return run_cycle(get_settings()).as_dict()

@@ -26,6 +26,10 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "task": "memoryd.maintenance.sweep",
             "schedule": every(seconds=settings.sweep_interval_seconds),
         },
+        "maintenance-cycle": {
+            "task": "memoryd.maintenance.cycle",
+            "schedule": every(seconds=settings.maintenance_interval_seconds),
+        },
     }
 
 
