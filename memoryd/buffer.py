@@ -501,6 +501,12 @@ def retry_failed(session: Session, now: datetime, key: SessionKey | None = None)
     res = session.execute(
         update(Turn).where(*where).values(status=TurnStatus.PENDING, attempts=0, batch_id=None)
     )
+    # Sessions whose compression was dead-lettered get a fresh set of attempts too.
+    session.execute(
+        update(ChatSession)
+        .where(ChatSession.compress_attempts >= 1, *(_session_pk(key) if key else ()))
+        .values(compress_attempts=0, compress_error=None)
+    )
     for k in sessions:
         session.execute(
             update(ChatSession)

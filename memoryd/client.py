@@ -9,6 +9,7 @@ from typing import Any
 from celery import Celery
 
 from memoryd.buffer import SessionKey, end_session, store_turns, validate_turns
+from memoryd.compression import SessionContext, session_context
 from memoryd.db import session_scope, utcnow
 from memoryd.errors import TurnRejected
 from memoryd.schemas import IngestResult, TurnIn
@@ -109,3 +110,10 @@ class MemoryClient:
         if known:
             self._trigger([key])
         return known
+
+    def session_context(
+        self, agent_id: str, user_id: str, session_id: str, token_budget: int = 2000
+    ) -> SessionContext:
+        """The session's synopsis plus its newest turns verbatim, within `token_budget`."""
+        with session_scope(self.settings) as session:
+            return session_context(session, SessionKey(agent_id, user_id, session_id), token_budget)

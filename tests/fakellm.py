@@ -90,6 +90,22 @@ def parse_prompt(
 
 
 def default_extractor_answer(messages: list[dict[str, Any]]) -> str:
+    """Extraction prompts get offline-rule facts; summary prompts a recognisable summary."""
+    text = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+    if "<segment>" in text:
+        block = text.split("<segment>\n", 1)[1].split("\n</segment>", 1)[0]
+        users = [
+            json.loads(line)["content"]
+            for line in block.splitlines()
+            if json.loads(line)["role"] == "user"
+        ]
+        return json.dumps({"summary": f"[{len(users)} user turns] " + " / ".join(users)})
+    if "<segments>" in text:
+        previous = text.split("<synopsis>\n", 1)[1].split("\n</synopsis>", 1)[0]
+        block = text.split("<segments>\n", 1)[1].split("\n</segments>", 1)[0]
+        new = [json.loads(line)["summary"] for line in block.splitlines()]
+        kept = [] if previous == "(empty)" else [previous]
+        return json.dumps({"synopsis": " || ".join([*kept, *new])})
     turns, memories = parse_prompt(messages)
     facts = offline.extract_facts(turns, memories)
     return json.dumps({"facts": [f.model_dump(mode="json") for f in facts]}, ensure_ascii=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memoryd.buffer import reap_expired_leases, sessions_due
+from memoryd.compression import compress_due_sessions
 from memoryd.db import session_scope, utcnow
 from memoryd.maintenance import run_cycle
 from memoryd.settings import get_settings
@@ -28,3 +29,9 @@ def sweep() -> dict[str, Any]:
 def cycle() -> dict[str, Any]:
     """Promote, expire and archive what is due; returns the counts Flower shows."""
     return run_cycle(get_settings()).as_dict()
+
+
+@app.task(name="memoryd.maintenance.compress_sessions")
+def compress_sessions() -> dict[str, Any]:
+    """Summarise long sessions (segments + synopsis); returns how many were due and done."""
+    return compress_due_sessions(get_settings())

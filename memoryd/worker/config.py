@@ -30,6 +30,10 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "task": "memoryd.maintenance.cycle",
             "schedule": every(seconds=settings.maintenance_interval_seconds),
         },
+        "compress-sessions": {
+            "task": "memoryd.maintenance.compress_sessions",
+            "schedule": every(seconds=settings.compress_interval_seconds),
+        },
     }
 
 
