@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from celery import Celery
 
+from memoryd import memories
 from memoryd.buffer import SessionKey, end_session, store_turns, validate_turns
 from memoryd.compression import SessionContext, session_context
+from memoryd.context import render as render_context
 from memoryd.db import session_scope, utcnow
-from memoryd.errors import TurnRejected
-from memoryd.schemas import IngestResult, TurnIn
+from memoryd.errors import MemorydError, TurnRejected
+from memoryd.health import MemoryHealth, memory_health
+from memoryd.models.tables import Category
+from memoryd.retrieval import Hit, recall
+from memoryd.schemas import EventOut, IngestResult, MemoryOut, TurnIn
 from memoryd.settings import Settings, get_settings
+from memoryd.store import Scope
 from memoryd.tasks.dispatch import BackgroundDispatcher
+from memoryd.text import query_tokens
+from memoryd.tools import MemoryRecallArgs, MemorySaveArgs, parse_tool_call
+from memoryd.usage import log_retrieval, mark_referenced
 
 
 class MemoryClient:
@@ -117,3 +127,197 @@ class MemoryClient:
         """The session's synopsis plus its newest turns verbatim, within `token_budget`."""
         with session_scope(self.settings) as session:
             return session_context(session, SessionKey(agent_id, user_id, session_id), token_budget)
+
+    # ---------------------------------------------------------------------------- read side
+
+    def recall(
+        self,
+        query: str,
+        agent_id: str,
+        user_id: str,
+        k: int | None = None,
+        categories: Sequence[str] | None = None,
+        tiers: Sequence[str] | None = None,
+        session_id: str | None = None,
+    ) -> list[Hit]:
+        """Ranked active memories of the scope (and the agent's shared scope) for `query`.
+        Each recall is logged and counted (it feeds promotion and weights)."""
+        now = utcnow()
+        with session_scope(self.settings) as session:
+            hits = recall(
+                session,
+                self.settings,
+                agent_id,
+                user_id,
+                query,
+                k=k,
+                categories=categories,
+                tiers=tiers,
+                now=now,
+            )
+            log_retrieval(session, self.settings, hits, query, session_id, now)
+        return hits
+
+    def build_context(
+        self,
+        query: str,
+        agent_id: str,
+        user_id: str,
+        token_budget: int = 800,
+        session_id: str | None = None,
+    ) -> str:
+        """The `<memory-context>` block for the next prompt, within `token_budget`, or ""
+        when nothing relevant fits. It is never written to the chat history."""
+        if not query_tokens(query):
+            return ""
+        now = utcnow()
+        with session_scope(self.settings) as session:
+            hits = recall(session, self.settings, agent_id, user_id, query, now=now)
+            block, included = render_context(hits, token_budget)
+            log_retrieval(session, self.settings, included, query, session_id, now)
+        return block
+
+    def mark_referenced(
+        self, reply_text: str, hits: Sequence[Hit], session_id: str | None = None
+    ) -> list[int]:
+        """Tell memoryd which recalled memories the reply used; they are reinforced."""
+        with session_scope(self.settings) as session:
+            return mark_referenced(session, self.settings, reply_text, hits, session_id, utcnow())
+
+    def remember(
+        self,
+        agent_id: str,
+        user_id: str,
+        content: str,
+        *,
+        category: Category | str = Category.USER,
+        name: str = "",
+        tags: Sequence[str] = (),
+        replaces: int | None = None,
+    ) -> MemoryOut:
+        """Save a memory now ("remember this"): long tier, deduplicated, may replace one."""
+        with session_scope(self.settings) as session:
+            return memories.remember(
+                session,
+                self.settings,
+                Scope(agent_id, user_id),
+                content,
+                utcnow(),
+                category=Category(category),
+                name=name,
+                tags=tags,
+                replaces=replaces,
+            )
+
+    def update(
+        self,
+        agent_id: str,
+        user_id: str,
+        memory_id: int,
+        *,
+        content: str | None = None,
+        name: str | None = None,
+        category: Category | str | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> MemoryOut:
+        with session_scope(self.settings) as session:
+            return memories.update(
+                session,
+                self.settings,
+                Scope(agent_id, user_id),
+                memory_id,
+                utcnow(),
+                content=content,
+                name=name,
+                category=Category(category) if category else None,
+                tags=tags,
+            )
+
+    def forget(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
+        """Soft delete (restorable, history kept)."""
+        with session_scope(self.settings) as session:
+            return memories.forget(session, Scope(agent_id, user_id), memory_id, utcnow())
+
+    def restore(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
+        """Bring back an archived, expired or deleted memory."""
+        with session_scope(self.settings) as session:
+            return memories.restore(
+                session, self.settings, Scope(agent_id, user_id), memory_id, utcnow()
+            )
+
+    def get(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
+        with session_scope(self.settings) as session:
+            return memories.get(session, Scope(agent_id, user_id), memory_id)
+
+    def list(
+        self,
+        agent_id: str,
+        user_id: str,
+        *,
+        statuses: Sequence[str] = ("active",),
+        categories: Sequence[str] | None = None,
+        tiers: Sequence[str] | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[MemoryOut]:
+        with session_scope(self.settings) as session:
+            return memories.list_memories(
+                session,
+                Scope(agent_id, user_id),
+                statuses=statuses,
+                categories=categories,
+                tiers=tiers,
+                limit=limit,
+                offset=offset,
+            )
+
+    def history(self, agent_id: str, user_id: str, memory_id: int) -> builtins.list[EventOut]:
+        with session_scope(self.settings) as session:
+            return memories.history(session, Scope(agent_id, user_id), memory_id)
+
+    def health(self, agent_id: str | None = None, user_id: str | None = None) -> MemoryHealth:
+        """Memory health figures for one scope, or the whole store without one."""
+        scope = Scope(agent_id, user_id) if agent_id and user_id else None
+        with session_scope(self.settings) as session:
+            return memory_health(session, utcnow(), scope)
+
+    def execute_tool(
+        self, agent_id: str, user_id: str, name: str, arguments: str | dict[str, Any]
+    ) -> dict[str, Any]:
+        """Run a `memory_save` / `memory_recall` tool call for this scope (see tools.py)."""
+        try:
+            args = parse_tool_call(name, arguments)
+            if isinstance(args, MemoryRecallArgs):
+                hits = self.recall(
+                    args.query,
+                    agent_id,
+                    user_id,
+                    k=args.limit,
+                    categories=[args.type] if args.type else None,
+                )
+                return {
+                    "ok": True,
+                    "memories": [
+                        {"id": h.id, "type": h.category, "name": h.name, "content": h.content}
+                        for h in hits
+                    ],
+                }
+            assert isinstance(args, MemorySaveArgs)
+            if args.action == "create":
+                saved = self.remember(
+                    agent_id, user_id, args.content or "", category=args.type, name=args.name
+                )
+            elif args.action == "update":
+                saved = self.update(
+                    agent_id,
+                    user_id,
+                    args.id or 0,
+                    content=args.content,
+                    name=args.name or None,
+                    category=args.type,
+                )
+            else:
+                saved = self.forget(agent_id, user_id, args.id or 0)
+            return {"ok": True, "id": saved.id, "status": saved.status}
+        except (ValueError, MemorydError) as exc:
+            return {"ok": False, "error": str(exc)}

@@ -7,7 +7,7 @@ proposing the same fact for one user cannot both create it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +28,7 @@ class ReconcileCounts:
     created: int = 0
     confirmed: int = 0
     superseded: int = 0
+    kept: list[Memory] = field(default_factory=list)  # the memory each fact ended up in
 
 
 def active_memories(session: Session, scope: Scope, limit: int) -> list[Memory]:
@@ -107,6 +108,7 @@ def reconcile_facts(
             kept = create_memory(session, settings, scope, fact, now, metadata=metadata, **kw)
             candidates.append(kept)
             counts.created += 1
+        counts.kept.append(kept)
         if replaced is not None and replaced is not kept:
             supersede_memory(session, replaced, kept, now, actor=actor, batch_id=batch_id)
             counts.superseded += 1

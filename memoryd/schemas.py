@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -14,6 +14,9 @@ from pydantic import (
 )
 
 from memoryd.models.tables import Category
+
+if TYPE_CHECKING:
+    from memoryd.models.tables import Memory
 
 # Identifiers: non-empty, no surrounding whitespace, no control characters.
 Ident = Annotated[
@@ -129,3 +132,52 @@ class ExtractionOutput(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     facts: list[Fact] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------ read side
+
+
+class MemoryOut(BaseModel):
+    """A memory as the API returns it."""
+
+    id: int
+    agent_id: str
+    user_id: str
+    category: str
+    tier: str
+    status: str
+    name: str
+    content: str
+    tags: list[str]
+    confidence: float
+    evidence_count: int
+    access_count: int
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+    supersedes_id: int | None
+    superseded_by_id: int | None
+    metadata: dict[str, Any] | None
+
+    @classmethod
+    def from_memory(cls, memory: Memory, **extra: Any) -> Self:
+        fields = {
+            name: getattr(memory, name) for name in MemoryOut.model_fields if name != "metadata"
+        }
+        return cls(**fields, metadata=memory.metadata_, **extra)
+
+
+class EventOut(BaseModel):
+    """One entry of a memory's history."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    memory_id: int
+    kind: str
+    actor: str
+    before_content: str | None
+    after_content: str | None
+    batch_id: int | None
+    detail: dict[str, Any] | None
+    created_at: datetime

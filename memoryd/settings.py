@@ -75,6 +75,21 @@ class Settings(BaseSettings):
     reinforce_referenced: float = Field(0.15, ge=0)
     reinforce_observed: float = Field(0.3, ge=0)
 
+    # --- recall ranking ---------------------------------------------------------------
+    recall_candidates: int = Field(200, ge=10, description="Recent memories scored per recall")
+    recall_min_similarity: float = Field(0.12, ge=0, le=1)
+    rank_weight_match: float = Field(1.0, ge=0)
+    rank_weight_strength: float = Field(0.15, ge=0)
+    rank_weight_recency: float = Field(0.1, ge=0)
+    rank_weight_confidence: float = Field(0.1, ge=0)
+    recency_half_life_days: float = Field(30.0, gt=0)
+    referenced_similarity: float = Field(
+        0.5, gt=0, le=1, description="Share of a memory's distinctive terms a reply must use"
+    )
+    embedding_model: str | None = Field(
+        None, description="OpenAI embeddings model; unset means no embeddings"
+    )
+
     # --- sessions -----------------------------------------------------------------------
     compress_trigger_tokens: int = Field(4000, ge=1)
     keep_recent_turns: int = Field(10, ge=0)

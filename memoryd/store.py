@@ -19,7 +19,7 @@ from memoryd.models.tables import (
 )
 from memoryd.schemas import Fact
 from memoryd.settings import Settings
-from memoryd.text import content_hash
+from memoryd.text import content_hash, search_text
 from memoryd.weights import (
     INITIAL_WEIGHT,
     effective_weight,
@@ -32,6 +32,16 @@ from memoryd.weights import (
 class Scope:
     agent_id: str
     user_id: str
+
+
+def set_content(memory: Memory, content: str, name: str | None = None) -> None:
+    """The only writer of content: keeps the dedup hash and the search terms in step."""
+    memory.content = content
+    if name is not None:
+        memory.name = name[:200]
+    memory.content_hash = content_hash(content)
+    memory.search_text = search_text(f"{memory.name} {content}")
+    memory.embedding = None  # recomputed on demand
 
 
 def tier_for(fact: Fact, settings: Settings, now: datetime) -> tuple[Tier, datetime | None]:
@@ -95,18 +105,17 @@ def create_memory(
         tier=tier,
         status=MemoryStatus.ACTIVE,
         name=(fact.name or fact.content)[:200],
-        content=fact.content,
         tags=list(fact.tags),
         confidence=fact.confidence,
         evidence_count=1,
         access_count=0,
         expires_at=expires_at,
-        content_hash=content_hash(fact.content),
         source_turn_ids=list(source_turn_ids or []),
         metadata_=metadata,
         created_at=now,
         updated_at=now,
     )
+    set_content(memory, fact.content)
     set_weight(memory, INITIAL_WEIGHT, now, settings)
     session.add(memory)
     session.flush()  # assigns the id the event needs

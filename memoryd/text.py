@@ -42,3 +42,39 @@ def estimate_tokens(text: str) -> int:
     """Local token estimate (no tokenizer download): ~4 chars per token, 1 per CJK char."""
     wide = sum(1 for ch in text if _is_wide(ch))
     return wide + (len(text) - wide + 3) // 4
+
+
+# Han, Hiragana, Katakana, Hangul: scripts written without spaces between words.
+_UNSEGMENTED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_WORD = re.compile(r"[^\W_]+")
+MAX_QUERY_TOKENS = 32
+
+
+def search_tokens(text: str) -> list[str]:
+    """Index terms: lowercase words, and for unsegmented scripts every character and every
+    pair of neighbouring characters (so 2-character Chinese words match). Only letters and
+    digits survive, so no token can carry query syntax."""
+    tokens: list[str] = []
+    for word in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
+        last = 0
+        for run in _UNSEGMENTED.finditer(word):
+            if run.start() > last:
+                tokens.append(word[last : run.start()])
+            chars = run.group()
+            tokens.extend(chars)
+            tokens.extend(chars[i : i + 2] for i in range(len(chars) - 1))
+            last = run.end()
+        if last < len(word):
+            tokens.append(word[last:])
+    return tokens
+
+
+def search_text(text: str) -> str:
+    """What the keyword index stores for a memory (its content and name)."""
+    return " ".join(dict.fromkeys(search_tokens(text)))
+
+
+def query_tokens(query: str) -> list[str]:
+    """Distinct search terms of a user query, longest first, at most MAX_QUERY_TOKENS."""
+    unique = dict.fromkeys(t for t in search_tokens(query[:4000]) if t)
+    return sorted(unique, key=len, reverse=True)[:MAX_QUERY_TOKENS]

@@ -66,6 +66,7 @@ class Base(DeclarativeBase):
         dict[str, Any]: JSON(),
         list[str]: JSON(),
         list[int]: JSON(),
+        list[float]: JSON(),
     }
 
 
@@ -256,6 +257,10 @@ class Memory(Base):
     last_accessed_at: Mapped[datetime | None]
     expires_at: Mapped[datetime | None]
     content_hash: Mapped[str] = mapped_column(String(64))
+    # Index terms of name + content (text.search_text), for the keyword index.
+    search_text: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # Optional embedding vector, filled when MEMORYD_EMBEDDING_MODEL is set.
+    embedding: Mapped[list[float] | None] = mapped_column(JSON)
     supersedes_id: Mapped[int | None] = mapped_column(BigInteger)
     superseded_by_id: Mapped[int | None] = mapped_column(BigInteger)
     source_turn_ids: Mapped[list[int]] = mapped_column(JSON, default=list)

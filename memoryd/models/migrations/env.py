@@ -6,6 +6,16 @@ from memoryd.db import get_engine
 from memoryd.models.tables import Base
 from memoryd.settings import Settings
 
+# Search structures the ORM does not model (SQLite FTS5 tables, the tsvector GIN index).
+UNMODELLED_PREFIXES = ("memories_fts", "ix_memories_search")
+
+
+def include_object(
+    obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
+) -> bool:
+    return not (reflected and name is not None and name.startswith(UNMODELLED_PREFIXES))
+
+
 config = context.config
 settings = config.attributes.get("settings") or Settings()
 engine = get_engine(settings)
@@ -16,6 +26,7 @@ with engine.connect() as connection:
         target_metadata=Base.metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_object=include_object,
     )
     with context.begin_transaction():
         context.run_migrations()
