@@ -1,0 +1,192 @@
+"""Recall and build_context latency on 1,000,000 memories over 10,000 users (PostgreSQL).
+
+Each call is MemoryClient.recall / build_context exactly as a chat backend makes it,
+including the usage rows and access counts it writes. Queries are English and Chinese.
+Baseline, same run: the same recall with the scope indexes dropped (sequential scans),
+on fewer queries because each one reads the whole table.
+
+    .venv/bin/python bench/recall.py [--rows 1000000] [--queries 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+from sqlalchemy import text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import emit, percentile, print_table, scratch_database
+from memoryd.client import MemoryClient
+from memoryd.db import get_engine
+from memoryd.settings import Settings
+from memoryd.text import content_hash, search_text
+
+USERS = 10_000
+BASELINE_QUERIES = 30
+
+SUBJECTS = [
+    "green tea",
+    "black coffee",
+    "the payment module",
+    "vim",
+    "Lisbon",
+    "jazz",
+    "peanut allergy",
+    "weekly report",
+    "Python typing",
+    "marathon training",
+    "the dentist",
+    "a vegetarian diet",
+    "dark mode",
+    "the quarterly budget",
+    "Portuguese lessons",
+    "the cello",
+    "night shifts",
+    "hiking boots",
+    "Kubernetes",
+    "the wedding in June",
+]
+VERBS = ["Prefers", "Asked about", "Is working on", "Dislikes", "Wants reminders about"]
+ZH = [
+    "喜欢喝龙井茶",
+    "每周三下午开项目周会",
+    "住在杭州西湖附近",
+    "不喜欢早上开会",
+    "正在学习日语",
+    "对花生过敏",
+    "周末常去爬山",
+    "负责支付模块重构",
+    "希望回答简洁直接",
+    "下个月去上海出差",
+]
+QUERIES = [
+    "what tea does the user like",
+    "coffee",
+    "payment module status",
+    "editor",
+    "where do they live",
+    "music",
+    "allergy",
+    "report",
+    "typing",
+    "running",
+    "dentist appointment",
+    "diet",
+    "theme",
+    "budget",
+    "language lessons",
+    "龙井",
+    "周会",
+    "杭州",
+    "开会",
+    "日语",
+    "过敏",
+    "爬山",
+    "支付",
+    "简洁",
+    "出差",
+    "喝什么茶",
+    "项目 meeting",
+    "wedding",
+    "hiking",
+    "kubernetes cluster",
+]
+
+
+def vocabulary() -> list[str]:
+    english = [f"{verb} {subject}" for verb in VERBS for subject in SUBJECTS]
+    return english + ZH * 5  # about 20% Chinese
+
+
+LOAD = text("""
+INSERT INTO memories (agent_id, user_id, category, tier, status, name, content, tags,
+    confidence, weight, weight_at, archive_due_at, evidence_count, access_count,
+    content_hash, search_text, source_turn_ids, created_at, updated_at)
+SELECT 'bench', 'u' || (i % :users), 'user', CASE WHEN i % 4 = 0 THEN 'short' ELSE 'long' END,
+    'active', v.content, v.content, '[]', 0.6 + (i % 40) / 100.0, 1.0,
+    now() - (i % 90) * interval '1 day', now() + interval '300 days', 1, 0,
+    v.hash, v.terms, '[]', now() - (i % 90) * interval '1 day',
+    now() - (i % 90) * interval '1 day'
+FROM generate_series(0, :rows - 1) AS i
+JOIN vocab v ON v.idx = (i::bigint * 7919) % :vocab
+""")
+
+
+def load(url: str, rows: int) -> None:
+    words = vocabulary()
+    with get_engine(Settings(database_url=url)).begin() as conn:
+        conn.execute(text("CREATE TEMP TABLE vocab (idx int, content text, hash text, terms text)"))
+        conn.execute(
+            text("INSERT INTO vocab VALUES (:i, :c, :h, :t)"),
+            [
+                {"i": i, "c": w, "h": content_hash(w), "t": search_text(f"{w} {w}")}
+                for i, w in enumerate(words)
+            ],
+        )
+        # Building the text index once after the load is far faster than row by row.
+        conn.execute(text("DROP INDEX ix_memories_search"))
+        conn.execute(LOAD, {"users": USERS, "rows": rows, "vocab": len(words)})
+        conn.execute(
+            text(
+                "CREATE INDEX ix_memories_search ON memories "
+                "USING gin (to_tsvector('simple', search_text))"
+            )
+        )
+        conn.execute(text("ANALYZE memories"))
+
+
+def latencies(fn, calls: int, seed: int) -> list[float]:  # type: ignore[no-untyped-def]
+    rng = random.Random(seed)
+    out = []
+    for _ in range(calls):
+        user, query = f"u{rng.randrange(USERS)}", rng.choice(QUERIES)
+        start = time.perf_counter()
+        fn(query, "bench", user)
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=1000)
+    args = parser.parse_args()
+    with scratch_database("memoryd_bench_recall") as url:
+        started = time.perf_counter()
+        load(url, args.rows)
+        load_s = time.perf_counter() - started
+        client = MemoryClient(Settings(database_url=url))
+        latencies(client.recall, 50, seed=0)  # warm caches and connections
+        recall_ms = latencies(client.recall, args.queries, seed=1)
+        hits = sum(bool(client.recall(q, "bench", "u7")) for q in QUERIES)
+        context_ms = latencies(
+            lambda q, a, u: client.build_context(q, a, u, token_budget=500), args.queries, seed=2
+        )
+        with get_engine(client.settings).begin() as conn:
+            conn.execute(text("DROP INDEX ix_memories_scope_status"))
+            conn.execute(text("DROP INDEX ix_memories_scope_hash"))
+        baseline_ms = latencies(client.recall, BASELINE_QUERIES, seed=3)
+
+    p50, p95 = percentile(recall_ms, 50), percentile(recall_ms, 95)
+    c95, b95 = percentile(context_ms, 95), percentile(baseline_ms, 95)
+    print_table(
+        f"recall on PostgreSQL: {args.rows} memories, {USERS} users, {args.queries} queries "
+        f"(load {load_s:.0f} s; {hits}/{len(QUERIES)} sample queries found memories)",
+        [
+            (f"baseline: no scope index p95 ({BASELINE_QUERIES} q)", b95, "ms", 1.0),
+            ("recall p50", p50, "ms", p50 / b95),
+            ("recall p95 (target <= 20 ms)", p95, "ms", p95 / b95),
+            ("build_context p95", c95, "ms", c95 / b95),
+        ],
+    )
+    emit(
+        {"recall_p50_ms": p50, "recall_p95_ms": p95, "context_p95_ms": c95, "baseline_p95_ms": b95}
+    )
+
+
+if __name__ == "__main__":
+    main()
