@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import Celery
 
-from memoryd import memories
+from memoryd import embeddings, memories
 from memoryd.buffer import SessionKey, end_session, store_turns, validate_turns
 from memoryd.compression import SessionContext, session_context
 from memoryd.context import render as render_context
@@ -142,6 +142,7 @@ class MemoryClient:
     ) -> list[Hit]:
         """Ranked active memories of the scope (and the agent's shared scope) for `query`.
         Each recall is logged and counted (it feeds promotion and weights)."""
+        vector = embeddings.embed_query(self.settings, query)  # before any transaction opens
         now = utcnow()
         with session_scope(self.settings) as session:
             hits = recall(
@@ -154,6 +155,7 @@ class MemoryClient:
                 categories=categories,
                 tiers=tiers,
                 now=now,
+                query_vector=vector,
             )
             log_retrieval(session, self.settings, hits, query, session_id, now)
         return hits
@@ -170,9 +172,13 @@ class MemoryClient:
         when nothing relevant fits. It is never written to the chat history."""
         if not query_tokens(query):
             return ""
+        vector = embeddings.embed_query(self.settings, query)  # before any transaction opens
+        vector = embeddings.embed_query(self.settings, query)
         now = utcnow()
         with session_scope(self.settings) as session:
-            hits = recall(session, self.settings, agent_id, user_id, query, now=now)
+            hits = recall(
+                session, self.settings, agent_id, user_id, query, now=now, query_vector=vector
+            )
             block, included = render_context(hits, token_budget)
             log_retrieval(session, self.settings, included, query, session_id, now)
         return block
@@ -197,7 +203,7 @@ class MemoryClient:
     ) -> MemoryOut:
         """Save a memory now ("remember this"): long tier, deduplicated, may replace one."""
         with session_scope(self.settings) as session:
-            return memories.remember(
+            saved = memories.remember(
                 session,
                 self.settings,
                 Scope(agent_id, user_id),
@@ -208,6 +214,8 @@ class MemoryClient:
                 tags=tags,
                 replaces=replaces,
             )
+        embeddings.fill_missing(self.settings, Scope(agent_id, user_id))
+        return saved
 
     def update(
         self,
@@ -221,7 +229,7 @@ class MemoryClient:
         tags: Sequence[str] | None = None,
     ) -> MemoryOut:
         with session_scope(self.settings) as session:
-            return memories.update(
+            saved = memories.update(
                 session,
                 self.settings,
                 Scope(agent_id, user_id),
@@ -232,6 +240,8 @@ class MemoryClient:
                 category=Category(category) if category else None,
                 tags=tags,
             )
+        embeddings.fill_missing(self.settings, Scope(agent_id, user_id))
+        return saved
 
     def forget(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
         """Soft delete (restorable, history kept)."""

@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from memoryd import embeddings
 from memoryd.buffer import Claim, SessionKey, claim_batch, finish_turns, release_lease, return_turns
 from memoryd.db import lock_scope, session_scope, utcnow
 from memoryd.errors import LeaseLost, LLMError
@@ -169,5 +170,7 @@ def extract_session(
             return stats
         for field in ("batches", "turns", "created", "confirmed", "superseded", "rejected"):
             setattr(stats, field, getattr(stats, field) + getattr(done, field))
+        if done.created:
+            embeddings.fill_missing(settings, scope)  # no-op unless embeddings are on
     stats.more_pending = True
     return stats

@@ -89,6 +89,15 @@ class LLMClient:
         )
 
     def _create(self, **kwargs: Any) -> Any:
+        return self._retried(self._client.chat.completions.create, **kwargs)
+
+    def embed(self, model: str, texts: list[str]) -> list[list[float]]:
+        """Embedding vectors for `texts`, in order, under the same retry policy."""
+        response = self._retried(self._client.embeddings.create, model=model, input=texts)
+        ordered = sorted(response.data, key=lambda d: d.index)
+        return [list(d.embedding) for d in ordered]
+
+    def _retried(self, call: Any, **kwargs: Any) -> Any:
         """One HTTP call, retried on transient errors only."""
         retrying = Retrying(
             retry=retry_if_exception_type(LLMTransientError),
@@ -104,7 +113,7 @@ class LLMClient:
         for attempt in retrying:
             with attempt:
                 try:
-                    return self._client.chat.completions.create(**kwargs)
+                    return call(**kwargs)
                 except openai.OpenAIError as exc:
                     raise classify(exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover

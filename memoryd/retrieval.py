@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.db import is_sqlite
+from memoryd.embeddings import cosine
 from memoryd.models.tables import SHARED_USER, Memory, MemoryStatus
 from memoryd.schemas import MemoryOut
 from memoryd.settings import Settings
@@ -30,6 +31,7 @@ PREFIX_MIN_CHARS = 3  # "vegetar" finds "vegetarian"; shorter prefixes match too
 class ScoreParts(BaseModel):
     keyword_rank: int | None
     similarity: float
+    embedding: float | None
     fused: float
     strength: float
     recency: float
@@ -117,6 +119,7 @@ def recall(
     categories: Sequence[str] | None = None,
     tiers: Sequence[str] | None = None,
     now: datetime,
+    query_vector: Sequence[float] | None = None,
 ) -> list[Hit]:
     """The k most useful active memories for `query`. With an empty query, the strongest
     and most recent ones; otherwise only memories the query actually matches."""
@@ -149,15 +152,29 @@ def recall(
     keyword_rank = {mid: rank for rank, mid in enumerate(keyword_ids, 1)}
     similar_rank = {mid: rank for rank, mid in enumerate(similar, 1)}
     relevant = set(keyword_rank) | set(similar_rank) if tokens else set(by_id)
+    closeness: dict[int, float] = {}
+    if query_vector is not None:
+        closeness = {
+            mid: cosine(query_vector, m.embedding) for mid, m in by_id.items() if m.embedding
+        }
+    close = sorted(
+        (mid for mid, c in closeness.items() if c >= settings.embedding_min_similarity),
+        key=lambda mid: closeness[mid],
+        reverse=True,
+    )
+    embedding_rank = {mid: rank for rank, mid in enumerate(close, 1)}
+    relevant |= set(embedding_rank)
+    lists = (keyword_rank, similar_rank, embedding_rank)
 
     hits = []
     for mid in relevant:
         memory = by_id[mid]
-        fused = sum(1 / (RRF_K + r[mid]) for r in (keyword_rank, similar_rank) if mid in r)
+        fused = sum(1 / (RRF_K + r[mid]) for r in lists if mid in r)
         parts = ScoreParts(
             keyword_rank=keyword_rank.get(mid),
             similarity=round(similarity[mid], 4),
-            fused=fused * (RRF_K + 1) / 2,  # 1.0 when first in both lists
+            embedding=round(closeness[mid], 4) if mid in closeness else None,
+            fused=fused * (RRF_K + 1) / 2,  # 1.0 when first in the keyword and trigram lists
             strength=min(effective_weight(memory, now, settings) / MAX_WEIGHT * 2, 1.0),
             recency=0.5
             ** (

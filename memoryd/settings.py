@@ -89,6 +89,7 @@ class Settings(BaseSettings):
     embedding_model: str | None = Field(
         None, description="OpenAI embeddings model; unset means no embeddings"
     )
+    embedding_min_similarity: float = Field(0.3, ge=-1, le=1)
 
     # --- sessions -----------------------------------------------------------------------
     compress_trigger_tokens: int = Field(4000, ge=1)

@@ -111,6 +111,19 @@ def default_extractor_answer(messages: list[dict[str, Any]]) -> str:
     return json.dumps({"facts": [f.model_dump(mode="json") for f in facts]}, ensure_ascii=False)
 
 
+EMBEDDING_DIMS = 64
+
+
+def fake_vector(text: str) -> list[float]:
+    """A deterministic 'embedding': hashed character trigrams, so similar texts are close."""
+    from memoryd.text import trigrams
+
+    vector = [0.0] * EMBEDDING_DIMS
+    for gram in trigrams(text):
+        vector[sum(gram.encode()) * 2654435761 % EMBEDDING_DIMS] += 1.0
+    return vector
+
+
 class FakeLLM:
     """Run with `with FakeLLM() as llm:`; point memoryd at `llm.base_url`."""
 
@@ -170,6 +183,25 @@ class FakeLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.endswith("/embeddings"):
+                    action = fake._next_action(body)
+                    if action.status != 200:
+                        self._send(action.status, action.body or {}, action.headers)
+                        return
+                    inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "model": body.get("model", "fake"),
+                            "data": [
+                                {"object": "embedding", "index": i, "embedding": fake_vector(t)}
+                                for i, t in enumerate(inputs)
+                            ],
+                            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                        },
+                    )
+                    return
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return

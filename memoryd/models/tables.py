@@ -260,7 +260,7 @@ class Memory(Base):
     # Index terms of name + content (text.search_text), for the keyword index.
     search_text: Mapped[str] = mapped_column(Text, default="", server_default="")
     # Optional embedding vector, filled when MEMORYD_EMBEDDING_MODEL is set.
-    embedding: Mapped[list[float] | None] = mapped_column(JSON)
+    embedding: Mapped[list[float] | None] = mapped_column(JSON(none_as_null=True))
     supersedes_id: Mapped[int | None] = mapped_column(BigInteger)
     superseded_by_id: Mapped[int | None] = mapped_column(BigInteger)
     source_turn_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
