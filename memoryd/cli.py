@@ -117,11 +117,104 @@ def cmd_retry(settings: Settings, ns: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_stats(settings: Settings, _ns: argparse.Namespace) -> int:
+def cmd_stats(settings: Settings, ns: argparse.Namespace) -> int:
     from memoryd.stats import pipeline_stats
 
-    _print_json(pipeline_stats(settings))
+    health = _client(settings).health(ns.agent or None, ns.user or None)
+    _print_json({"pipeline": pipeline_stats(settings), "health": health.model_dump()})
     return 0
+
+
+def _client(settings: Settings) -> Any:
+    from memoryd.client import MemoryClient
+
+    return MemoryClient(settings, dispatch=False)
+
+
+def _table(rows: list[Any]) -> None:
+    print(
+        f"{'id':>6}  {'user':<10} {'category':<9} {'tier':<5} {'status':<10} {'conf':>4}  content"
+    )
+    for m in rows:
+        score = f"  (score {m.score:.3f})" if hasattr(m, "score") else ""
+        print(
+            f"{m.id:>6}  {m.user_id[:10]:<10} {m.category:<9} {m.tier:<5} {m.status:<10} "
+            f"{m.confidence:>4.2f}  {m.content}{score}"
+        )
+
+
+def cmd_list(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    _table(
+        _client(settings).list(
+            scope.agent_id,
+            scope.user_id,
+            statuses=ns.status or ["active"],
+            categories=ns.category,
+            limit=ns.limit,
+            offset=ns.offset,
+        )
+    )
+    return 0
+
+
+def cmd_search(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    _table(_client(settings).recall(ns.query, scope.agent_id, scope.user_id, k=ns.k))
+    return 0
+
+
+def cmd_show(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    _print_json(_client(settings).get(scope.agent_id, scope.user_id, ns.id).model_dump())
+    return 0
+
+
+def cmd_history(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    for e in _client(settings).history(scope.agent_id, scope.user_id, ns.id):
+        change = f"{e.before_content!r} -> {e.after_content!r}" if e.before_content else ""
+        print(f"{e.created_at:%Y-%m-%d %H:%M:%S}  {e.kind:<10} by {e.actor:<11} {change}")
+    return 0
+
+
+def cmd_delete(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    memory = _client(settings).forget(scope.agent_id, scope.user_id, ns.id)
+    print(f"memory {memory.id} deleted (restorable with memoryd restore)")
+    return 0
+
+
+def cmd_restore(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    memory = _client(settings).restore(scope.agent_id, scope.user_id, ns.id)
+    print(f"memory {memory.id} is {memory.status} again")
+    return 0
+
+
+def cmd_export(settings: Settings, ns: argparse.Namespace) -> int:
+    from memoryd.db import session_scope
+    from memoryd.transfer import export_memories
+
+    out = open(ns.file, "w", encoding="utf-8") if ns.file else sys.stdout  # noqa: SIM115
+    try:
+        with session_scope(settings) as session:
+            for line in export_memories(session, ns.agent or None, ns.user or None):
+                out.write(line + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+def cmd_import(settings: Settings, ns: argparse.Namespace) -> int:
+    from memoryd.db import session_scope, utcnow
+    from memoryd.transfer import import_memories
+
+    with open(ns.file, encoding="utf-8") as fh, session_scope(settings) as session:
+        result = import_memories(session, settings, fh, utcnow())
+    _print_json(result)
+    return 1 if result["errors"] else 0
 
 
 # ----------------------------------------------------------------------------------- parser
@@ -163,7 +256,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent", default="")
     p.add_argument("--user", default="")
     p.add_argument("--session", default="")
-    add("stats", cmd_stats, "pipeline figures: turns by status, batches, tokens, rejections")
+    p = add("stats", cmd_stats, "pipeline and memory health figures")
+    p.add_argument("--agent", default="")
+    p.add_argument("--user", default="")
+
+    def scoped(
+        name: str, fn: Callable[[Settings, argparse.Namespace], int], help_: str
+    ) -> argparse.ArgumentParser:
+        p = add(name, fn, help_)
+        p.add_argument("--agent", required=True)
+        p.add_argument("--user", required=True)
+        return p
+
+    p = scoped("list", cmd_list, "list a scope's memories, newest first")
+    p.add_argument(
+        "--status",
+        action="append",
+        default=None,
+        choices=["active", "superseded", "archived", "expired", "deleted"],
+    )
+    p.add_argument("--category", action="append", default=None)
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--offset", type=int, default=0)
+    p = scoped("search", cmd_search, "ranked recall for a query")
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=10)
+    for name, fn, help_ in [
+        ("show", cmd_show, "one memory as JSON"),
+        ("history", cmd_history, "a memory's history"),
+        ("delete", cmd_delete, "soft-delete a memory"),
+        ("restore", cmd_restore, "restore an archived/expired/deleted memory"),
+    ]:
+        scoped(name, fn, help_).add_argument("id", type=int)
+    p = add("export", cmd_export, "all memories (every status) as JSON lines")
+    p.add_argument("--agent", default="")
+    p.add_argument("--user", default="")
+    p.add_argument("--file", help="write here instead of standard output")
+    p = add("import", cmd_import, "add memories from a JSON lines file (an export)")
+    p.add_argument("--file", required=True)
     return parser
 
 
@@ -183,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             field = ".".join(str(p) for p in err["loc"])
             print(f"memoryd: {field}: {err['msg']}", file=sys.stderr)
         return 2
-    except MemorydError as exc:
+    except (MemorydError, OSError, ValueError) as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return 1
 

@@ -1,0 +1,85 @@
+"""The `memoryd` command line, run as a user runs it: a subprocess with MEMORYD_* set."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from memoryd.settings import Settings
+from tests.workers import settings_env
+
+
+def memoryd(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memoryd", *args],
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_enqueue_search_show_history_delete_restore(settings: Settings, tmp_path: Path) -> None:
+    scope = ["--agent", "bot", "--user", "ann"]
+    out = memoryd(
+        settings, "enqueue", *scope, "--session", "s1", "--no-dispatch", "--content", "Call me Sam"
+    )
+    assert out.returncode == 0 and json.loads(out.stdout)["accepted"] == 1
+
+    bad = memoryd(settings, "enqueue", *scope, "--session", "s1", "--content", "")
+    assert bad.returncode == 1 and "content" in bad.stdout
+
+    from memoryd.client import MemoryClient
+
+    memory = MemoryClient(settings).remember("bot", "ann", "Allergic to peanuts")
+    found = memoryd(settings, "search", *scope, "peanut")
+    assert found.returncode == 0 and "Allergic to peanuts" in found.stdout
+    assert json.loads(memoryd(settings, "show", *scope, str(memory.id)).stdout)["id"] == memory.id
+    assert memoryd(settings, "delete", *scope, str(memory.id)).returncode == 0
+    assert "Allergic" not in memoryd(settings, "list", *scope).stdout
+    assert "Allergic" in memoryd(settings, "list", *scope, "--status", "deleted").stdout
+    assert memoryd(settings, "restore", *scope, str(memory.id)).returncode == 0
+    history = memoryd(settings, "history", *scope, str(memory.id)).stdout
+    assert [line.split()[2] for line in history.splitlines()] == ["created", "deleted", "restored"]
+    missing = memoryd(settings, "show", "--agent", "bot", "--user", "bob", str(memory.id))
+    assert missing.returncode == 1 and "no memory" in missing.stderr
+
+    stats = json.loads(memoryd(settings, "stats").stdout)
+    assert stats["pipeline"]["turns"] == {"pending": 1}
+    assert stats["health"]["active"] == 1
+
+
+def test_export_then_import_round_trip(settings: Settings, tmp_path: Path) -> None:
+    from memoryd.client import MemoryClient
+
+    client = MemoryClient(settings)
+    kept = client.remember("bot", "ann", "Lives in Lisbon")
+    gone = client.remember("bot", "ann", "Old hobby: chess")
+    client.forget("bot", "ann", gone.id)
+    dump = tmp_path / "memories.jsonl"
+    assert memoryd(settings, "export", "--file", str(dump)).returncode == 0
+    lines = dump.read_text().splitlines()
+    assert [json.loads(x)["status"] for x in lines] == ["active", "deleted"]
+
+    again = memoryd(settings, "import", "--file", str(dump))
+    assert json.loads(again.stdout) == {"imported": 1, "skipped": 1, "errors": []}
+    dump.write_text('{"agent_id": "bot"}\nnot json\n')
+    bad = memoryd(settings, "import", "--file", str(dump))
+    assert bad.returncode == 1 and len(json.loads(bad.stdout)["errors"]) == 2
+    assert client.get("bot", "ann", kept.id).content == "Lives in Lisbon"
+
+
+def test_bad_arguments_and_settings_are_reported(settings: Settings) -> None:
+    out = memoryd(settings, "show", "--agent", "", "--user", "ann", "1")
+    assert out.returncode == 2 and "agent_id" in out.stderr
+    env_settings = settings.model_copy(update={"batch_size": 1})
+    broken = subprocess.run(
+        [sys.executable, "-m", "memoryd", "stats"],
+        env={**settings_env(env_settings), "MEMORYD_BATCH_SIZE": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert broken.returncode == 2 and "batch_size" in broken.stderr
