@@ -122,8 +122,6 @@ def test_users_and_sessions_end_to_end(llm_settings: Settings, tmp_path: Path) -
 def test_worker_killed_mid_llm_call_loses_nothing(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest, fake_llm: FakeLLM
 ) -> None:
-    if backend == "sqlite":
-        pytest.skip("kill/restart runs on PostgreSQL + Redis")
     settings = with_llm(
         make_settings(
             backend,
