@@ -173,7 +173,6 @@ class MemoryClient:
         if not query_tokens(query):
             return ""
         vector = embeddings.embed_query(self.settings, query)  # before any transaction opens
-        vector = embeddings.embed_query(self.settings, query)
         now = utcnow()
         with session_scope(self.settings) as session:
             hits = recall(
