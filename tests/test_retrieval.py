@@ -91,6 +91,18 @@ def test_hostile_queries_never_raise(client: MemoryClient, query: str) -> None:
         assert hits[0].content == FACTS["tea"]
 
 
+@hsettings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(max_size=60) | st.text(alphabet="\"'*:|&!()<>-^~\\ 茶tea", max_size=30))
+def test_any_text_as_query_never_raises(client: MemoryClient, query: str) -> None:
+    """Any unicode (combining marks, surrogates-free controls, RTL, emoji) and every
+    operator character of both query syntaxes, in any arrangement."""
+    hits = client.recall(query, "bot", "ann")
+    assert all(h.user_id == "ann" for h in hits)
+    client.build_context(query, "bot", "ann", token_budget=200)
+
+
 def test_retired_memories_never_appear(settings: Settings, db: Session) -> None:
     for status in (
         MemoryStatus.SUPERSEDED,
