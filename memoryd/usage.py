@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
+from memoryd.db import is_sqlite
 from memoryd.models.tables import Memory, MemoryUsage
 from memoryd.retrieval import Hit
 from memoryd.settings import Settings
@@ -28,11 +29,14 @@ def log_retrieval(
     """One usage row per hit; access counted, weight reinforced a little, TTL restarted."""
     if not hits:
         return
-    memories = {
-        m.id: m for m in session.scalars(select(Memory).where(Memory.id.in_([h.id for h in hits])))
-    }
+    if not is_sqlite(session):
+        # Usage rows and access counts are feedback, not user data: losing the last
+        # instant of them in a server crash is harmless, and recall then does not
+        # wait for a WAL flush (the tail of its latency on a busy disk).
+        session.execute(text("SET LOCAL synchronous_commit = off"))
     for hit in hits:
-        memory = memories.get(hit.id)
+        # Usually already in the session's identity map (recall loaded it): no query.
+        memory = session.get(Memory, hit.id)
         if memory is None:
             continue
         reinforce_retrieved(memory, now, settings)
