@@ -34,9 +34,13 @@ def log_retrieval(
         # instant of them in a server crash is harmless, and recall then does not
         # wait for a WAL flush (the tail of its latency on a busy disk).
         session.execute(text("SET LOCAL synchronous_commit = off"))
+    # One query, then no autoflush inside the loop: the updates and inserts go out as
+    # one batch each at the flush below, not one round trip per hit.
+    memories = {
+        m.id: m for m in session.scalars(select(Memory).where(Memory.id.in_([h.id for h in hits])))
+    }
     for hit in hits:
-        # Usually already in the session's identity map (recall loaded it): no query.
-        memory = session.get(Memory, hit.id)
+        memory = memories.get(hit.id)
         if memory is None:
             continue
         reinforce_retrieved(memory, now, settings)
