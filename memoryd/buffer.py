@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import and_, case, func, or_, select, text, update
+from sqlalchemy import Connection, and_, case, func, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
@@ -116,15 +116,19 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
 # PostgreSQL: turns and their session's counters in ONE statement, so an enqueue on an
 # autocommit connection is a single round trip. Arrays carry any number of turns.
 # sessions.pending_count only decides when to send a trigger; the sweeper reads the
-# turns themselves, so the counter can never strand a turn.
-_PG_STORE_TURNS = text("""
+# turns themselves, so the counter can never strand a turn. Both statements run on the
+# psycopg cursor itself (plain %(name)s placeholders): SQLAlchemy's compile and result
+# layers cost more than the round trip, and psycopg prepares repeated statements.
+_PG_STORE_TURNS = """
 WITH new_turns AS (
     INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
                        created_at, status, attempts, token_count)
     SELECT k, a, u, s, r, c, m::json, t, 'pending', 0, n
-    FROM unnest(CAST(:keys AS text[]), CAST(:agents AS text[]), CAST(:users AS text[]),
-                CAST(:sessions AS text[]), CAST(:roles AS text[]), CAST(:contents AS text[]),
-                CAST(:metas AS text[]), CAST(:times AS timestamptz[]), CAST(:tokens AS int[]))
+    FROM unnest(CAST(%(keys)s AS text[]), CAST(%(agents)s AS text[]),
+                CAST(%(users)s AS text[]), CAST(%(sessions)s AS text[]),
+                CAST(%(roles)s AS text[]), CAST(%(contents)s AS text[]),
+                CAST(%(metas)s AS text[]), CAST(%(times)s AS timestamptz[]),
+                CAST(%(tokens)s AS int[]))
          AS x(k, a, u, s, r, c, m, t, n)
     ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
     RETURNING id, agent_id, user_id, session_id
@@ -133,7 +137,7 @@ WITH new_turns AS (
     FROM new_turns GROUP BY agent_id, user_id, session_id
 ), bumped AS (
     INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
-    SELECT agent_id, user_id, session_id, :now, added FROM per_session
+    SELECT agent_id, user_id, session_id, %(now)s, added FROM per_session
     ORDER BY agent_id, user_id, session_id
     ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
         pending_count = s.pending_count + excluded.pending_count,
@@ -141,86 +145,124 @@ WITH new_turns AS (
         ended_at = NULL
     RETURNING agent_id, user_id, session_id, pending_count
 )
-SELECT id, NULL AS agent_id, NULL AS user_id, NULL AS session_id, NULL AS pending_before,
-       NULL AS added
-FROM new_turns
+SELECT id, NULL, NULL, NULL, NULL, NULL FROM new_turns
 UNION ALL
 SELECT NULL, b.agent_id, b.user_id, b.session_id, b.pending_count - p.added, p.added
 FROM bumped b JOIN per_session p USING (agent_id, user_id, session_id)
-""")
+"""
+
+# The same for one turn with scalar parameters: no array encoding and no unnest, the
+# common case of a chat backend storing each message as it arrives. No row back means
+# the turn_key was a duplicate.
+_PG_STORE_ONE_TURN = """
+WITH new_turn AS (
+    INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
+                       created_at, status, attempts, token_count)
+    VALUES (%(key)s, %(agent)s, %(user)s, %(session)s, %(role)s, %(content)s,
+            CAST(%(meta)s AS json), %(time)s, 'pending', 0, %(tokens)s)
+    ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
+    RETURNING id, agent_id, user_id, session_id
+)
+INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
+SELECT agent_id, user_id, session_id, %(now)s, 1 FROM new_turn
+ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
+    pending_count = s.pending_count + 1,
+    last_activity_at = excluded.last_activity_at,
+    ended_at = NULL
+RETURNING (SELECT id FROM new_turn), s.pending_count
+"""
+
+
+def _meta_json(meta: dict[str, Any] | None) -> str | None:
+    return None if meta is None else json.dumps(meta)
 
 
 def _store_turns_pg(
-    session: Session, rows: list[dict[str, Any]], now: datetime
+    conn: Connection, rows: list[dict[str, Any]], now: datetime
 ) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
     """Returns the new turn ids and, per touched session, (key, pending before, added)."""
-    result = session.execute(
-        _PG_STORE_TURNS,
-        {
-            "keys": [r["turn_key"] for r in rows],
-            "agents": [r["agent_id"] for r in rows],
-            "users": [r["user_id"] for r in rows],
-            "sessions": [r["session_id"] for r in rows],
-            "roles": [r["role"] for r in rows],
-            "contents": [r["content"] for r in rows],
-            "metas": [None if r["metadata"] is None else json.dumps(r["metadata"]) for r in rows],
-            "times": [r["created_at"] for r in rows],
-            "tokens": [r["token_count"] for r in rows],
-            "now": now,
-        },
-    )
-    ids: list[int] = []
-    touched: list[tuple[SessionKey, int, int]] = []
-    for row in result:
-        if row.id is not None:
-            ids.append(row.id)
-        else:
-            key = SessionKey(row.agent_id, row.user_id, row.session_id)
-            touched.append((key, row.pending_before, row.added))
-    return ids, touched
+    psycopg_conn: Any = conn.connection.driver_connection
+    with psycopg_conn.cursor() as cursor:
+        if len(rows) == 1:
+            r = rows[0]
+            cursor.execute(
+                _PG_STORE_ONE_TURN,
+                {
+                    "key": r["turn_key"],
+                    "agent": r["agent_id"],
+                    "user": r["user_id"],
+                    "session": r["session_id"],
+                    "role": r["role"],
+                    "content": r["content"],
+                    "meta": _meta_json(r["metadata"]),
+                    "time": r["created_at"],
+                    "tokens": r["token_count"],
+                    "now": now,
+                },
+            )
+            one = cursor.fetchone()
+            if one is None:
+                return [], []
+            key = SessionKey(r["agent_id"], r["user_id"], r["session_id"])
+            return [one[0]], [(key, one[1] - 1, 1)]
+        cursor.execute(
+            _PG_STORE_TURNS,
+            {
+                "keys": [r["turn_key"] for r in rows],
+                "agents": [r["agent_id"] for r in rows],
+                "users": [r["user_id"] for r in rows],
+                "sessions": [r["session_id"] for r in rows],
+                "roles": [r["role"] for r in rows],
+                "contents": [r["content"] for r in rows],
+                "metas": [_meta_json(r["metadata"]) for r in rows],
+                "times": [r["created_at"] for r in rows],
+                "tokens": [r["token_count"] for r in rows],
+                "now": now,
+            },
+        )
+        ids: list[int] = []
+        touched: list[tuple[SessionKey, int, int]] = []
+        for turn_id, agent, user, chat, before, added in cursor.fetchall():
+            if turn_id is not None:
+                ids.append(turn_id)
+            else:
+                touched.append((SessionKey(agent, user, chat), before, added))
+        return ids, touched
 
 
 def _store_turns_sqlite(
-    session: Session, rows: list[dict[str, Any]], now: datetime
+    conn: Connection, rows: list[dict[str, Any]], now: datetime
 ) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
     """The same in two statements, inside the caller's (write-locked) transaction."""
     turns, sessions = Base.metadata.tables["turns"], Base.metadata.tables["sessions"]
-    inserted = (
-        session.connection()
-        .execute(
-            sqlite.insert(turns)
-            .on_conflict_do_nothing(index_elements=["agent_id", "user_id", "turn_key"])
-            .returning(turns.c.id, turns.c.agent_id, turns.c.user_id, turns.c.session_id),
-            rows,
-        )
-        .all()
-    )
+    inserted = conn.execute(
+        sqlite.insert(turns)
+        .on_conflict_do_nothing(index_elements=["agent_id", "user_id", "turn_key"])
+        .returning(turns.c.id, turns.c.agent_id, turns.c.user_id, turns.c.session_id),
+        rows,
+    ).all()
     added = Counter(SessionKey(r.agent_id, r.user_id, r.session_id) for r in inserted)
     upsert = sqlite.insert(sessions)
     touched = []
     for key, n in sorted(added.items()):
-        pending = (
-            session.connection()
-            .execute(
-                upsert.values(
-                    agent_id=key.agent_id,
-                    user_id=key.user_id,
-                    session_id=key.session_id,
-                    last_activity_at=now,
-                    pending_count=n,
-                )
-                .on_conflict_do_update(
-                    index_elements=["agent_id", "user_id", "session_id"],
-                    set_={
-                        "pending_count": sessions.c.pending_count + n,
-                        "last_activity_at": now,
-                        "ended_at": None,
-                    },
-                )
-                .returning(sessions.c.pending_count)
+        pending = conn.execute(
+            upsert.values(
+                agent_id=key.agent_id,
+                user_id=key.user_id,
+                session_id=key.session_id,
+                last_activity_at=now,
+                pending_count=n,
             )
-            .scalar_one()
-        )
+            .on_conflict_do_update(
+                index_elements=["agent_id", "user_id", "session_id"],
+                set_={
+                    "pending_count": sessions.c.pending_count + n,
+                    "last_activity_at": now,
+                    "ended_at": None,
+                },
+            )
+            .returning(sessions.c.pending_count)
+        ).scalar_one()
         touched.append((key, pending - n, n))
     return [r.id for r in inserted], touched
 
@@ -235,9 +277,11 @@ def pending_count(session: Session, key: SessionKey) -> int:
 
 
 def store_turns(
-    session: Session, settings: Settings, turns: Sequence[TurnIn], now: datetime
+    db: Session | Connection, settings: Settings, turns: Sequence[TurnIn], now: datetime
 ) -> tuple[IngestResult, list[SessionKey]]:
     """Insert validated turns (a repeated turn_key is a no-op) and bump their sessions.
+
+    `db` is an ORM session or a Core connection (the client's hot path skips the ORM).
 
     Returns the result and the sessions whose pending turns just crossed a multiple of
     `batch_size`: the caller dispatches those after commit.
@@ -261,8 +305,9 @@ def store_turns(
         }
         for t in turns
     ]
-    store = _store_turns_sqlite if is_sqlite(session) else _store_turns_pg
-    ids, touched = store(session, rows, now)
+    conn = db.connection() if isinstance(db, Session) else db
+    store = _store_turns_sqlite if conn.dialect.name == "sqlite" else _store_turns_pg
+    ids, touched = store(conn, rows, now)
     result.accepted = len(ids)
     result.duplicates = len(rows) - len(ids)
     result.turn_ids = sorted(ids)

@@ -13,7 +13,7 @@ from memoryd import embeddings, memories
 from memoryd.buffer import SessionKey, end_session, store_turns, validate_turns
 from memoryd.compression import SessionContext, session_context
 from memoryd.context import render as render_context
-from memoryd.db import session_scope, utcnow
+from memoryd.db import session_scope, utcnow, write_connection
 from memoryd.errors import MemorydError, TurnRejected
 from memoryd.health import MemoryHealth, memory_health
 from memoryd.models.tables import Category
@@ -88,9 +88,11 @@ class MemoryClient:
         """Store many turns in one transaction. Per item: each bad item is reported in
         `rejected` (by index, with field errors) and every good item is stored."""
         good, bad = validate_turns(turns, self.settings)
-        # One statement on PostgreSQL, so autocommit makes it a single round trip.
-        with session_scope(self.settings, autocommit=True) as session:
-            result, due = store_turns(session, self.settings, good, utcnow())
+        result, due = IngestResult(), list[SessionKey]()
+        if good:  # no transaction at all when every item was rejected
+            # One statement on PostgreSQL, so autocommit makes it a single round trip.
+            with write_connection(self.settings) as conn:
+                result, due = store_turns(conn, self.settings, good, utcnow())
         result.rejected = bad
         result.dispatched_sessions = self._trigger(due)
         return result

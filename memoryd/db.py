@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from memoryd.settings import Settings
@@ -114,6 +114,18 @@ def session_scope(settings: Settings, autocommit: bool = False) -> Iterator[Sess
         raise
     finally:
         session.close()
+
+
+@contextmanager
+def write_connection(settings: Settings) -> Iterator[Connection]:
+    """A Core connection for the ingest hot path, without the ORM session's bookkeeping.
+
+    On PostgreSQL it autocommits (each statement is its own transaction, so a single
+    statement is a single round trip); on SQLite it is one BEGIN IMMEDIATE transaction
+    committed on success.
+    """
+    with get_engine(settings, autocommit=True).begin() as conn:
+        yield conn
 
 
 def rowcount(result: Any) -> int:
