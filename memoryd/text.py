@@ -40,6 +40,8 @@ def _is_wide(ch: str) -> bool:
 
 def estimate_tokens(text: str) -> int:
     """Local token estimate (no tokenizer download): ~4 chars per token, 1 per CJK char."""
+    if text.isascii():  # the common case, on the ingest hot path: nothing is wide
+        return (len(text) + 3) // 4
     wide = sum(1 for ch in text if _is_wide(ch))
     return wide + (len(text) - wide + 3) // 4
 
