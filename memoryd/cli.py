@@ -104,8 +104,9 @@ def cmd_enqueue(settings: Settings, ns: argparse.Namespace) -> int:
 
 
 def cmd_retry(settings: Settings, ns: argparse.Namespace) -> int:
-    from memoryd.buffer import SessionKey, retry_failed
+    from memoryd.buffer import SessionKey
     from memoryd.db import session_scope, utcnow
+    from memoryd.leases import retry_failed
 
     key = None
     if ns.session:

@@ -16,11 +16,12 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from memoryd import embeddings
-from memoryd.buffer import Claim, SessionKey, claim_batch, finish_turns, release_lease, return_turns
+from memoryd.buffer import SessionKey
 from memoryd.db import lock_scope, session_scope, utcnow
 from memoryd.errors import LeaseLost, LLMError
 from memoryd.extractors import Extractor, MemoryView, Proposal, TurnView, get_extractor
 from memoryd.gate import gate_facts
+from memoryd.leases import Claim, claim_batch, finish_turns, release_lease, return_turns
 from memoryd.models.tables import BatchStatus, ExtractionBatch
 from memoryd.reconcile import reconcile_facts, relevant_memories
 from memoryd.settings import Settings

@@ -1,4 +1,5 @@
-"""Ingest validation, idempotency, batching triggers, leases and the sweeper."""
+"""Ingest validation, idempotency and batch triggers (buffer.py); claims, leases and the
+sweeper (leases.py)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,18 @@ from freezegun import freeze_time
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from memoryd.buffer import (
-    SessionKey,
+from memoryd.buffer import SessionKey, store_turns, validate_turns
+from memoryd.client import MemoryClient
+from memoryd.db import utcnow
+from memoryd.errors import TurnRejected
+from memoryd.leases import (
     claim_batch,
     finish_turns,
     reap_expired_leases,
     release_lease,
     retry_failed,
     sessions_due,
-    store_turns,
-    validate_turns,
 )
-from memoryd.client import MemoryClient
-from memoryd.db import utcnow
-from memoryd.errors import TurnRejected
 from memoryd.models.tables import BatchStatus, ExtractionBatch, Turn, TurnStatus
 from memoryd.settings import Settings
 

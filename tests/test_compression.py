@@ -5,10 +5,11 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from memoryd.buffer import SessionKey, retry_failed
+from memoryd.buffer import SessionKey
 from memoryd.client import MemoryClient
 from memoryd.compression import compress_due_sessions, compress_session
 from memoryd.db import utcnow
+from memoryd.leases import retry_failed
 from memoryd.models.tables import ChatSession, ExtractionBatch, SessionSegment
 from memoryd.settings import Settings
 from tests import fakellm

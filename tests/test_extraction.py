@@ -10,10 +10,11 @@ from freezegun import freeze_time
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from memoryd.buffer import SessionKey, retry_failed
+from memoryd.buffer import SessionKey
 from memoryd.client import MemoryClient
 from memoryd.db import utcnow
 from memoryd.extraction import extract_session
+from memoryd.leases import retry_failed
 from memoryd.models.tables import (
     BatchStatus,
     EventKind,

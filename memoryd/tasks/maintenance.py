@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.buffer import reap_expired_leases, sessions_due
 from memoryd.compression import compress_due_sessions
 from memoryd.db import session_scope, utcnow
+from memoryd.leases import reap_expired_leases, sessions_due
 from memoryd.maintenance import run_cycle
 from memoryd.settings import get_settings
 from memoryd.tasks.dispatch import dispatch_extract
