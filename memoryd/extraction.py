@@ -148,18 +148,14 @@ def extract_session(
             proposal = extractor.extract([TurnView(t.role, t.content) for t in claim.turns], views)
         except LLMError as exc:
             log.warning("batch %s of %s failed: %s", claim.batch_id, key, exc)
-            with session_scope(settings) as session:
-                dead = fail_batch(session, settings, claim, str(exc), clock())
-            if dead:
-                log.error(
-                    "%d turns of %s dead-lettered after %d attempts; `memoryd retry` "
-                    "re-drives them",
-                    dead,
-                    key,
-                    settings.max_attempts,
-                )
+            _fail_promptly(settings, claim, str(exc), clock())
             stats.failed_batches += 1
             return stats  # the sweeper retries later: no hot loop against a failing LLM
+        except Exception as exc:
+            # A bug, not an LLM fault: free the lease now instead of after lease_seconds,
+            # count the attempt (so a poison batch dead-letters), and let the task fail loudly.
+            _fail_promptly(settings, claim, f"unexpected {type(exc).__name__}: {exc}", clock())
+            raise
         proposal.duration_ms = proposal.duration_ms or (time.perf_counter() - started) * 1000
 
         try:
@@ -169,9 +165,31 @@ def extract_session(
             log.warning("%s", exc)
             stats.lost_leases += 1
             return stats
+        except Exception as exc:
+            # The write transaction rolled back; the same goes for a failure while applying.
+            _fail_promptly(settings, claim, f"unexpected {type(exc).__name__}: {exc}", clock())
+            raise
         for field in ("batches", "turns", "created", "confirmed", "superseded", "rejected"):
             setattr(stats, field, getattr(stats, field) + getattr(done, field))
         if done.created:
             embeddings.fill_missing(settings, scope)  # no-op unless embeddings are on
     stats.more_pending = True
     return stats
+
+
+def _fail_promptly(settings: Settings, claim: Claim, error: str, now: datetime) -> None:
+    """fail_batch in a transaction of its own; if even that fails, the lease runs out and
+    the sweeper returns the turns, so nothing is lost either way."""
+    try:
+        with session_scope(settings) as session:
+            dead = fail_batch(session, settings, claim, error, now)
+    except Exception:
+        log.exception("could not record the failure of batch %s", claim.batch_id)
+        return
+    if dead:
+        log.error(
+            "%d turns of %s dead-lettered after %d attempts; `memoryd retry` re-drives them",
+            dead,
+            claim.key,
+            settings.max_attempts,
+        )

@@ -305,3 +305,26 @@ def test_unparseable_twice_is_an_error_not_an_empty_result(
     batch = db.scalars(select(ExtractionBatch)).one()
     assert batch.status == BatchStatus.FAILED and "not valid" in (batch.error or "")
     assert turn_states(db) == [("pending", 1)]
+
+
+class _BrokenExtractor:
+    """An extractor with a bug: it raises something that is not an LLM error."""
+
+    def extract(self, turns: object, memories: object) -> object:
+        raise ZeroDivisionError("bug in the extractor")
+
+
+def test_unexpected_extractor_error_fails_the_batch_at_once(
+    settings: Settings, db: Session
+) -> None:
+    s = settings.model_copy(update={"max_attempts": 2, "lease_seconds": 3600})
+    key = say(s, "Call me Sam.")
+    with pytest.raises(ZeroDivisionError):
+        extract_session(s, key, extractor=_BrokenExtractor())  # type: ignore[arg-type]
+    batch = db.scalars(select(ExtractionBatch)).one()
+    assert batch.status == BatchStatus.FAILED
+    assert "ZeroDivisionError: bug in the extractor" in (batch.error or "")
+    assert turn_states(db) == [("pending", 1)]  # returned now, not after the hour-long lease
+    # The lease is free: a working extractor picks the turn up right away.
+    assert extract_session(s, key).created == 1
+    assert turn_states(db) == [("done", 1)]
