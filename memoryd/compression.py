@@ -91,6 +91,7 @@ class CompressionWork:
     key: SessionKey
     batch_id: int
     previous: str
+    upto: int  # summary_upto when claimed: the run may write only if it is unchanged
     turns: list[tuple[int, str, str]]  # (id, role, content), oldest first, to summarise
 
 
@@ -136,7 +137,30 @@ def claim_compression(
     session.add(batch)
     session.flush()
     return CompressionWork(
-        key, batch.id, chat.summary or "", [(r.id, r.role, r.content) for r in older]
+        key,
+        batch.id,
+        chat.summary or "",
+        chat.summary_upto or 0,
+        [(r.id, r.role, r.content) for r in older],
+    )
+
+
+def _still_ours(work: CompressionWork) -> tuple[ColumnElement[bool], ...]:
+    # A run whose lease ran out may have been overtaken by one that already summarised
+    # the same turns; summary_upto moving on is how it can tell.
+    return (*_pk(work.key), func.coalesce(ChatSession.summary_upto, 0) == work.upto)
+
+
+def _abandon(session: Session, work: CompressionWork, now: datetime) -> None:
+    log.warning("compression of %s overtaken by another run; discarded", work.key)
+    session.execute(
+        update(ExtractionBatch)
+        .where(ExtractionBatch.id == work.batch_id)
+        .values(
+            status=BatchStatus.ABANDONED,
+            error="another run compressed these turns first",
+            finished_at=now,
+        )
     )
 
 
@@ -147,7 +171,22 @@ def _finish(
     synopsis: Summary,
     now: datetime,
     started: float,
-) -> None:
+) -> bool:
+    written = session.execute(
+        update(ChatSession)
+        .where(*_still_ours(work))
+        .values(
+            summary=synopsis.text,
+            summary_upto=work.turns[-1][0],
+            compressed_at=now,
+            compress_lease_until=None,
+            compress_attempts=0,
+            compress_error=None,
+        )
+    )
+    if rowcount(written) != 1:
+        _abandon(session, work, now)
+        return False
     for ids, summary in segments:
         session.add(
             SessionSegment(
@@ -162,18 +201,6 @@ def _finish(
                 created_at=now,
             )
         )
-    session.execute(
-        update(ChatSession)
-        .where(*_pk(work.key))
-        .values(
-            summary=synopsis.text,
-            summary_upto=work.turns[-1][0],
-            compressed_at=now,
-            compress_lease_until=None,
-            compress_attempts=0,
-            compress_error=None,
-        )
-    )
     parts = [s for _ids, s in segments] + [synopsis]
     session.execute(
         update(ExtractionBatch)
@@ -190,18 +217,22 @@ def _finish(
             duration_ms=(time.perf_counter() - started) * 1000,
         )
     )
+    return True
 
 
 def _fail(session: Session, work: CompressionWork, error: str, now: datetime) -> None:
-    session.execute(
+    failed = session.execute(
         update(ChatSession)
-        .where(*_pk(work.key))
+        .where(*_still_ours(work))
         .values(
             compress_lease_until=None,
             compress_attempts=ChatSession.compress_attempts + 1,
             compress_error=error[:2000],
         )
     )
+    if rowcount(failed) != 1:  # the session is fine: another run already did the work
+        _abandon(session, work, now)
+        return
     session.execute(
         update(ExtractionBatch)
         .where(ExtractionBatch.id == work.batch_id)
@@ -233,8 +264,7 @@ def compress_session(
             _fail(session, work, str(exc), utcnow())
         return False
     with session_scope(settings) as session:
-        _finish(session, work, segments, synopsis, utcnow(), started)
-    return True
+        return _finish(session, work, segments, synopsis, utcnow(), started)
 
 
 def compress_due_sessions(settings: Settings) -> dict[str, int]:

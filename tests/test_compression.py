@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import timedelta
+
+from freezegun import freeze_time
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -12,6 +16,7 @@ from memoryd.db import utcnow
 from memoryd.leases import retry_failed
 from memoryd.models.tables import ChatSession, ExtractionBatch, SessionSegment
 from memoryd.settings import Settings
+from memoryd.summarizers import Summary, get_summarizer
 from tests import fakellm
 from tests.conftest import with_llm
 from tests.fakellm import FakeLLM
@@ -133,3 +138,35 @@ def test_offline_summaries_without_an_llm(settings: Settings, db: Session) -> No
     assert compress_due_sessions(s)["compressed"] == 1
     row = chat_row(db)
     assert row.summary is not None and row.summary.startswith("User said: turn 0")
+
+
+class OvertakenSummarizer:
+    """Offline summaries, but while the first segment is summarised the run's lease runs
+    out and a second run compresses the same turns to completion."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.inner = get_summarizer(settings)
+        self.overtaken = False
+
+    def segment(self, turns: Sequence[tuple[str, str]]) -> Summary:
+        if not self.overtaken:
+            self.overtaken = True
+            later = utcnow() + timedelta(seconds=self.settings.lease_seconds + 1)
+            with freeze_time(later):
+                assert compress_session(self.settings, KEY, self.inner)
+        return self.inner.segment(turns)
+
+    def synopsis(self, previous: str, segments: Sequence[str]) -> Summary:
+        return self.inner.synopsis(previous, segments)
+
+
+def test_a_run_that_outlived_its_lease_writes_nothing(settings: Settings, db: Session) -> None:
+    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    chat(s, 0, 30)
+    assert not compress_session(s, KEY, OvertakenSummarizer(s))
+    assert segments(db) == [(1, 10, 10), (11, 20, 10), (21, 24, 4)]  # once, by the second run
+    row = chat_row(db)
+    assert row.summary_upto == 24 and row.compress_attempts == 0
+    statuses = db.scalars(select(ExtractionBatch.status).order_by(ExtractionBatch.id)).all()
+    assert statuses == ["abandoned", "done"]
