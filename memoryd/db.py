@@ -90,22 +90,23 @@ def dispose_engines() -> None:
         _factories.clear()
 
 
-_factories: dict[tuple[str, bool], sessionmaker[Session]] = {}
+_factories: dict[str, sessionmaker[Session]] = {}
 
 
-def session_factory(settings: Settings, autocommit: bool = False) -> sessionmaker[Session]:
-    engine = get_engine(settings, autocommit)
-    factory = _factories.get((settings.resolved_database_url, autocommit))
+def session_factory(settings: Settings) -> sessionmaker[Session]:
+    engine = get_engine(settings)
+    factory = _factories.get(settings.resolved_database_url)
     if factory is None or factory.kw.get("bind") is not engine:
-        factory = sessionmaker(engine, expire_on_commit=False)
-        _factories[(settings.resolved_database_url, autocommit)] = factory
+        factory = _factories[settings.resolved_database_url] = sessionmaker(
+            engine, expire_on_commit=False
+        )
     return factory
 
 
 @contextmanager
-def session_scope(settings: Settings, autocommit: bool = False) -> Iterator[Session]:
+def session_scope(settings: Settings) -> Iterator[Session]:
     """Open a session, commit on success, roll back on error."""
-    session = session_factory(settings, autocommit)()
+    session = session_factory(settings)()
     try:
         yield session
         session.commit()

@@ -1,4 +1,6 @@
-"""Pipeline figures for `memoryd stats` and monitoring: what the batches table records."""
+"""Pipeline figures for `memoryd stats` and monitoring: what the batches table records.
+
+Memory totals are health.memory_health's; `memoryd stats` prints both."""
 
 from __future__ import annotations
 
@@ -8,16 +10,13 @@ from typing import Any
 from sqlalchemy import func, select
 
 from memoryd.db import session_scope
-from memoryd.models.tables import ExtractionBatch, Memory, Turn
+from memoryd.models.tables import ExtractionBatch, Turn
 from memoryd.settings import Settings
 
 
 def pipeline_stats(settings: Settings) -> dict[str, Any]:
     with session_scope(settings) as session:
         turns = dict(session.execute(select(Turn.status, func.count()).group_by(Turn.status)).all())
-        memories = dict(
-            session.execute(select(Memory.status, func.count()).group_by(Memory.status)).all()
-        )
         batches = dict(
             session.execute(
                 select(ExtractionBatch.status, func.count()).group_by(ExtractionBatch.status)
@@ -40,7 +39,6 @@ def pipeline_stats(settings: Settings) -> dict[str, Any]:
             rejections.update(reasons or {})
     return {
         "turns": turns,
-        "memories": memories,
         "batches": batches,
         "tokens_in": int(totals[0]),
         "tokens_out": int(totals[1]),

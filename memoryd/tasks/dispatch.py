@@ -8,6 +8,7 @@ import queue
 import threading
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 from celery import Celery
 
@@ -20,11 +21,19 @@ EXTRACT_TASK = "memoryd.extract_session"
 FLUSH_ON_EXIT_SECONDS = 5.0
 
 
-def dispatch_extract(app: Celery, keys: Iterable[SessionKey]) -> int:
+def dispatch_extract(app: Celery, keys: Iterable[SessionKey], producer: Any = None) -> int:
+    """Publish one extract trigger per session. Hot paths pass a long-lived producer:
+    acquiring one per message costs more than the publish itself."""
     sent = 0
-    for key in keys:
-        app.send_task(EXTRACT_TASK, args=key.as_args(), queue=EXTRACTION_QUEUE)
-        sent += 1
+    with app.producer_or_acquire(producer) as active:
+        for key in keys:
+            message = app.amqp.create_task_message(
+                uuid.uuid4().hex, EXTRACT_TASK, key.as_args(), {}
+            )
+            app.amqp.send_task_message(
+                active, EXTRACT_TASK, message, queue=EXTRACTION_QUEUE, event_dispatcher=None
+            )
+            sent += 1
     return sent
 
 
@@ -63,20 +72,13 @@ class BackgroundDispatcher:
         return done.wait(timeout)
 
     def _run(self) -> None:
-        # One producer held for the thread's life: acquiring one per message costs more
-        # than the publish itself.
-        producer = None
+        producer = None  # one for the thread's life
         while True:
             key = self._queue.get()
             try:
                 if producer is None:
                     producer = self.app.amqp.Producer(self.app.connection_for_write())
-                message = self.app.amqp.create_task_message(
-                    uuid.uuid4().hex, EXTRACT_TASK, key.as_args(), {}
-                )
-                self.app.amqp.send_task_message(
-                    producer, EXTRACT_TASK, message, queue=EXTRACTION_QUEUE, event_dispatcher=None
-                )
+                dispatch_extract(self.app, [key], producer)
             except Exception as exc:  # the sweep re-dispatches from the database
                 log.warning("could not publish extract trigger for %s: %s", key, exc)
                 producer = None
