@@ -16,7 +16,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from sqlalchemy import create_engine, text  # noqa: E402
 
-from memoryd.db import dispose_engines  # noqa: E402
+from memoryd.models.db import dispose_engines  # noqa: E402
 
 PG_SERVER = os.environ.get("MEMORYD_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
 REDIS_URL = os.environ.get("MEMORYD_BENCH_REDIS", "redis://127.0.0.1:6379/4")

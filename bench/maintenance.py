@@ -18,8 +18,9 @@ from sqlalchemy import func, select, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import emit, print_table, scratch_database
-from memoryd.db import get_engine, session_scope, utcnow
-from memoryd.maintenance import run_cycle
+from memoryd.maintenance.cycle import run_cycle
+from memoryd.memories.weights import effective_weight
+from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.tables import (
     Actor,
     EventKind,
@@ -29,7 +30,6 @@ from memoryd.models.tables import (
     Tier,
 )
 from memoryd.settings import Settings
-from memoryd.weights import effective_weight
 
 USERS = 10_000
 DUE = 10_000

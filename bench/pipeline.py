@@ -30,7 +30,7 @@ from sqlalchemy import func, select, text
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import REDIS_URL, emit, print_table, scratch_database
 from memoryd.client import MemoryClient
-from memoryd.db import get_engine, session_scope
+from memoryd.models.db import get_engine, session_scope
 from memoryd.models.tables import ExtractionBatch
 from memoryd.settings import Settings
 from tests.fakellm import FakeLLM

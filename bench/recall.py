@@ -21,7 +21,7 @@ from sqlalchemy import text
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import emit, percentile, print_table, scratch_database
 from memoryd.client import MemoryClient
-from memoryd.db import get_engine
+from memoryd.models.db import get_engine
 from memoryd.settings import Settings
 from memoryd.text import content_hash, search_text
 

@@ -2,7 +2,7 @@
 
 from memoryd.client import MemoryClient
 from memoryd.errors import LLMError, MemorydError, NotFound, TurnRejected
-from memoryd.schemas import IngestResult, TurnIn
+from memoryd.models.schemas import IngestResult, TurnIn
 from memoryd.settings import Settings
 
 __all__ = [

@@ -5,26 +5,29 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from celery import Celery
-
-from memoryd import embeddings, memories
-from memoryd.buffer import SessionKey, end_session, store_turns, validate_turns
-from memoryd.compression import SessionContext, session_context
-from memoryd.context import render as render_context
-from memoryd.db import session_scope, utcnow, write_connection
 from memoryd.errors import MemorydError, TurnRejected
-from memoryd.health import MemoryHealth, memory_health
+from memoryd.ingest.buffer import end_session, ingest, payload_items
+from memoryd.memories import edits
+from memoryd.memories.health import MemoryHealth, memory_health
+from memoryd.models.db import session_scope, utcnow
+from memoryd.models.keys import Scope, SessionKey
+from memoryd.models.schemas import EventOut, IngestResult, MemoryOut, TurnIn
 from memoryd.models.tables import Category
-from memoryd.retrieval import Hit, recall
-from memoryd.schemas import EventOut, IngestResult, MemoryOut, TurnIn
+from memoryd.recall import embeddings
+from memoryd.recall.context import render as render_context
+from memoryd.recall.rank import Hit, recall
+from memoryd.recall.session_context import SessionContext, session_context
+from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs, parse_tool_call
+from memoryd.recall.usage import log_retrieval, mark_referenced
 from memoryd.settings import Settings, get_settings
-from memoryd.store import Scope
-from memoryd.tasks.dispatch import BackgroundDispatcher
 from memoryd.text import query_tokens
-from memoryd.tools import MemoryRecallArgs, MemorySaveArgs, parse_tool_call
-from memoryd.usage import log_retrieval, mark_referenced
+
+if TYPE_CHECKING:  # Celery is imported only once something is dispatched
+    from celery import Celery
+
+    from memoryd.ingest.dispatch import BackgroundDispatcher
 
 
 class MemoryClient:
@@ -61,6 +64,8 @@ class MemoryClient:
             return 0
         with self._lock:
             if self._dispatcher is None:
+                from memoryd.ingest.dispatch import BackgroundDispatcher
+
                 self._dispatcher = BackgroundDispatcher(self.celery)
         return self._dispatcher.submit(keys)
 
@@ -87,32 +92,13 @@ class MemoryClient:
     def enqueue_turns(self, turns: Sequence[Mapping[str, Any] | TurnIn]) -> IngestResult:
         """Store many turns in one transaction. Per item: each bad item is reported in
         `rejected` (by index, with field errors) and every good item is stored."""
-        good, bad = validate_turns(turns, self.settings)
-        result, due = IngestResult(), list[SessionKey]()
-        if good:  # no transaction at all when every item was rejected
-            # One statement on PostgreSQL, so autocommit makes it a single round trip.
-            with write_connection(self.settings) as conn:
-                result, due = store_turns(conn, self.settings, good, utcnow())
-        result.rejected = bad
+        result, due = ingest(self.settings, turns, utcnow())
         result.dispatched_sessions = self._trigger(due)
         return result
 
     def ingest_payload(self, payload: Any) -> IngestResult:
         """The `memoryd.ingest_turns` payload: {"turns": [...]}, a list, or one turn."""
-        if isinstance(payload, Mapping) and "turns" in payload:
-            extra = set(payload) - {"turns"}
-            if extra:
-                raise TurnRejected(f"unknown payload keys {sorted(extra)}; expected only 'turns'")
-            items = payload["turns"]
-        elif isinstance(payload, Mapping):
-            items = [payload]
-        else:
-            items = payload
-        if not isinstance(items, list):
-            raise TurnRejected(
-                f"payload must be an object with a 'turns' list, got {type(payload).__name__}"
-            )
-        return self.enqueue_turns(items)
+        return self.enqueue_turns(payload_items(payload))
 
     def end_session(self, agent_id: str, user_id: str, session_id: str) -> bool:
         """The conversation is over: extract its remaining turns now, even a partial batch."""
@@ -204,7 +190,7 @@ class MemoryClient:
     ) -> MemoryOut:
         """Save a memory now ("remember this"): long tier, deduplicated, may replace one."""
         with session_scope(self.settings) as session:
-            saved = memories.remember(
+            saved = edits.remember(
                 session,
                 self.settings,
                 Scope(agent_id, user_id),
@@ -230,7 +216,7 @@ class MemoryClient:
         tags: Sequence[str] | None = None,
     ) -> MemoryOut:
         with session_scope(self.settings) as session:
-            saved = memories.update(
+            saved = edits.update(
                 session,
                 self.settings,
                 Scope(agent_id, user_id),
@@ -247,18 +233,18 @@ class MemoryClient:
     def forget(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
         """Soft delete (restorable, history kept)."""
         with session_scope(self.settings) as session:
-            return memories.forget(session, Scope(agent_id, user_id), memory_id, utcnow())
+            return edits.forget(session, Scope(agent_id, user_id), memory_id, utcnow())
 
     def restore(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
         """Bring back an archived, expired or deleted memory."""
         with session_scope(self.settings) as session:
-            return memories.restore(
+            return edits.restore(
                 session, self.settings, Scope(agent_id, user_id), memory_id, utcnow()
             )
 
     def get(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
         with session_scope(self.settings) as session:
-            return memories.get(session, Scope(agent_id, user_id), memory_id)
+            return edits.get(session, Scope(agent_id, user_id), memory_id)
 
     def list(
         self,
@@ -272,7 +258,7 @@ class MemoryClient:
         offset: int = 0,
     ) -> list[MemoryOut]:
         with session_scope(self.settings) as session:
-            return memories.list_memories(
+            return edits.list_memories(
                 session,
                 Scope(agent_id, user_id),
                 statuses=statuses,
@@ -284,7 +270,7 @@ class MemoryClient:
 
     def history(self, agent_id: str, user_id: str, memory_id: int) -> builtins.list[EventOut]:
         with session_scope(self.settings) as session:
-            return memories.history(session, Scope(agent_id, user_id), memory_id)
+            return edits.history(session, Scope(agent_id, user_id), memory_id)
 
     def health(self, agent_id: str | None = None, user_id: str | None = None) -> MemoryHealth:
         """Memory health figures for one scope, or the whole store without one."""

@@ -21,7 +21,7 @@ import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
-from memoryd.db import dispose_engines, session_factory
+from memoryd.models.db import dispose_engines, session_factory
 from memoryd.models.migrate import upgrade
 from memoryd.models.tables import Base
 from memoryd.settings import Settings

@@ -7,11 +7,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from memoryd.db import utcnow
+from memoryd.memories.store import create_memory
+from memoryd.models.db import utcnow
+from memoryd.models.keys import Scope
+from memoryd.models.schemas import Fact
 from memoryd.models.tables import Actor, Category, Memory
-from memoryd.schemas import Fact
 from memoryd.settings import Settings
-from memoryd.store import Scope, create_memory
 
 
 def make_memory(

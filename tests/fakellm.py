@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from memoryd import offline
+from memoryd.extraction import offline
 
 _BLOCK = re.compile(r"<(turns|memories)>\n(.*?)\n</\1>", re.S)
 

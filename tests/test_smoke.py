@@ -1,6 +1,6 @@
-from memoryd.buffer import SessionKey
 from memoryd.client import MemoryClient
-from memoryd.extraction import extract_session
+from memoryd.extraction.batch import extract_session
+from memoryd.models.keys import SessionKey
 
 
 def test_offline_round_trip(settings):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from memoryd.db import session_scope
+from memoryd.models.db import session_scope
 from memoryd.models.tables import Turn, TurnStatus
 from memoryd.settings import Settings
 

@@ -1,4 +1,4 @@
-"""Tables, enums and the migration entry point."""
+"""Tables, keys, payload schemas, engines and migrations: what every stage reads and writes."""
 
 from memoryd.models.tables import (
     SHARED_USER,

@@ -7,7 +7,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 
-from memoryd.db import get_engine
+from memoryd.models.db import get_engine
 from memoryd.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")

@@ -1,1 +1,1 @@
-"""Thin Celery tasks: each opens what it needs, calls a plain function, returns counts."""
+"""Thin Celery tasks, one module per stage: each calls a plain function and returns counts."""

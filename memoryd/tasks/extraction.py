@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.buffer import SessionKey
-from memoryd.extraction import extract_session as run_extraction
+from memoryd.extraction.batch import extract_session as run_extraction
+from memoryd.ingest.dispatch import dispatch_extract
+from memoryd.models.keys import SessionKey
 from memoryd.settings import get_settings
-from memoryd.tasks.dispatch import dispatch_extract
 from memoryd.worker import app
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.compression import compress_due_sessions
-from memoryd.db import session_scope, utcnow
-from memoryd.leases import reap_expired_leases, sessions_due
-from memoryd.maintenance import run_cycle
+from memoryd.ingest.dispatch import dispatch_extract
+from memoryd.ingest.leases import reap_expired_leases, sessions_due
+from memoryd.maintenance.compression import compress_due_sessions
+from memoryd.maintenance.cycle import run_cycle
+from memoryd.models.db import session_scope, utcnow
 from memoryd.settings import get_settings
-from memoryd.tasks.dispatch import dispatch_extract
 from memoryd.worker import app
 
 

@@ -1,4 +1,4 @@
-"""Celery app, queues and beat schedule."""
+"""The Celery app, its queues and beat schedule; `celery -A memoryd.worker` starts here."""
 
 from memoryd.worker.app import app, make_celery
 

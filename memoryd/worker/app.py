@@ -7,7 +7,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_process_init
 
-from memoryd.db import dispose_engines
+from memoryd.models.db import dispose_engines
 from memoryd.settings import Settings, get_settings
 from memoryd.worker.config import celery_config
 

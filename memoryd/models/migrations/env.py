@@ -2,7 +2,7 @@
 
 from alembic import context
 
-from memoryd.db import get_engine
+from memoryd.models.db import get_engine
 from memoryd.models.tables import Base
 from memoryd.settings import Settings
 

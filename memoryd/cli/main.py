@@ -1,0 +1,323 @@
+"""The `memoryd` command line. Arguments are validated with pydantic before anything runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from memoryd.errors import MemorydError
+from memoryd.models.schemas import Ident
+from memoryd.settings import Settings, get_settings
+
+
+class ScopeArgs(BaseModel):
+    agent_id: Ident
+    user_id: Ident
+
+
+class SessionArgs(ScopeArgs):
+    session_id: Ident
+
+
+def _scope(ns: argparse.Namespace) -> ScopeArgs:
+    return ScopeArgs(agent_id=ns.agent, user_id=ns.user)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+# ------------------------------------------------------------------------------- commands
+
+
+def cmd_migrate(settings: Settings, _ns: argparse.Namespace) -> int:
+    from memoryd.models.migrate import upgrade
+
+    upgrade(settings)
+    print(f"migrated {settings.resolved_database_url} to head")
+    return 0
+
+
+def _exec_celery(args: list[str]) -> int:
+    argv = [sys.executable, "-m", "celery", "-A", "memoryd.worker", *args]
+    os.execv(sys.executable, argv)
+    return 0  # pragma: no cover - execv does not return
+
+
+def cmd_worker(settings: Settings, ns: argparse.Namespace) -> int:
+    # LLM calls are I/O bound: a threads pool with high concurrency keeps the CPU busy.
+    concurrency = ns.concurrency or settings.worker_concurrency
+    return _exec_celery(
+        [
+            "worker",
+            f"--pool={ns.pool}",
+            f"--concurrency={concurrency}",
+            f"--queues={ns.queues}",
+            f"--loglevel={ns.loglevel}",
+            "-E",
+        ]
+    )
+
+
+def cmd_beat(_settings: Settings, ns: argparse.Namespace) -> int:
+    return _exec_celery(["beat", f"--loglevel={ns.loglevel}"])
+
+
+def cmd_demo(settings: Settings, _ns: argparse.Namespace) -> int:
+    from memoryd.cli.demo import run_demo
+
+    return run_demo(settings)
+
+
+def cmd_enqueue(settings: Settings, ns: argparse.Namespace) -> int:
+    from memoryd.client import MemoryClient
+
+    client = MemoryClient(settings, dispatch=not ns.no_dispatch)
+    if ns.file:
+        with open(ns.file, encoding="utf-8") as fh:
+            payload = json.load(fh)
+        result = client.ingest_payload(payload)
+    else:
+        SessionArgs(agent_id=ns.agent, user_id=ns.user, session_id=ns.session)
+        result = client.enqueue_turns(
+            [
+                {
+                    "agent_id": ns.agent,
+                    "user_id": ns.user,
+                    "session_id": ns.session,
+                    "role": ns.role,
+                    "content": ns.content,
+                    "turn_key": ns.turn_key,
+                }
+            ]
+        )
+    _print_json(result.model_dump())
+    if ns.end and ns.session:
+        client.end_session(ns.agent, ns.user, ns.session)
+    return 1 if result.rejected else 0
+
+
+def cmd_retry(settings: Settings, ns: argparse.Namespace) -> int:
+    from memoryd.ingest.leases import retry_failed
+    from memoryd.models.db import session_scope, utcnow
+    from memoryd.models.keys import SessionKey
+
+    key = None
+    if ns.session:
+        args = SessionArgs(agent_id=ns.agent, user_id=ns.user, session_id=ns.session)
+        key = SessionKey(args.agent_id, args.user_id, args.session_id)
+    with session_scope(settings) as session:
+        count = retry_failed(session, utcnow(), key)
+    print(f"{count} failed turns back to pending; the next sweep extracts them")
+    return 0
+
+
+def cmd_stats(settings: Settings, ns: argparse.Namespace) -> int:
+    from memoryd.extraction.stats import pipeline_stats
+
+    health = _client(settings).health(ns.agent or None, ns.user or None)
+    _print_json({"pipeline": pipeline_stats(settings), "health": health.model_dump()})
+    return 0
+
+
+def _client(settings: Settings) -> Any:
+    from memoryd.client import MemoryClient
+
+    return MemoryClient(settings, dispatch=False)
+
+
+def _table(rows: list[Any]) -> None:
+    print(
+        f"{'id':>6}  {'user':<10} {'category':<9} {'tier':<5} {'status':<10} {'conf':>4}  content"
+    )
+    for m in rows:
+        score = f"  (score {m.score:.3f})" if hasattr(m, "score") else ""
+        print(
+            f"{m.id:>6}  {m.user_id[:10]:<10} {m.category:<9} {m.tier:<5} {m.status:<10} "
+            f"{m.confidence:>4.2f}  {m.content}{score}"
+        )
+
+
+def cmd_list(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    _table(
+        _client(settings).list(
+            scope.agent_id,
+            scope.user_id,
+            statuses=ns.status or ["active"],
+            categories=ns.category,
+            limit=ns.limit,
+            offset=ns.offset,
+        )
+    )
+    return 0
+
+
+def cmd_search(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    _table(_client(settings).recall(ns.query, scope.agent_id, scope.user_id, k=ns.k))
+    return 0
+
+
+def cmd_show(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    _print_json(_client(settings).get(scope.agent_id, scope.user_id, ns.id).model_dump())
+    return 0
+
+
+def cmd_history(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    for e in _client(settings).history(scope.agent_id, scope.user_id, ns.id):
+        change = f"{e.before_content!r} -> {e.after_content!r}" if e.before_content else ""
+        print(f"{e.created_at:%Y-%m-%d %H:%M:%S}  {e.kind:<10} by {e.actor:<11} {change}")
+    return 0
+
+
+def cmd_delete(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    memory = _client(settings).forget(scope.agent_id, scope.user_id, ns.id)
+    print(f"memory {memory.id} deleted (restorable with memoryd restore)")
+    return 0
+
+
+def cmd_restore(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    memory = _client(settings).restore(scope.agent_id, scope.user_id, ns.id)
+    print(f"memory {memory.id} is {memory.status} again")
+    return 0
+
+
+def cmd_export(settings: Settings, ns: argparse.Namespace) -> int:
+    from memoryd.memories.transfer import export_memories
+    from memoryd.models.db import session_scope
+
+    out = open(ns.file, "w", encoding="utf-8") if ns.file else sys.stdout  # noqa: SIM115
+    try:
+        with session_scope(settings) as session:
+            for line in export_memories(session, ns.agent or None, ns.user or None):
+                out.write(line + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+def cmd_import(settings: Settings, ns: argparse.Namespace) -> int:
+    from memoryd.memories.transfer import import_memories
+    from memoryd.models.db import session_scope, utcnow
+
+    with open(ns.file, encoding="utf-8") as fh, session_scope(settings) as session:
+        result = import_memories(session, settings, fh, utcnow())
+    _print_json(result)
+    return 1 if result["errors"] else 0
+
+
+# ----------------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryd", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(
+        name: str, fn: Callable[[Settings, argparse.Namespace], int], help_: str
+    ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_)
+        p.set_defaults(fn=fn)
+        return p
+
+    add("migrate", cmd_migrate, "create or upgrade the database schema")
+    p = add("worker", cmd_worker, "run a Celery worker (threads pool)")
+    p.add_argument("--pool", default="threads", choices=["threads", "prefork", "gevent", "solo"])
+    p.add_argument("--concurrency", type=int, default=0)
+    p.add_argument("--queues", default="extraction,maintenance")
+    p.add_argument("--loglevel", default="INFO")
+    p = add("beat", cmd_beat, "run Celery beat (maintenance schedule)")
+    p.add_argument("--loglevel", default="INFO")
+    add("demo", cmd_demo, "run the pipeline end to end on the embedded default")
+
+    p = add("enqueue", cmd_enqueue, "enqueue one turn, or a JSON payload file")
+    p.add_argument("--agent", default="")
+    p.add_argument("--user", default="")
+    p.add_argument("--session", default="")
+    p.add_argument("--role", default="user")
+    p.add_argument("--content", default="")
+    p.add_argument("--turn-key", default=None)
+    p.add_argument("--file", help='payload file: {"turns": [...]} as for memoryd.ingest_turns')
+    p.add_argument("--end", action="store_true", help="end the session after enqueueing")
+    p.add_argument("--no-dispatch", action="store_true", help="leave dispatch to beat's sweep")
+
+    p = add("retry", cmd_retry, "re-drive dead-lettered (failed) turns")
+    p.add_argument("--agent", default="")
+    p.add_argument("--user", default="")
+    p.add_argument("--session", default="")
+    p = add("stats", cmd_stats, "pipeline and memory health figures")
+    p.add_argument("--agent", default="")
+    p.add_argument("--user", default="")
+
+    def scoped(
+        name: str, fn: Callable[[Settings, argparse.Namespace], int], help_: str
+    ) -> argparse.ArgumentParser:
+        p = add(name, fn, help_)
+        p.add_argument("--agent", required=True)
+        p.add_argument("--user", required=True)
+        return p
+
+    p = scoped("list", cmd_list, "list a scope's memories, newest first")
+    p.add_argument(
+        "--status",
+        action="append",
+        default=None,
+        choices=["active", "superseded", "archived", "expired", "deleted"],
+    )
+    p.add_argument("--category", action="append", default=None)
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--offset", type=int, default=0)
+    p = scoped("search", cmd_search, "ranked recall for a query")
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=10)
+    for name, fn, help_ in [
+        ("show", cmd_show, "one memory as JSON"),
+        ("history", cmd_history, "a memory's history"),
+        ("delete", cmd_delete, "soft-delete a memory"),
+        ("restore", cmd_restore, "restore an archived/expired/deleted memory"),
+    ]:
+        scoped(name, fn, help_).add_argument("id", type=int)
+    p = add("export", cmd_export, "all memories (every status) as JSON lines")
+    p.add_argument("--agent", default="")
+    p.add_argument("--user", default="")
+    p.add_argument("--file", help="write here instead of standard output")
+    p = add("import", cmd_import, "add memories from a JSON lines file (an export)")
+    p.add_argument("--file", required=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        print(f"memoryd: invalid settings:\n{exc}", file=sys.stderr)
+        return 2
+    fn: Callable[[Settings, argparse.Namespace], int] = ns.fn
+    try:
+        return fn(settings, ns)
+    except ValidationError as exc:
+        for err in exc.errors(include_url=False):
+            field = ".".join(str(p) for p in err["loc"])
+            print(f"memoryd: {field}: {err['msg']}", file=sys.stderr)
+        return 2
+    except (MemorydError, OSError, ValueError) as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+"""Ingest: validate and buffer turns (client calls or the `memoryd.ingest_turns` task), claim
+batches under leases, send extract triggers.
+"""

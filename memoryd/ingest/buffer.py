@@ -1,0 +1,330 @@
+"""The turn buffer: validated, idempotent ingest of dialogue turns.
+
+The database is the source of truth; broker messages only say "look at this session"
+(claims and the sweeper live in leases.py, publishing triggers in dispatch.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import Connection, func, select, update
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.orm import Session
+
+from memoryd.errors import TurnRejected
+from memoryd.models.db import rowcount, write_connection
+from memoryd.models.keys import SessionKey, session_pk, turns_of
+from memoryd.models.schemas import IngestResult, TurnIn
+from memoryd.models.tables import (
+    Base,
+    ChatSession,
+    Turn,
+    TurnStatus,
+)
+from memoryd.settings import Settings
+from memoryd.text import estimate_tokens
+
+log = logging.getLogger(__name__)
+
+
+# ------------------------------------------------------------------------------ validation
+
+
+def payload_items(payload: Any) -> list[Any]:
+    """The turns of a `memoryd.ingest_turns` payload: {"turns": [...]}, a list, or one turn."""
+    if isinstance(payload, Mapping) and "turns" in payload:
+        extra = set(payload) - {"turns"}
+        if extra:
+            raise TurnRejected(f"unknown payload keys {sorted(extra)}; expected only 'turns'")
+        items = payload["turns"]
+    elif isinstance(payload, Mapping):
+        items = [payload]
+    else:
+        items = payload
+    if not isinstance(items, list):
+        raise TurnRejected(
+            f"payload must be an object with a 'turns' list, got {type(payload).__name__}"
+        )
+    return items
+
+
+def validate_turns(
+    items: Sequence[Mapping[str, Any] | TurnIn], settings: Settings
+) -> tuple[list[TurnIn], list[dict[str, Any]]]:
+    """Validate each item on its own: good items go on, bad ones are reported by index."""
+    if len(items) > settings.max_bulk_turns:
+        raise TurnRejected(
+            f"{len(items)} turns in one call; the limit is {settings.max_bulk_turns} "
+            "(MEMORYD_MAX_BULK_TURNS): split the call"
+        )
+    good: list[TurnIn] = []
+    bad: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        try:
+            turn = item if isinstance(item, TurnIn) else TurnIn.model_validate(item)
+        except ValidationError as exc:
+            bad.append({"index": index, "errors": _field_errors(exc)})
+            continue
+        except (TypeError, ValueError) as exc:
+            bad.append({"index": index, "errors": [{"field": "", "message": str(exc)}]})
+            continue
+        if len(turn.content) > settings.max_turn_chars:
+            bad.append(
+                {
+                    "index": index,
+                    "errors": [
+                        {
+                            "field": "content",
+                            "message": f"content has {len(turn.content)} characters; the limit is "
+                            f"{settings.max_turn_chars} (MEMORYD_MAX_TURN_CHARS)",
+                        }
+                    ],
+                }
+            )
+            continue
+        good.append(turn)
+    return good, bad
+
+
+def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
+    return [
+        {"field": ".".join(str(p) for p in err["loc"]) or "(payload)", "message": err["msg"]}
+        for err in exc.errors(include_url=False, include_input=False)
+    ]
+
+
+# --------------------------------------------------------------------------------- ingest
+
+
+# PostgreSQL: turns and their session's counters in ONE statement, so an enqueue on an
+# autocommit connection is a single round trip. Arrays carry any number of turns.
+# sessions.pending_count only decides when to send a trigger; the sweeper reads the
+# turns themselves, so the counter can never strand a turn. Both statements run on the
+# psycopg cursor itself (plain %(name)s placeholders): SQLAlchemy's compile and result
+# layers cost more than the round trip, and psycopg prepares repeated statements.
+_PG_STORE_TURNS = """
+WITH new_turns AS (
+    INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
+                       created_at, status, attempts, token_count)
+    SELECT k, a, u, s, r, c, m::json, t, 'pending', 0, n
+    FROM unnest(CAST(%(keys)s AS text[]), CAST(%(agents)s AS text[]),
+                CAST(%(users)s AS text[]), CAST(%(sessions)s AS text[]),
+                CAST(%(roles)s AS text[]), CAST(%(contents)s AS text[]),
+                CAST(%(metas)s AS text[]), CAST(%(times)s AS timestamptz[]),
+                CAST(%(tokens)s AS int[]))
+         AS x(k, a, u, s, r, c, m, t, n)
+    ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
+    RETURNING id, agent_id, user_id, session_id
+), per_session AS (
+    SELECT agent_id, user_id, session_id, count(*) AS added
+    FROM new_turns GROUP BY agent_id, user_id, session_id
+), bumped AS (
+    INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
+    SELECT agent_id, user_id, session_id, %(now)s, added FROM per_session
+    ORDER BY agent_id, user_id, session_id
+    ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
+        pending_count = s.pending_count + excluded.pending_count,
+        last_activity_at = excluded.last_activity_at,
+        ended_at = NULL
+    RETURNING agent_id, user_id, session_id, pending_count
+)
+SELECT id, NULL, NULL, NULL, NULL, NULL FROM new_turns
+UNION ALL
+SELECT NULL, b.agent_id, b.user_id, b.session_id, b.pending_count - p.added, p.added
+FROM bumped b JOIN per_session p USING (agent_id, user_id, session_id)
+"""
+
+# The same for one turn with scalar parameters: no array encoding and no unnest, the
+# common case of a chat backend storing each message as it arrives. No row back means
+# the turn_key was a duplicate.
+_PG_STORE_ONE_TURN = """
+WITH new_turn AS (
+    INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
+                       created_at, status, attempts, token_count)
+    VALUES (%(key)s, %(agent)s, %(user)s, %(session)s, %(role)s, %(content)s,
+            CAST(%(meta)s AS json), %(time)s, 'pending', 0, %(tokens)s)
+    ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
+    RETURNING id, agent_id, user_id, session_id
+)
+INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
+SELECT agent_id, user_id, session_id, %(now)s, 1 FROM new_turn
+ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
+    pending_count = s.pending_count + 1,
+    last_activity_at = excluded.last_activity_at,
+    ended_at = NULL
+RETURNING (SELECT id FROM new_turn), s.pending_count
+"""
+
+
+def _meta_json(meta: dict[str, Any] | None) -> str | None:
+    return None if meta is None else json.dumps(meta)
+
+
+def _store_turns_pg(
+    conn: Connection, rows: list[dict[str, Any]], now: datetime
+) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
+    """Returns the new turn ids and, per touched session, (key, pending before, added)."""
+    psycopg_conn: Any = conn.connection.driver_connection
+    with psycopg_conn.cursor() as cursor:
+        if len(rows) == 1:
+            r = rows[0]
+            cursor.execute(
+                _PG_STORE_ONE_TURN,
+                {
+                    "key": r["turn_key"],
+                    "agent": r["agent_id"],
+                    "user": r["user_id"],
+                    "session": r["session_id"],
+                    "role": r["role"],
+                    "content": r["content"],
+                    "meta": _meta_json(r["metadata"]),
+                    "time": r["created_at"],
+                    "tokens": r["token_count"],
+                    "now": now,
+                },
+            )
+            one = cursor.fetchone()
+            if one is None:
+                return [], []
+            key = SessionKey(r["agent_id"], r["user_id"], r["session_id"])
+            return [one[0]], [(key, one[1] - 1, 1)]
+        cursor.execute(
+            _PG_STORE_TURNS,
+            {
+                "keys": [r["turn_key"] for r in rows],
+                "agents": [r["agent_id"] for r in rows],
+                "users": [r["user_id"] for r in rows],
+                "sessions": [r["session_id"] for r in rows],
+                "roles": [r["role"] for r in rows],
+                "contents": [r["content"] for r in rows],
+                "metas": [_meta_json(r["metadata"]) for r in rows],
+                "times": [r["created_at"] for r in rows],
+                "tokens": [r["token_count"] for r in rows],
+                "now": now,
+            },
+        )
+        ids: list[int] = []
+        touched: list[tuple[SessionKey, int, int]] = []
+        for turn_id, agent, user, chat, before, added in cursor.fetchall():
+            if turn_id is not None:
+                ids.append(turn_id)
+            else:
+                touched.append((SessionKey(agent, user, chat), before, added))
+        return ids, touched
+
+
+def _store_turns_sqlite(
+    conn: Connection, rows: list[dict[str, Any]], now: datetime
+) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
+    """The same in two statements, inside the caller's (write-locked) transaction."""
+    turns, sessions = Base.metadata.tables["turns"], Base.metadata.tables["sessions"]
+    inserted = conn.execute(
+        sqlite.insert(turns)
+        .on_conflict_do_nothing(index_elements=["agent_id", "user_id", "turn_key"])
+        .returning(turns.c.id, turns.c.agent_id, turns.c.user_id, turns.c.session_id),
+        rows,
+    ).all()
+    added = Counter(SessionKey(r.agent_id, r.user_id, r.session_id) for r in inserted)
+    upsert = sqlite.insert(sessions)
+    touched = []
+    for key, n in sorted(added.items()):
+        pending = conn.execute(
+            upsert.values(
+                agent_id=key.agent_id,
+                user_id=key.user_id,
+                session_id=key.session_id,
+                last_activity_at=now,
+                pending_count=n,
+            )
+            .on_conflict_do_update(
+                index_elements=["agent_id", "user_id", "session_id"],
+                set_={
+                    "pending_count": sessions.c.pending_count + n,
+                    "last_activity_at": now,
+                    "ended_at": None,
+                },
+            )
+            .returning(sessions.c.pending_count)
+        ).scalar_one()
+        touched.append((key, pending - n, n))
+    return [r.id for r in inserted], touched
+
+
+def pending_count(session: Session, key: SessionKey) -> int:
+    return int(
+        session.scalar(
+            select(func.count()).where(*turns_of(key), Turn.status == TurnStatus.PENDING)
+        )
+        or 0
+    )
+
+
+def store_turns(
+    db: Session | Connection, settings: Settings, turns: Sequence[TurnIn], now: datetime
+) -> tuple[IngestResult, list[SessionKey]]:
+    """Insert validated turns (a repeated turn_key is a no-op) and bump their sessions.
+
+    `db` is an ORM session or a Core connection (the client's hot path skips the ORM).
+
+    Returns the result and the sessions whose pending turns just crossed a multiple of
+    `batch_size`: the caller dispatches those after commit.
+    """
+    result = IngestResult()
+    if not turns:
+        return result, []
+    rows = [
+        {
+            "turn_key": t.turn_key,
+            "agent_id": t.agent_id,
+            "user_id": t.user_id,
+            "session_id": t.session_id,
+            "role": t.role,
+            "content": t.content,
+            "metadata": t.metadata,
+            "created_at": t.timestamp or now,
+            "status": TurnStatus.PENDING,
+            "attempts": 0,
+            "token_count": estimate_tokens(t.content),
+        }
+        for t in turns
+    ]
+    conn = db.connection() if isinstance(db, Session) else db
+    store = _store_turns_sqlite if conn.dialect.name == "sqlite" else _store_turns_pg
+    ids, touched = store(conn, rows, now)
+    result.accepted = len(ids)
+    result.duplicates = len(rows) - len(ids)
+    result.turn_ids = sorted(ids)
+    size = settings.batch_size
+    due = [key for key, before, added in touched if (before + added) // size > before // size]
+    return result, due
+
+
+def ingest(
+    settings: Settings, items: Sequence[Mapping[str, Any] | TurnIn], now: datetime
+) -> tuple[IngestResult, list[SessionKey]]:
+    """Validate each item and store the good ones; bad ones are reported by index.
+
+    Returns the result and the sessions to trigger, which the caller sends only now that
+    the turns are committed.
+    """
+    good, bad = validate_turns(items, settings)
+    result, due = IngestResult(), list[SessionKey]()
+    if good:  # no transaction at all when every item was rejected
+        # One statement on PostgreSQL, so autocommit makes it a single round trip.
+        with write_connection(settings) as conn:
+            result, due = store_turns(conn, settings, good, now)
+    result.rejected = bad
+    return result, due
+
+
+def end_session(session: Session, key: SessionKey, now: datetime) -> bool:
+    """Mark a session ended so its remaining turns are extracted now. False if unknown."""
+    res = session.execute(update(ChatSession).where(*session_pk(key)).values(ended_at=now))
+    return bool(rowcount(res))

@@ -1,0 +1,86 @@
+"""Sending follow-up tasks by name, always after the write they follow has committed."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import queue
+import threading
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from celery import Celery
+
+from memoryd.models.keys import SessionKey
+from memoryd.worker.config import EXTRACTION_QUEUE
+
+log = logging.getLogger(__name__)
+
+EXTRACT_TASK = "memoryd.extract_session"
+FLUSH_ON_EXIT_SECONDS = 5.0
+
+
+def dispatch_extract(app: Celery, keys: Iterable[SessionKey], producer: Any = None) -> int:
+    """Publish one extract trigger per session. Hot paths pass a long-lived producer:
+    acquiring one per message costs more than the publish itself."""
+    sent = 0
+    with app.producer_or_acquire(producer) as active:
+        for key in keys:
+            message = app.amqp.create_task_message(
+                uuid.uuid4().hex, EXTRACT_TASK, key.as_args(), {}
+            )
+            app.amqp.send_task_message(
+                active, EXTRACT_TASK, message, queue=EXTRACTION_QUEUE, event_dispatcher=None
+            )
+            sent += 1
+    return sent
+
+
+class BackgroundDispatcher:
+    """Publishes extract triggers from a background thread.
+
+    The chat backend's enqueue call returns as soon as its turns are committed; it never
+    waits on, or fails because of, the broker. A trigger that cannot be published (broker
+    down, process killed) is only a delay: beat's sweep dispatches every due session from
+    the database. Pending triggers are flushed when the process exits normally.
+    """
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+        self._queue: queue.Queue[SessionKey] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="memoryd-dispatch", daemon=True)
+        self._thread.start()
+        atexit.register(self.flush, FLUSH_ON_EXIT_SECONDS)
+
+    def submit(self, keys: Iterable[SessionKey]) -> int:
+        count = 0
+        for key in keys:
+            self._queue.put(key)
+            count += 1
+        return count
+
+    def flush(self, timeout: float = FLUSH_ON_EXIT_SECONDS) -> bool:
+        """Wait until every submitted trigger was handed to the broker (or dropped)."""
+        done = threading.Event()
+
+        def wait_for_queue() -> None:
+            self._queue.join()
+            done.set()
+
+        threading.Thread(target=wait_for_queue, daemon=True).start()
+        return done.wait(timeout)
+
+    def _run(self) -> None:
+        producer = None  # one for the thread's life
+        while True:
+            key = self._queue.get()
+            try:
+                if producer is None:
+                    producer = self.app.amqp.Producer(self.app.connection_for_write())
+                dispatch_extract(self.app, [key], producer)
+            except Exception as exc:  # the sweep re-dispatches from the database
+                log.warning("could not publish extract trigger for %s: %s", key, exc)
+                producer = None
+            finally:
+                self._queue.task_done()

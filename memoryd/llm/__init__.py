@@ -1,0 +1,3 @@
+"""The OpenAI-compatible LLM client and its one retry policy; used by extraction, summaries and
+embeddings.
+"""

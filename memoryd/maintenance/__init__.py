@@ -1,0 +1,3 @@
+"""Maintenance on Celery beat: promotion, expiry and archiving of memories, and compression of
+long sessions.
+"""

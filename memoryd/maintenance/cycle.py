@@ -1,0 +1,208 @@
+"""Keeping the store healthy: promotion, expiry and archiving of decayed memories.
+
+Decay itself writes nothing (see weights.py); these steps change only the rows whose
+state is due to change, found through partial indexes, in bounded chunks, each chunk
+its own short transaction. Two runs at once cannot change a row twice: on PostgreSQL
+each chunk locks its rows with SKIP LOCKED and re-checks the condition in the UPDATE;
+on SQLite writers are serialised by the database lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Select, insert, select, update
+from sqlalchemy.orm import Session
+
+from memoryd.memories.weights import archive_due, decayed, half_life_days
+from memoryd.models.db import is_sqlite, session_scope, utcnow
+from memoryd.models.tables import Actor, EventKind, Memory, MemoryEvent, MemoryStatus, Tier
+from memoryd.settings import Settings
+
+log = logging.getLogger(__name__)
+
+CHUNK = 5000
+MAX_CHUNKS_PER_RUN = 100  # a run changes at most 500k rows; the next run does the rest
+
+
+@dataclass
+class CycleCounts:
+    promoted: int = 0
+    expired: int = 0
+    archived: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+SelectT = TypeVar("SelectT", bound=Select)  # type: ignore[type-arg]
+
+
+def _lock_due(session: Session, stmt: SelectT) -> SelectT:
+    return stmt if is_sqlite(session) else stmt.with_for_update(skip_locked=True)
+
+
+def _record(
+    session: Session, rows: list[Any], kind: EventKind, now: datetime, detail: dict[str, Any]
+) -> None:
+    if rows:
+        session.execute(
+            insert(MemoryEvent),
+            [
+                {
+                    "memory_id": r.id,
+                    "agent_id": r.agent_id,
+                    "user_id": r.user_id,
+                    "kind": kind,
+                    "actor": Actor.MAINTENANCE,
+                    "after_content": r.content,
+                    "detail": detail,
+                    "created_at": now,
+                }
+                for r in rows
+            ],
+        )
+
+
+def promote_due(session: Session, settings: Settings, now: datetime, limit: int = CHUNK) -> int:
+    """Short-tier memories retrieved `promote_access_count` times move to the long tier."""
+    due = session.execute(
+        _lock_due(
+            session,
+            select(
+                Memory.id,
+                Memory.agent_id,
+                Memory.user_id,
+                Memory.content,
+                Memory.weight,
+                Memory.weight_at,
+            )
+            .where(
+                Memory.tier == Tier.SHORT,
+                Memory.status == MemoryStatus.ACTIVE,
+                Memory.access_count >= settings.promote_access_count,
+            )
+            .order_by(Memory.id)
+            .limit(limit),
+        )
+    ).all()
+    if not due:
+        return 0
+    short_half_life = half_life_days(Tier.SHORT, settings)
+    updates = []
+    for r in due:
+        weight = decayed(r.weight, r.weight_at, now, short_half_life)
+        updates.append(
+            {
+                "id": r.id,
+                "tier": Tier.LONG,
+                "expires_at": None,
+                "updated_at": now,
+                "weight": weight,
+                "weight_at": now,
+                "archive_due_at": archive_due(weight, now, Tier.LONG, settings),
+            }
+        )
+    session.execute(update(Memory), updates)
+    _record(
+        session,
+        list(due),
+        EventKind.PROMOTED,
+        now,
+        {"reason": f"retrieved {settings.promote_access_count}+ times"},
+    )
+    return len(due)
+
+
+def _retire_due(
+    session: Session,
+    due: Select[Any],
+    status: MemoryStatus,
+    kind: EventKind,
+    now: datetime,
+    extra: dict[str, Any],
+    detail: dict[str, Any],
+) -> int:
+    ids = session.scalars(_lock_due(session, due)).all()
+    if not ids:
+        return 0
+    rows = session.execute(
+        update(Memory)
+        .where(Memory.id.in_(ids), Memory.status == MemoryStatus.ACTIVE)
+        .values(status=status, updated_at=now, **extra)
+        .returning(Memory.id, Memory.agent_id, Memory.user_id, Memory.content)
+    ).all()
+    _record(session, list(rows), kind, now, detail)
+    return len(rows)
+
+
+def expire_due(session: Session, settings: Settings, now: datetime, limit: int = CHUNK) -> int:
+    """Short-tier memories past their TTL (restarted on every access) become expired."""
+    due = (
+        select(Memory.id)
+        .where(
+            Memory.tier == Tier.SHORT,
+            Memory.status == MemoryStatus.ACTIVE,
+            Memory.expires_at <= now,
+        )
+        .order_by(Memory.expires_at)
+        .limit(limit)
+    )
+    return _retire_due(
+        session, due, MemoryStatus.EXPIRED, EventKind.EXPIRED, now, {}, {"reason": "ttl"}
+    )
+
+
+def archive_decayed(session: Session, settings: Settings, now: datetime, limit: int = CHUNK) -> int:
+    """Long-tier memories whose decayed weight fell under `archive_threshold` are archived
+    (restorable, still exported)."""
+    due = (
+        select(Memory.id)
+        .where(
+            Memory.tier == Tier.LONG,
+            Memory.status == MemoryStatus.ACTIVE,
+            Memory.archive_due_at <= now,
+        )
+        .order_by(Memory.archive_due_at)
+        .limit(limit)
+    )
+    return _retire_due(
+        session,
+        due,
+        MemoryStatus.ARCHIVED,
+        EventKind.ARCHIVED,
+        now,
+        {"archived_at": now},
+        {"reason": "weight below archive_threshold"},
+    )
+
+
+Step = Callable[[Session, Settings, datetime, int], int]
+
+
+def _run_step(settings: Settings, step: Step, now: datetime, chunk: int) -> int:
+    total = 0
+    for _ in range(MAX_CHUNKS_PER_RUN):
+        with session_scope(settings) as session:
+            changed = step(session, settings, now, chunk)
+        total += changed
+        if changed < chunk:
+            break
+    return total
+
+
+def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUNK) -> CycleCounts:
+    """One maintenance cycle. Promotion runs first, so a memory used often is kept even
+    if its TTL ran out in the same interval."""
+    now = now or utcnow()
+    counts = CycleCounts(
+        promoted=_run_step(settings, promote_due, now, chunk),
+        expired=_run_step(settings, expire_due, now, chunk),
+        archived=_run_step(settings, archive_decayed, now, chunk),
+    )
+    log.info("maintenance cycle: %s", counts.as_dict())
+    return counts

@@ -1,0 +1,3 @@
+"""The memory store every stage writes through (create, confirm, supersede, edit, restore, with
+history); called by extraction, the API and maintenance.
+"""

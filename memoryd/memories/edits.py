@@ -1,0 +1,150 @@
+"""The direct memory API: explicit saves, edits, soft deletes, reads and history.
+
+Every function takes the scope; a memory of another scope is "not found", never
+returned or changed. Writes go through the same store/reconcile code as extraction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from memoryd.errors import NotFound
+from memoryd.memories.reconcile import reconcile_facts
+from memoryd.memories.store import readable, record_event, restore_memory, set_content
+from memoryd.models.keys import Scope
+from memoryd.models.schemas import EventOut, Fact, MemoryOut
+from memoryd.models.tables import (
+    Actor,
+    Category,
+    EventKind,
+    Memory,
+    MemoryEvent,
+    MemoryStatus,
+)
+from memoryd.settings import Settings
+
+MAX_PAGE = 500
+
+
+def _owned(session: Session, scope: Scope, memory_id: int, *, writable: bool = False) -> Memory:
+    """A memory this scope may read (its own or the agent's shared one) or, with
+    `writable`, change (its own only). Anything else is "not found", never revealed."""
+    memory = session.scalars(select(Memory).where(Memory.id == memory_id, readable(scope))).first()
+    if memory is None or (writable and memory.user_id != scope.user_id):
+        raise NotFound(f"no memory {memory_id} for {scope.agent_id!r}/{scope.user_id!r}")
+    return memory
+
+
+def remember(
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    content: str,
+    now: datetime,
+    *,
+    category: Category = Category.USER,
+    name: str = "",
+    tags: Sequence[str] = (),
+    replaces: int | None = None,
+) -> MemoryOut:
+    """An explicit "remember this": long tier, through the same dedup and replacement."""
+    fact = Fact(
+        content=content,
+        category=category,
+        name=name,
+        tags=list(tags),
+        confidence=1.0,
+        replaces=1 if replaces is not None else None,
+    )
+    aliases = {1: replaces} if replaces is not None else {}
+    if replaces is not None:
+        _owned(session, scope, replaces, writable=True)
+    counts = reconcile_facts(
+        session, settings, scope, [fact], aliases, now, actor=Actor.API, metadata={"source": "api"}
+    )
+    session.flush()
+    return MemoryOut.from_memory(counts.kept[0])
+
+
+def update(
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    memory_id: int,
+    now: datetime,
+    *,
+    content: str | None = None,
+    name: str | None = None,
+    category: Category | None = None,
+    tags: Sequence[str] | None = None,
+) -> MemoryOut:
+    memory = _owned(session, scope, memory_id, writable=True)
+    if memory.status != MemoryStatus.ACTIVE:
+        raise NotFound(f"memory {memory_id} is {memory.status}; restore it first")
+    before = memory.content
+    set_content(memory, content if content is not None else memory.content, name)
+    if category is not None:
+        memory.category = category
+    if tags is not None:
+        memory.tags = list(tags)
+    memory.updated_at = now
+    record_event(session, memory, EventKind.UPDATED, Actor.API, now, before=before)
+    session.flush()
+    return MemoryOut.from_memory(memory)
+
+
+def forget(session: Session, scope: Scope, memory_id: int, now: datetime) -> MemoryOut:
+    """Soft delete: hidden from recall, kept with its history, restorable."""
+    memory = _owned(session, scope, memory_id, writable=True)
+    if memory.status != MemoryStatus.DELETED:
+        memory.status = MemoryStatus.DELETED
+        memory.updated_at = now
+        record_event(session, memory, EventKind.DELETED, Actor.API, now)
+    session.flush()
+    return MemoryOut.from_memory(memory)
+
+
+def restore(
+    session: Session, settings: Settings, scope: Scope, memory_id: int, now: datetime
+) -> MemoryOut:
+    memory = _owned(session, scope, memory_id, writable=True)
+    restore_memory(session, settings, memory, now, actor=Actor.API)
+    session.flush()
+    return MemoryOut.from_memory(memory)
+
+
+def get(session: Session, scope: Scope, memory_id: int) -> MemoryOut:
+    return MemoryOut.from_memory(_owned(session, scope, memory_id))
+
+
+def list_memories(
+    session: Session,
+    scope: Scope,
+    *,
+    statuses: Sequence[str] = ("active",),
+    categories: Sequence[str] | None = None,
+    tiers: Sequence[str] | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[MemoryOut]:
+    """Newest first; `limit` at most MAX_PAGE."""
+    stmt = select(Memory).where(readable(scope), Memory.status.in_(list(statuses)))
+    if categories:
+        stmt = stmt.where(Memory.category.in_(list(categories)))
+    if tiers:
+        stmt = stmt.where(Memory.tier.in_(list(tiers)))
+    stmt = stmt.order_by(Memory.updated_at.desc(), Memory.id.desc())
+    stmt = stmt.limit(max(0, min(limit, MAX_PAGE))).offset(max(0, offset))
+    return [MemoryOut.from_memory(m) for m in session.scalars(stmt)]
+
+
+def history(session: Session, scope: Scope, memory_id: int) -> list[EventOut]:
+    _owned(session, scope, memory_id)
+    events = session.scalars(
+        select(MemoryEvent).where(MemoryEvent.memory_id == memory_id).order_by(MemoryEvent.id)
+    )
+    return [EventOut.model_validate(e) for e in events]

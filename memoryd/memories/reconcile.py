@@ -1,0 +1,127 @@
+"""Reconcile accepted facts with what the scope already remembers.
+
+Runs inside the batch's write transaction under the per-scope lock, so two workers
+proposing the same fact for one user cannot both create it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from memoryd.memories.store import confirm_memory, create_memory, find_by_hash, supersede_memory
+from memoryd.models.keys import Scope
+from memoryd.models.schemas import Fact
+from memoryd.models.tables import Actor, Memory, MemoryStatus
+from memoryd.settings import Settings
+from memoryd.text import content_hash, similarity, trigrams
+
+NEAR_DUP_CANDIDATES = 200
+
+
+@dataclass
+class ReconcileCounts:
+    created: int = 0
+    confirmed: int = 0
+    superseded: int = 0
+    kept: list[Memory] = field(default_factory=list)  # the memory each fact ended up in
+
+
+def active_memories(session: Session, scope: Scope, limit: int) -> list[Memory]:
+    return list(
+        session.scalars(
+            select(Memory)
+            .where(
+                Memory.agent_id == scope.agent_id,
+                Memory.user_id == scope.user_id,
+                Memory.status == MemoryStatus.ACTIVE,
+            )
+            .order_by(Memory.updated_at.desc(), Memory.id.desc())
+            .limit(limit)
+        )
+    )
+
+
+def relevant_memories(session: Session, scope: Scope, text: str, limit: int) -> list[Memory]:
+    """Memories to show the extractor: the recent ones that share most trigrams with the
+    batch (containment of the memory's trigrams in the batch text)."""
+    if limit <= 0:
+        return []
+    batch_grams = trigrams(text)
+    candidates = active_memories(session, scope, NEAR_DUP_CANDIDATES)
+
+    def overlap(m: Memory) -> float:
+        grams = trigrams(m.content)
+        return len(grams & batch_grams) / len(grams) if grams else 0.0
+
+    return sorted(candidates, key=overlap, reverse=True)[:limit]
+
+
+def _in_scope(session: Session, scope: Scope, memory_id: int | None) -> Memory | None:
+    if memory_id is None:
+        return None
+    memory = session.get(Memory, memory_id)
+    if memory is None or (memory.agent_id, memory.user_id) != (scope.agent_id, scope.user_id):
+        return None
+    return memory if memory.status == MemoryStatus.ACTIVE else None
+
+
+def reconcile_facts(
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    facts: Sequence[Fact],
+    aliases: Mapping[int, int],
+    now: datetime,
+    *,
+    actor: Actor = Actor.EXTRACTOR,
+    batch_id: int | None = None,
+    source_turn_ids: list[int] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> ReconcileCounts:
+    """Confirm duplicates, create new memories, retire the ones a new fact replaces."""
+    counts = ReconcileCounts()
+    candidates = active_memories(session, scope, NEAR_DUP_CANDIDATES)
+    for fact in facts:
+        same = (
+            _in_scope(session, scope, aliases.get(fact.same_as or -1))
+            or find_by_hash(session, scope, fact.content)
+            or _near_duplicate(candidates, fact, settings)
+        )
+        replaced = _in_scope(session, scope, aliases.get(fact.replaces or -1))
+        if same is not None and same.content_hash == content_hash(fact.content):
+            replaced = None if replaced is same else replaced
+        kw: dict[str, Any] = {
+            "actor": actor,
+            "batch_id": batch_id,
+            "source_turn_ids": source_turn_ids,
+        }
+        if same is not None and same is not replaced:
+            confirm_memory(session, settings, same, fact, now, **kw)
+            counts.confirmed += 1
+            kept = same
+        else:
+            kept = create_memory(session, settings, scope, fact, now, metadata=metadata, **kw)
+            candidates.append(kept)
+            counts.created += 1
+        counts.kept.append(kept)
+        if replaced is not None and replaced is not kept:
+            supersede_memory(session, replaced, kept, now, actor=actor, batch_id=batch_id)
+            counts.superseded += 1
+    return counts
+
+
+def _near_duplicate(candidates: Sequence[Memory], fact: Fact, settings: Settings) -> Memory | None:
+    best, best_score = None, settings.near_duplicate_similarity
+    for memory in candidates:
+        if memory.status != MemoryStatus.ACTIVE or memory.category != fact.category:
+            continue
+        score = similarity(memory.content, fact.content)
+        if score >= best_score:
+            best, best_score = memory, score
+    return best

@@ -1,0 +1,51 @@
+"""The identities every stage passes around: a scope and a chat session within it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.sql.elements import ColumnElement
+
+from memoryd.models.tables import ChatSession, Turn
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose memory: one user of one agent (user_id `*` is the agent's shared scope)."""
+
+    agent_id: str
+    user_id: str
+
+
+@dataclass(frozen=True, order=True)
+class SessionKey:
+    """One conversation of a scope; the unit of batching and of leases."""
+
+    agent_id: str
+    user_id: str
+    session_id: str
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.agent_id, self.user_id)
+
+    def as_args(self) -> list[str]:
+        return [self.agent_id, self.user_id, self.session_id]
+
+
+def session_pk(key: SessionKey) -> tuple[ColumnElement[bool], ...]:
+    """The `sessions` row of this key."""
+    return (
+        ChatSession.agent_id == key.agent_id,
+        ChatSession.user_id == key.user_id,
+        ChatSession.session_id == key.session_id,
+    )
+
+
+def turns_of(key: SessionKey) -> tuple[ColumnElement[bool], ...]:
+    """Every turn of this session."""
+    return (
+        Turn.agent_id == key.agent_id,
+        Turn.user_id == key.user_id,
+        Turn.session_id == key.session_id,
+    )

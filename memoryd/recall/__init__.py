@@ -1,0 +1,3 @@
+"""Read side: ranked recall, the `<memory-context>` block, session context, usage feedback and
+agent tools; called by the chat backend before a reply.
+"""

@@ -1,0 +1,172 @@
+"""Session compression with the fake LLM: segments, synopsis, incremental runs, faults."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from freezegun import freeze_time
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from memoryd.client import MemoryClient
+from memoryd.ingest.leases import retry_failed
+from memoryd.maintenance.compression import compress_due_sessions, compress_session
+from memoryd.maintenance.summarizers import Summary, get_summarizer
+from memoryd.models.db import utcnow
+from memoryd.models.keys import SessionKey
+from memoryd.models.tables import ChatSession, ExtractionBatch, SessionSegment
+from memoryd.settings import Settings
+from tests import fakellm
+from tests.conftest import with_llm
+from tests.fakellm import FakeLLM
+
+KEY = SessionKey("bot", "ann", "long")
+
+
+def chat(settings: Settings, start: int, count: int) -> None:
+    MemoryClient(settings, dispatch=False).enqueue_turns(
+        [
+            {
+                "agent_id": "bot",
+                "user_id": "ann",
+                "session_id": "long",
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"turn {i} " + "word " * 20,
+            }
+            for i in range(start, start + count)
+        ]
+    )
+
+
+def compress_settings(settings: Settings, llm: FakeLLM) -> Settings:
+    # 25 estimated tokens a turn: 30 turns (750) pass a 600-token trigger.
+    return with_llm(settings, llm, compress_trigger_tokens=600, keep_recent_turns=6)
+
+
+def segments(db: Session) -> list[tuple[int, int, int]]:
+    rows = [
+        (s.first_turn_id, s.last_turn_id, s.turn_count)
+        for s in db.scalars(select(SessionSegment).order_by(SessionSegment.id))
+    ]
+    db.commit()
+    return rows
+
+
+def chat_row(db: Session) -> ChatSession:
+    row = db.scalars(select(ChatSession)).one()
+    db.refresh(row)
+    db.commit()
+    return row
+
+
+def test_segments_then_synopsis_keeping_recent_turns(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = compress_settings(settings, fake_llm)
+    chat(s, 0, 30)
+    assert compress_due_sessions(s) == {"due": 1, "compressed": 1}
+    # 24 older turns in segments of ten; the 6 newest stay verbatim.
+    assert segments(db) == [(1, 10, 10), (11, 20, 10), (21, 24, 4)]
+    row = chat_row(db)
+    assert row.summary_upto == 24
+    assert row.summary is not None and row.summary.count("user turns]") == 3
+    assert fake_llm.calls == 4  # three segments, one synopsis
+    context = MemoryClient(s).session_context("bot", "ann", "long", token_budget=10_000)
+    assert context.summary == row.summary
+    assert [t.content.split()[1] for t in context.recent_turns] == [str(i) for i in range(24, 30)]
+    assert "<session-summary>" in context.as_text()
+
+
+def test_second_run_summarises_only_what_is_new(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = compress_settings(settings, fake_llm)
+    chat(s, 0, 30)
+    compress_due_sessions(s)
+    first = chat_row(db).summary
+    assert compress_due_sessions(s) == {"due": 0, "compressed": 0}  # nothing new
+    calls = fake_llm.calls
+    chat(s, 30, 30)
+    assert compress_due_sessions(s)["compressed"] == 1
+    assert segments(db)[3:] == [(25, 34, 10), (35, 44, 10), (45, 54, 10)]
+    assert fake_llm.calls - calls == 4  # only the new turns, then the synopsis
+    synopsis_prompt = fake_llm.requests[-1]["messages"][1]["content"]
+    assert first is not None and first in synopsis_prompt  # built on the previous synopsis
+    assert chat_row(db).summary_upto == 54
+
+
+def test_budget_keeps_the_newest_turns(settings: Settings, db: Session, fake_llm: FakeLLM) -> None:
+    s = compress_settings(settings, fake_llm)
+    chat(s, 0, 30)
+    compress_due_sessions(s)
+    context = MemoryClient(s).session_context("bot", "ann", "long", token_budget=120)
+    assert context.tokens <= 120
+    assert context.recent_turns and context.recent_turns[-1].content.startswith("turn 29 ")
+    tiny = MemoryClient(s).session_context("bot", "ann", "long", token_budget=5)
+    assert tiny.tokens <= 5 and tiny.recent_turns == []
+
+
+def test_llm_fault_is_retried_then_dead_lettered(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = compress_settings(settings, fake_llm)
+    s = s.model_copy(update={"max_attempts": 2, "llm_retries": 1})
+    chat(s, 0, 30)
+    fake_llm.push(fakellm.server_error())  # one transient fault: retried inside the call
+    assert compress_session(s, KEY)
+    assert fake_llm.calls == 5
+
+    chat(s, 30, 30)
+    fake_llm.push(*[fakellm.bad_request()] * 2)
+    assert not compress_session(s, KEY)
+    assert not compress_session(s, KEY)
+    row = chat_row(db)
+    assert row.compress_attempts == 2 and "400" in (row.compress_error or "")
+    assert compress_due_sessions(s) == {"due": 0, "compressed": 0}  # dead-lettered
+    failed = db.scalars(select(ExtractionBatch).where(ExtractionBatch.status == "failed")).all()
+    assert [b.kind for b in failed] == ["compress", "compress"]
+    db.commit()
+    retry_failed(db, utcnow())
+    db.commit()
+    assert compress_due_sessions(s) == {"due": 1, "compressed": 1}
+
+
+def test_offline_summaries_without_an_llm(settings: Settings, db: Session) -> None:
+    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    chat(s, 0, 30)
+    assert compress_due_sessions(s)["compressed"] == 1
+    row = chat_row(db)
+    assert row.summary is not None and row.summary.startswith("User said: turn 0")
+
+
+class OvertakenSummarizer:
+    """Offline summaries, but while the first segment is summarised the run's lease runs
+    out and a second run compresses the same turns to completion."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.inner = get_summarizer(settings)
+        self.overtaken = False
+
+    def segment(self, turns: Sequence[tuple[str, str]]) -> Summary:
+        if not self.overtaken:
+            self.overtaken = True
+            later = utcnow() + timedelta(seconds=self.settings.lease_seconds + 1)
+            with freeze_time(later):
+                assert compress_session(self.settings, KEY, self.inner)
+        return self.inner.segment(turns)
+
+    def synopsis(self, previous: str, segments: Sequence[str]) -> Summary:
+        return self.inner.synopsis(previous, segments)
+
+
+def test_a_run_that_outlived_its_lease_writes_nothing(settings: Settings, db: Session) -> None:
+    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    chat(s, 0, 30)
+    assert not compress_session(s, KEY, OvertakenSummarizer(s))
+    assert segments(db) == [(1, 10, 10), (11, 20, 10), (21, 24, 4)]  # once, by the second run
+    row = chat_row(db)
+    assert row.summary_upto == 24 and row.compress_attempts == 0
+    statuses = db.scalars(select(ExtractionBatch.status).order_by(ExtractionBatch.id)).all()
+    assert statuses == ["abandoned", "done"]

@@ -1,0 +1,207 @@
+"""Hybrid recall: ranking in English and Chinese, hostile queries, statuses, isolation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from sqlalchemy.orm import Session
+
+from memoryd.client import MemoryClient
+from memoryd.maintenance.cycle import run_cycle
+from memoryd.models.tables import Category, Memory, MemoryStatus
+from memoryd.settings import Settings
+from tests.factories import make_memory
+
+FACTS = {
+    "tea": "Prefers green tea in the morning",
+    "city": "Lives in Lisbon",
+    "longjing": "喜欢喝龙井茶",
+    "meeting": "项目周会在每周三下午",
+    "allergy": "Allergic to peanuts",
+    "editor": "Uses vim as the main editor",
+    "tokyo": "東京の会社で働いている",
+}
+
+
+@pytest.fixture
+def client(settings: Settings, db: Session) -> MemoryClient:
+    for content in FACTS.values():
+        make_memory(db, settings, content)
+    db.commit()
+    return MemoryClient(settings, dispatch=False)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("what tea do I like?", "tea"),
+        ("which editor should I open", "editor"),
+        ("龙井", "longjing"),
+        ("周会", "meeting"),  # a 2-character Chinese word
+        ("周三有什么安排", "meeting"),
+        ("any peanut allergy?", "allergy"),  # partial word
+        ("Lisbo", "city"),
+        ("东京", "tokyo"),  # simplified query, Japanese memory: shares 京
+        ("周三 meeting", "meeting"),
+        ("我喜欢喝什么茶", "longjing"),
+    ],
+)
+def test_right_memory_ranks_first(client: MemoryClient, query: str, expected: str) -> None:
+    hits = client.recall(query, "bot", "ann")
+    assert hits, query
+    assert hits[0].content == FACTS[expected]
+    assert hits[0].parts.fused > 0
+
+
+def test_nothing_relevant_returns_nothing(client: MemoryClient) -> None:
+    assert client.recall("quantum chromodynamics", "bot", "ann") == []
+
+
+def test_empty_query_returns_the_strongest_memories(client: MemoryClient) -> None:
+    assert len(client.recall("", "bot", "ann", k=3)) == 3
+
+
+HOSTILE = [
+    '"tea',
+    'tea"',
+    "tea*",
+    "*",
+    "NEAR(tea, morning)",
+    "tea AND OR NOT",
+    "tea:* | !!( & ",
+    "'; DROP TABLE memories; --",
+    "🎉🍵 tea 🍵",
+    "\\x00\\",
+    "^tea$",
+    "col:tea",
+    "(((((",
+    "",
+    "   ",
+    "tea " * 2500,  # 10 KB
+    "茶" * 5000,
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_queries_never_raise(client: MemoryClient, query: str) -> None:
+    hits = client.recall(query, "bot", "ann")
+    if "tea" in query:
+        assert hits[0].content == FACTS["tea"]
+
+
+@hsettings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(max_size=60) | st.text(alphabet="\"'*:|&!()<>-^~\\ 茶tea", max_size=30))
+def test_any_text_as_query_never_raises(client: MemoryClient, query: str) -> None:
+    """Any unicode (combining marks, surrogates-free controls, RTL, emoji) and every
+    operator character of both query syntaxes, in any arrangement."""
+    hits = client.recall(query, "bot", "ann")
+    assert all(h.user_id == "ann" for h in hits)
+    client.build_context(query, "bot", "ann", token_budget=200)
+
+
+def test_retired_memories_never_appear(settings: Settings, db: Session) -> None:
+    for status in (
+        MemoryStatus.SUPERSEDED,
+        MemoryStatus.ARCHIVED,
+        MemoryStatus.EXPIRED,
+        MemoryStatus.DELETED,
+    ):
+        make_memory(db, settings, f"Likes oolong tea ({status})", status=status)
+    make_memory(db, settings, "Likes oolong tea now")
+    db.commit()
+    hits = MemoryClient(settings).recall("oolong tea", "bot", "ann")
+    assert [h.content for h in hits] == ["Likes oolong tea now"]
+
+
+def test_filters_by_category_and_tier(
+    client: MemoryClient, settings: Settings, db: Session
+) -> None:
+    make_memory(
+        db,
+        settings,
+        "Tea ceremony notes: https://example.com/tea",
+        category=Category.REFERENCE,
+        confidence=0.7,
+    )
+    db.commit()
+    refs = client.recall("tea", "bot", "ann", categories=["reference"])
+    assert [h.category for h in refs] == ["reference"]
+    shorts = client.recall("tea", "bot", "ann", tiers=["short"])
+    assert [h.tier for h in shorts] == ["short"]
+
+
+def test_recalled_three_times_then_promoted(settings: Settings, db: Session) -> None:
+    memory = make_memory(db, settings, "Plays the cello on weekends", confidence=0.7)
+    db.commit()
+    assert memory.tier == "short"
+    client = MemoryClient(settings)
+    for _ in range(settings.promote_access_count):
+        assert client.recall("cello", "bot", "ann", session_id="s1")[0].id == memory.id
+    assert run_cycle(settings).promoted == 1
+    assert client.get("bot", "ann", memory.id).tier == "long"
+    kinds = [e.kind for e in client.history("bot", "ann", memory.id)]
+    assert kinds == ["created", "promoted"]
+
+
+def test_mark_referenced_reinforces_what_the_reply_used(settings: Settings, db: Session) -> None:
+    make_memory(db, settings, "Allergic to peanuts")
+    make_memory(db, settings, "Allergic to cats")
+    db.commit()
+    client = MemoryClient(settings)
+    hits = client.recall("allergic", "bot", "ann", session_id="s1")
+    assert len(hits) == 2
+    used = client.mark_referenced(
+        "Since you're allergic to peanuts, skip the satay.", hits, session_id="s1"
+    )
+    peanut = next(h for h in hits if "peanuts" in h.content)
+    assert used == [peanut.id]
+
+
+# ---------------------------------------------------------------------------------- isolation
+
+scope_ids = st.sampled_from(["ann", "bob", "*"])
+agent_ids = st.sampled_from(["bot", "other"])
+
+
+@hsettings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(
+        st.tuples(agent_ids, scope_ids, st.sampled_from(list(FACTS.values()))),
+        min_size=1,
+        max_size=8,
+    ),
+    reader=st.tuples(agent_ids, st.sampled_from(["ann", "bob"])),
+    query=st.sampled_from(["tea", "龙井", "", "editor vim", "Lisbon"]),
+)
+def test_no_read_path_crosses_scopes(settings: Settings, db: Session, rows, reader, query) -> None:
+    from tests.conftest import _truncate_all
+
+    if settings.resolved_database_url.startswith("postgresql"):
+        _truncate_all(settings.resolved_database_url)
+    else:
+        db.execute(Memory.__table__.delete())  # type: ignore[attr-defined]
+        db.commit()
+    ids = [make_memory(db, settings, content, agent_id=a, user_id=u).id for a, u, content in rows]
+    db.commit()
+    agent, user = reader
+    allowed = {
+        mid for mid, (a, u, _c) in zip(ids, rows, strict=True) if a == agent and u in (user, "*")
+    }
+    client = MemoryClient(settings)
+    seen = {h.id for h in client.recall(query, agent, user, k=50)}
+    seen |= {m.id for m in client.list(agent, user, limit=500)}
+    tool = client.execute_tool(agent, user, "memory_recall", {"query": query or "x", "limit": 20})
+    seen |= {m["id"] for m in tool["memories"]}
+    assert seen <= allowed
+    for mid in ids:
+        if mid in allowed:
+            assert client.get(agent, user, mid).id == mid
+        else:
+            with pytest.raises(Exception, match="no memory"):
+                client.get(agent, user, mid)
