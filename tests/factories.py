@@ -5,13 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from memoryd.ingest.buffer import ingest
 from memoryd.memories.store import create_memory
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Fact
-from memoryd.models.tables import Actor, Category, Memory
+from memoryd.models.tables import Actor, Category, Memory, Turn
 from memoryd.settings import Settings
 
 
@@ -36,3 +38,31 @@ def make_memory(
         setattr(memory, name, value)
     session.flush()
     return memory
+
+
+def turn_item(i: int = 0, **fields: Any) -> dict[str, Any]:
+    """One ingest payload item of bot/ann/s1 (fields override)."""
+    return {
+        "agent_id": "bot",
+        "user_id": "ann",
+        "session_id": "s1",
+        "role": "user",
+        "content": f"message {i}",
+        **fields,
+    }
+
+
+def add_turns(settings: Settings, n: int, start: int = 0, **fields: Any) -> list[int]:
+    """Store n turns through the real ingest path; returns their ids."""
+    result, _due = ingest(settings, [turn_item(start + i, **fields) for i in range(n)], utcnow())
+    assert not result.rejected, result.rejected
+    return result.turn_ids
+
+
+def count_turns(session: Session, status: str | None = None) -> int:
+    stmt = select(func.count()).select_from(Turn)
+    if status:
+        stmt = stmt.where(Turn.status == status)
+    count = int(session.scalar(stmt) or 0)
+    session.commit()  # end the read: an open SQLite write transaction holds the lock
+    return count

@@ -1,26 +1,39 @@
-"""Batch claims under a per-session lease, and the sweeper that makes lost work resume.
+"""Batch claims under a per-session lease: claim, renew, finish, fail, recover.
 
-A session holds at most one lease at a time (a compare-and-set on its row), so its
-batches are applied in order, and a result whose lease was lost is discarded. The
-sweeper returns expired leases to pending and finds every session with due turns.
+The rules, the same on PostgreSQL and SQLite:
+- A session has at most one lease, naming one batch, until `lease_until` on the
+  database's clock. A claimer first locks the session row (SELECT … FOR UPDATE; SQLite's
+  BEGIN IMMEDIATE), so claims, returns and finishes of one session never interleave.
+- A claimed turn is alive exactly while its session's lease names its batch and has not
+  expired. Any other claimed turn is stranded (its worker died or hung): the next claim
+  of its session, or the next sweep, returns it to pending before anything else.
+- A claim is built from the rows its UPDATE took, never from an earlier read.
+- Only the batch named by the lease may finish or return its turns. Returning stranded
+  turns clears the lease in the same transaction, so a batch that outlived its lease can
+  never write its result afterwards.
+- Outages (transient LLM failures) never count toward `max_attempts`: the turns go back
+  as they were and the session backs off. Permanent failures and bugs count.
 """
 
 from __future__ import annotations
 
 import logging
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
-from memoryd.ingest.buffer import pending_count
 from memoryd.models.db import is_sqlite, rowcount
 from memoryd.models.keys import SessionKey, session_pk, turns_of
 from memoryd.models.tables import BatchStatus, ChatSession, ExtractionBatch, Turn, TurnStatus
 from memoryd.settings import Settings
 
 log = logging.getLogger(__name__)
+
+TurnCost = Callable[[str, str], int]  # (role, content) -> tokens the turn takes in a prompt
 
 
 @dataclass(frozen=True)
@@ -36,31 +49,66 @@ class Claim:
     key: SessionKey
     batch_id: int
     turns: list[ClaimedTurn]
+    # The first turn alone is over the token budget: the extractor must cut it.
+    oversized: bool = False
 
 
 # ---------------------------------------------------------------------------------- claim
 
 
+def lock_session(session: Session, key: SessionKey) -> ChatSession | None:
+    """The session row, locked until the transaction ends (SQLite: the write lock is held
+    from BEGIN IMMEDIATE)."""
+    # populate_existing: a copy of the row this session loaded earlier may be stale.
+    stmt = select(ChatSession).where(*session_pk(key)).execution_options(populate_existing=True)
+    if not is_sqlite(session):
+        stmt = stmt.with_for_update()
+    return session.scalars(stmt).first()
+
+
+def lease_is_live(chat: ChatSession, now: datetime) -> bool:
+    return (
+        chat.lease_batch_id is not None and chat.lease_until is not None and chat.lease_until > now
+    )
+
+
 def claim_batch(
-    session: Session, settings: Settings, key: SessionKey, now: datetime, kind: str = "extract"
+    session: Session,
+    settings: Settings,
+    key: SessionKey,
+    now: datetime,
+    *,
+    kind: str = "extract",
+    token_budget: int | None = None,
+    cost: TurnCost | None = None,
 ) -> Claim | None:
     """Take the session's lease and its oldest pending turns, or return None.
 
-    A full batch is claimed whenever one is waiting; a partial one only when the session
-    has ended or been idle for `flush_idle_seconds`. Returns None (caller rolls back)
-    when another worker holds the lease or nothing is due.
+    Stranded turns of the session go back to pending first (and stay so even when
+    nothing is claimed: the caller commits). A full batch is claimed whenever one is
+    waiting; a partial one only when the session has ended or been idle for
+    `flush_idle_seconds`. With `token_budget`, the batch takes the oldest turns whose
+    `cost` fits; a first turn over the budget alone is claimed alone, `oversized`.
     """
-    chat = session.scalars(select(ChatSession).where(*session_pk(key))).first()
-    if chat is None or (chat.lease_until is not None and chat.lease_until > now):
+    chat = lock_session(session, key)
+    if chat is None or lease_is_live(chat, now):
         return None
-    rows = session.execute(
-        select(Turn.id, Turn.role, Turn.content, Turn.created_at)
-        .where(*turns_of(key), Turn.status == TurnStatus.PENDING)
-        .order_by(Turn.id)
-        .limit(settings.batch_size)
-    ).all()
+    recover_stranded(session, settings, chat, now)
+    if chat.retry_at is not None and chat.retry_at > now:
+        return None  # backing off after an outage
+    rows = [
+        ClaimedTurn(*row)
+        for row in session.execute(
+            select(Turn.id, Turn.role, Turn.content, Turn.created_at)
+            .where(*turns_of(key), Turn.status == TurnStatus.PENDING)
+            .order_by(Turn.id)
+            .limit(settings.batch_size)
+        )
+    ]
+    taken, oversized = _fit(rows, token_budget, cost)
     idle = chat.last_activity_at <= now - timedelta(seconds=settings.flush_idle_seconds)
-    if not rows or (len(rows) < settings.batch_size and chat.ended_at is None and not idle):
+    full = len(rows) == settings.batch_size or len(taken) < len(rows)
+    if not taken or not (full or chat.ended_at is not None or idle):
         return None
 
     batch = ExtractionBatch(
@@ -69,37 +117,55 @@ def claim_batch(
         session_id=key.session_id,
         kind=kind,
         status=BatchStatus.RUNNING,
-        first_turn_id=rows[0].id,
-        last_turn_id=rows[-1].id,
-        turn_count=len(rows),
+        first_turn_id=taken[0].id,
+        last_turn_id=taken[-1].id,
+        turn_count=len(taken),
         started_at=now,
     )
     session.add(batch)
     session.flush()
-    lease_until = now + timedelta(seconds=settings.lease_seconds)
-    # Compare-and-set: only one claimer wins even if both read a free lease above.
-    taken = session.execute(
-        update(ChatSession)
-        .where(
-            *session_pk(key),
-            or_(ChatSession.lease_until.is_(None), ChatSession.lease_until <= now),
+    took = set(
+        session.scalars(
+            update(Turn)
+            .where(Turn.id.in_([r.id for r in taken]), Turn.status == TurnStatus.PENDING)
+            .values(status=TurnStatus.CLAIMED, batch_id=batch.id)
+            .returning(Turn.id)
         )
-        .values(lease_batch_id=batch.id, lease_until=lease_until)
     )
-    if rowcount(taken) != 1:
+    turns = [t for t in taken if t.id in took]
+    if not turns:  # cannot happen under the session lock; never claim an empty batch
+        session.delete(batch)
         return None
-    ids = [r.id for r in rows]
-    session.execute(
-        update(Turn)
-        .where(Turn.id.in_(ids), Turn.status == TurnStatus.PENDING)
-        .values(status=TurnStatus.CLAIMED, batch_id=batch.id, lease_until=lease_until)
-    )
-    turns = [ClaimedTurn(r.id, r.role, r.content, r.created_at) for r in rows]
-    return Claim(key, batch.id, turns)
+    batch.turn_count = len(turns)
+    chat.lease_batch_id = batch.id
+    chat.lease_until = now + timedelta(seconds=settings.lease_seconds)
+    session.flush()
+    return Claim(key, batch.id, turns, oversized and len(turns) == 1)
+
+
+def _fit(
+    rows: list[ClaimedTurn], budget: int | None, cost: TurnCost | None
+) -> tuple[list[ClaimedTurn], bool]:
+    """The longest prefix of `rows` whose cost fits `budget` (at least one row), and
+    whether that one row alone is over it."""
+    if budget is None or cost is None or not rows:
+        return rows, False
+    used, taken = 0, list[ClaimedTurn]()
+    for row in rows:
+        tokens = cost(row.role, row.content)
+        if taken and used + tokens > budget:
+            break
+        taken.append(row)
+        used += tokens
+    return taken, used > budget
+
+
+# ------------------------------------------------------------------------- batch outcome
 
 
 def release_lease(session: Session, claim: Claim) -> bool:
-    """Give the lease back; False means it was lost (expired and reaped) meanwhile."""
+    """Give the lease back; False means it was lost meanwhile (another claim or the
+    sweeper returned our turns), and the caller must write nothing."""
     res = session.execute(
         update(ChatSession)
         .where(*session_pk(claim.key), ChatSession.lease_batch_id == claim.batch_id)
@@ -108,36 +174,64 @@ def release_lease(session: Session, claim: Claim) -> bool:
     return rowcount(res) == 1
 
 
-def finish_turns(session: Session, claim: Claim) -> None:
-    """The batch was applied: its turns are done."""
+def finish_turns(session: Session, claim: Claim) -> int:
+    """The batch was applied: its turns are done. Returns how many."""
     res = session.execute(
         update(Turn)
         .where(Turn.batch_id == claim.batch_id, Turn.status == TurnStatus.CLAIMED)
-        .values(status=TurnStatus.DONE, lease_until=None)
+        .values(status=TurnStatus.DONE)
     )
     _uncount_pending(session, claim.key, rowcount(res))
+    return rowcount(res)
 
 
-def return_turns(session: Session, settings: Settings, key: SessionKey, batch_id: int) -> int:
-    """A batch failed or its lease ran out: its turns go back to pending with one more
-    attempt, or to `failed` (kept, re-drivable) once they reach `max_attempts`.
-    Returns how many turns were dead-lettered."""
-    session.execute(
+def return_turns(
+    session: Session, settings: Settings, key: SessionKey, batch_id: int, *, count_attempt: bool
+) -> int:
+    """A batch failed: its turns go back to pending. With `count_attempt` (a permanent
+    failure or a bug) each gets one more attempt, or goes to `failed` (kept, re-drivable)
+    on reaching `max_attempts`. Returns how many turns were dead-lettered."""
+    attempts = Turn.attempts + 1 if count_attempt else Turn.attempts
+    res = session.execute(
         update(Turn)
         .where(Turn.batch_id == batch_id, Turn.status == TurnStatus.CLAIMED)
         .values(
-            attempts=Turn.attempts + 1,
-            lease_until=None,
+            attempts=attempts,
             status=case(
-                (Turn.attempts + 1 >= settings.max_attempts, TurnStatus.FAILED),
-                else_=TurnStatus.PENDING,
+                (attempts >= settings.max_attempts, TurnStatus.FAILED), else_=TurnStatus.PENDING
             ),
         )
+        .returning(Turn.status)
     )
-    dead = select(func.count()).where(Turn.batch_id == batch_id, Turn.status == TurnStatus.FAILED)
-    failed = int(session.scalar(dead) or 0)
-    _uncount_pending(session, key, failed)
-    return failed
+    dead = sum(1 for status in res.scalars() if status == TurnStatus.FAILED)
+    _uncount_pending(session, key, dead)
+    return dead
+
+
+def back_off(session: Session, settings: Settings, key: SessionKey, now: datetime) -> datetime:
+    """After a transient failure: the session's next claim waits, exponentially longer
+    with each consecutive failure (with jitter, capped). Returns when it may run."""
+    chat = session.scalars(select(ChatSession).where(*session_pk(key))).one()
+    failures = chat.transient_failures + 1
+    wait = min(
+        settings.retry_backoff_seconds * 2 ** min(failures - 1, 20),
+        settings.retry_backoff_max_seconds,
+    )
+    retry_at = now + timedelta(seconds=wait * random.uniform(0.8, 1.0))
+    session.execute(
+        update(ChatSession)
+        .where(*session_pk(key))
+        .values(transient_failures=failures, retry_at=retry_at)
+    )
+    return retry_at
+
+
+def clear_back_off(session: Session, key: SessionKey) -> None:
+    session.execute(
+        update(ChatSession)
+        .where(*session_pk(key), ChatSession.transient_failures > 0)
+        .values(transient_failures=0, retry_at=None)
+    )
 
 
 def _uncount_pending(session: Session, key: SessionKey, n: int) -> None:
@@ -150,115 +244,65 @@ def _uncount_pending(session: Session, key: SessionKey, n: int) -> None:
         )
 
 
-# -------------------------------------------------------------------------------- sweeper
+# --------------------------------------------------------------------------- renewal
 
 
-def reap_expired_leases(
-    session: Session, settings: Settings, now: datetime, limit: int = 500
-) -> int:
-    """Turns of a batch whose worker died go back to pending (attempts + 1)."""
-    expired = session.execute(
-        select(
-            ChatSession.agent_id,
-            ChatSession.user_id,
-            ChatSession.session_id,
-            ChatSession.lease_batch_id,
-        )
-        .where(ChatSession.lease_until.is_not(None), ChatSession.lease_until <= now)
-        .limit(limit)
-    ).all()
-    for row in expired:
-        key = SessionKey(row.agent_id, row.user_id, row.session_id)
-        lost = session.execute(
-            update(ChatSession)
-            .where(
-                *session_pk(key),
-                ChatSession.lease_batch_id == row.lease_batch_id,
-                ChatSession.lease_until <= now,
-            )
-            .values(lease_batch_id=None, lease_until=None)
-        )
-        if rowcount(lost) != 1 or row.lease_batch_id is None:
-            continue  # released or renewed between our read and now
-        return_turns(session, settings, key, row.lease_batch_id)
-        session.execute(
-            update(ExtractionBatch)
-            .where(
-                ExtractionBatch.id == row.lease_batch_id,
-                ExtractionBatch.status == BatchStatus.RUNNING,
-            )
-            .values(
-                status=BatchStatus.ABANDONED,
-                finished_at=now,
-                error="lease expired: the worker died or took longer than lease_seconds",
-            )
-        )
-    if expired:
-        log.info("reaped %d expired leases", len(expired))
-    return len(expired)
-
-
-def sessions_due(
-    session: Session, settings: Settings, now: datetime, limit: int = 1000
-) -> list[SessionKey]:
-    """Sessions with pending turns that a worker should look at now: a full batch waits,
-    or the session ended or went idle. Counts come from the turns table itself."""
-    idle_before = now - timedelta(seconds=settings.flush_idle_seconds)
-    pending = (
-        select(Turn.agent_id, Turn.user_id, Turn.session_id, func.count().label("n"))
-        .where(Turn.status == TurnStatus.PENDING)
-        .group_by(Turn.agent_id, Turn.user_id, Turn.session_id)
-        .subquery()
-    )
-    rows = session.execute(
-        select(pending.c.agent_id, pending.c.user_id, pending.c.session_id)
-        .join(
-            ChatSession,
-            and_(
-                ChatSession.agent_id == pending.c.agent_id,
-                ChatSession.user_id == pending.c.user_id,
-                ChatSession.session_id == pending.c.session_id,
-            ),
-        )
-        .where(
-            or_(ChatSession.lease_until.is_(None), ChatSession.lease_until <= now),
-            or_(
-                pending.c.n >= settings.batch_size,
-                ChatSession.ended_at.is_not(None),
-                ChatSession.last_activity_at <= idle_before,
-            ),
-        )
-        .limit(limit)
-    ).all()
-    return [SessionKey(*r) for r in rows]
-
-
-def retry_failed(session: Session, now: datetime, key: SessionKey | None = None) -> int:
-    """Dead-lettered turns go back to pending with a fresh attempt count; their sessions
-    are marked ended so the next sweep flushes them even if they are below batch_size."""
-    where = [Turn.status == TurnStatus.FAILED, *(turns_of(key) if key else ())]
-    sessions = [
-        SessionKey(*r)
-        for r in session.execute(
-            select(Turn.agent_id, Turn.user_id, Turn.session_id).where(*where).distinct()
-        ).all()
-    ]
+def renew_lease(
+    session: Session, settings: Settings, key: SessionKey, batch_id: int, now: datetime
+) -> bool:
+    """Extend a live batch's lease. False if the batch no longer holds it."""
     res = session.execute(
-        update(Turn).where(*where).values(status=TurnStatus.PENDING, attempts=0, batch_id=None)
-    )
-    # Sessions whose compression was dead-lettered get a fresh set of attempts too.
-    session.execute(
         update(ChatSession)
-        .where(ChatSession.compress_attempts >= 1, *(session_pk(key) if key else ()))
-        .values(compress_attempts=0, compress_error=None)
+        .where(*session_pk(key), ChatSession.lease_batch_id == batch_id)
+        .values(lease_until=now + timedelta(seconds=settings.lease_seconds))
     )
-    for k in sessions:
-        session.execute(
-            update(ChatSession)
-            .where(*session_pk(k))
-            .values(
-                pending_count=pending_count(session, k),
-                ended_at=func.coalesce(ChatSession.ended_at, now),
-            )
+    return rowcount(res) == 1
+
+
+# ----------------------------------------------------------------------------- recovery
+
+
+def recover_stranded(session: Session, settings: Settings, chat: ChatSession, now: datetime) -> int:
+    """Return the session's claimed turns that no live lease covers; the caller holds the
+    session row lock. A turn whose batches lost their lease `max_lost_leases` times (a
+    batch that kills its worker every time) is dead-lettered. Returns how many turns."""
+    key = SessionKey(chat.agent_id, chat.user_id, chat.session_id)
+    live = lease_is_live(chat, now)
+    stranded = [*turns_of(key), Turn.status == TurnStatus.CLAIMED]
+    if live:
+        stranded.append(Turn.batch_id != chat.lease_batch_id)
+    elif chat.lease_batch_id is not None:
+        # The lease ran out: its batch loses it now, in this transaction, so that it
+        # cannot write its result after its turns went back.
+        chat.lease_batch_id = None
+        chat.lease_until = None
+        session.flush()
+    lost = Turn.lost_leases + 1
+    rows = session.execute(
+        update(Turn)
+        .where(*stranded)
+        .values(
+            lost_leases=lost,
+            status=case(
+                (lost >= settings.max_lost_leases, TurnStatus.FAILED), else_=TurnStatus.PENDING
+            ),
         )
-    return rowcount(res)
+        .returning(Turn.batch_id, Turn.status)
+    ).all()
+    if not rows:
+        return 0
+    _uncount_pending(session, key, sum(1 for r in rows if r.status == TurnStatus.FAILED))
+    session.execute(
+        update(ExtractionBatch)
+        .where(
+            ExtractionBatch.id.in_({r.batch_id for r in rows}),
+            ExtractionBatch.status == BatchStatus.RUNNING,
+        )
+        .values(
+            status=BatchStatus.ABANDONED,
+            finished_at=now,
+            error="lease lost: the worker died or stopped renewing within lease_seconds",
+        )
+    )
+    log.warning("returned %d stranded turns of %s", len(rows), key)
+    return len(rows)

@@ -9,9 +9,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from memoryd.models.keys import Scope
 from memoryd.settings import Settings
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -24,13 +25,17 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+READONLY = "memoryd_readonly"  # execution option of read-only sessions
+
+
 def _configure_sqlite(engine: Engine) -> None:
-    """WAL + busy timeout, and every transaction BEGIN IMMEDIATE.
+    """WAL + busy timeout; write transactions BEGIN IMMEDIATE, read-only ones DEFERRED.
 
     pysqlite starts transactions lazily as DEFERRED; a reader that later writes then
     fails at once with "database is locked" because SQLite cannot wait on a lock
     upgrade. Taking the write lock at BEGIN makes writers queue on the busy timeout
-    instead. WAL keeps plain readers of other connections unblocked.
+    instead. Sessions opened with `readonly=True` never write, so they begin DEFERRED
+    and, under WAL, neither wait for writers nor block them (a long export included).
     """
 
     @event.listens_for(engine, "connect")
@@ -45,7 +50,8 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        readonly = conn.get_execution_options().get(READONLY, False)
+        conn.exec_driver_sql("BEGIN DEFERRED" if readonly else "BEGIN IMMEDIATE")
 
 
 def make_engine(url: str, autocommit: bool = False) -> Engine:
@@ -90,23 +96,32 @@ def dispose_engines() -> None:
         _factories.clear()
 
 
-_factories: dict[str, sessionmaker[Session]] = {}
+_factories: dict[tuple[str, bool], sessionmaker[Session]] = {}
 
 
-def session_factory(settings: Settings) -> sessionmaker[Session]:
-    engine = get_engine(settings)
-    factory = _factories.get(settings.resolved_database_url)
-    if factory is None or factory.kw.get("bind") is not engine:
-        factory = _factories[settings.resolved_database_url] = sessionmaker(
-            engine, expire_on_commit=False
-        )
+def session_factory(settings: Settings, readonly: bool = False) -> sessionmaker[Session]:
+    key = (settings.resolved_database_url, readonly)
+    factory = _factories.get(key)  # dispose_engines() empties this with the engines
+    if factory is None:
+        engine = get_engine(settings)
+        bind = engine
+        if readonly:
+            # One snapshot for the whole read (an export streamed in chunks stays
+            # consistent); on SQLite, WAL gives the same to a DEFERRED transaction.
+            options: dict[str, Any] = {READONLY: True}
+            if engine.dialect.name == "postgresql":
+                options |= {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+            bind = engine.execution_options(**options)
+        factory = _factories[key] = sessionmaker(bind, expire_on_commit=False)
     return factory
 
 
 @contextmanager
-def session_scope(settings: Settings) -> Iterator[Session]:
-    """Open a session, commit on success, roll back on error."""
-    session = session_factory(settings)()
+def session_scope(settings: Settings, *, readonly: bool = False) -> Iterator[Session]:
+    """Open a session, commit on success, roll back on error. `readonly` sessions must not
+    write; they read one consistent snapshot and never hold up writers (on SQLite they do
+    not take the database write lock)."""
+    session = session_factory(settings, readonly)()
     try:
         yield session
         session.commit()
@@ -129,6 +144,16 @@ def write_connection(settings: Settings) -> Iterator[Connection]:
         yield conn
 
 
+def describe_db_error(exc: BaseException, settings: Settings) -> str:
+    """One line for a person: which database, and what went wrong with it."""
+    url = make_url(settings.resolved_database_url).render_as_string(hide_password=True)
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    first = reason[0] if reason else type(exc).__name__
+    if ("does not exist" in first and "relation" in first) or "no such table" in first:
+        return f"the database at {url} has no memoryd tables: run `memoryd migrate` ({first})"
+    return f"cannot use the database at {url}: {first}"
+
+
 def rowcount(result: Any) -> int:
     """Rows matched by an UPDATE/DELETE (typed access to CursorResult.rowcount)."""
     return int(result.rowcount)
@@ -138,15 +163,27 @@ def is_sqlite(session: Session) -> bool:
     return session.get_bind().dialect.name == "sqlite"
 
 
-def lock_scope(session: Session, agent_id: str, user_id: str) -> None:
-    """Serialise writers of one scope until the transaction ends.
+def lock_scope(session: Session, scope: Scope) -> None:
+    """Serialise writers of one scope's memories until the transaction ends: extraction,
+    direct edits, imports and tools alike, so none of them can race another into two
+    copies of one fact.
 
     PostgreSQL: a transaction-level advisory lock keyed by the scope. SQLite: the
     transaction already holds the database write lock (BEGIN IMMEDIATE).
     """
     if is_sqlite(session):
         return
-    advisory_xact_lock(session, LOCK_CLASS_SCOPE, f"{agent_id}\x00{user_id}")
+    advisory_xact_lock(session, LOCK_CLASS_SCOPE, f"{scope.agent_id}\x00{scope.user_id}")
+
+
+def lease_now(session: Session) -> datetime:
+    """The clock every lease is read and written with: the database server's, so workers
+    whose own clocks disagree still agree on who holds a lease. SQLite lives on one
+    machine, whose clock every process shares."""
+    if is_sqlite(session):
+        return utcnow()
+    now: datetime = session.execute(text("SELECT statement_timestamp()")).scalar_one()
+    return now
 
 
 LOCK_CLASS_SCOPE = 1

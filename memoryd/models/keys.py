@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy import and_
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.models.tables import ChatSession, Turn
@@ -48,4 +49,13 @@ def turns_of(key: SessionKey) -> tuple[ColumnElement[bool], ...]:
         Turn.agent_id == key.agent_id,
         Turn.user_id == key.user_id,
         Turn.session_id == key.session_id,
+    )
+
+
+def turn_session() -> ColumnElement[bool]:
+    """Join condition of a turn and its session's row."""
+    return and_(
+        ChatSession.agent_id == Turn.agent_id,
+        ChatSession.user_id == Turn.user_id,
+        ChatSession.session_id == Turn.session_id,
     )

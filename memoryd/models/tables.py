@@ -117,6 +117,12 @@ class Actor(enum.StrEnum):
     API = "api"
 
 
+class FailureKind(enum.StrEnum):
+    TRANSIENT = "transient"
+    PERMANENT = "permanent"
+    BUG = "bug"
+
+
 class BatchStatus(enum.StrEnum):
     RUNNING = "running"
     DONE = "done"
@@ -147,6 +153,16 @@ class Turn(Base):
             postgresql_where=text("batch_id IS NOT NULL"),
             sqlite_where=text("batch_id IS NOT NULL"),
         ),
+        # The sweeper checks every claimed turn against its session's lease: the turns
+        # in flight, a few hundred at most, whatever the size of the table.
+        Index(
+            "ix_turns_claimed",
+            "agent_id",
+            "user_id",
+            "session_id",
+            postgresql_where=text("status = 'claimed'"),
+            sqlite_where=text("status = 'claimed'"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -159,8 +175,13 @@ class Turn(Base):
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
     created_at: Mapped[datetime]
     status: Mapped[str] = mapped_column(String(10), default=TurnStatus.PENDING)
+    # Failed attempts that count toward dead-lettering: permanent LLM errors and bugs,
+    # never outages (see ingest/leases.py).
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    lease_until: Mapped[datetime | None]
+    # Times the batch holding this turn lost its lease (its worker died or hung).
+    lost_leases: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The batch that holds (or last held) this turn. A claimed turn is alive exactly as
+    # long as its session's lease names this batch and has not expired.
     batch_id: Mapped[int | None] = mapped_column(BigInteger)
     token_count: Mapped[int] = mapped_column(Integer, default=0)
 
@@ -169,8 +190,17 @@ class ChatSession(Base):
     """Per-session bookkeeping; the lease columns make one batch per session run at a time."""
 
     __tablename__ = "sessions"
-    # No secondary index: the ingest upsert then updates the row in place (HOT), and the
-    # sweeper finds due sessions through the partial index of pending turns.
+    # The only secondary index is on leases, which ingest never changes, so the ingest
+    # upsert still updates the row in place (HOT). The sweeper finds due sessions
+    # through the partial index of pending turns.
+    __table_args__ = (
+        Index(
+            "ix_sessions_lease",
+            "lease_until",
+            postgresql_where=text("lease_until IS NOT NULL"),
+            sqlite_where=text("lease_until IS NOT NULL"),
+        ),
+    )
 
     agent_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
@@ -179,11 +209,17 @@ class ChatSession(Base):
     # Turns not yet done or failed; only decides when ingest sends a trigger.
     pending_count: Mapped[int] = mapped_column(Integer, default=0)
     ended_at: Mapped[datetime | None]
+    # The one batch allowed to extract this session's turns, until lease_until (the
+    # database's clock). Renewed while its LLM call runs.
     lease_batch_id: Mapped[int | None] = mapped_column(BigInteger)
     lease_until: Mapped[datetime | None]
+    # Back-off after transient LLM failures: no claim before retry_at.
+    retry_at: Mapped[datetime | None]
+    transient_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     summary: Mapped[str | None] = mapped_column(Text)
     summary_upto: Mapped[int | None] = mapped_column(BigInteger)
     compressed_at: Mapped[datetime | None]
+    compress_batch_id: Mapped[int | None] = mapped_column(BigInteger)
     compress_lease_until: Mapped[datetime | None]
     compress_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     compress_error: Mapped[str | None] = mapped_column(Text)
@@ -335,7 +371,26 @@ class ExtractionBatch(Base):
     memories_created: Mapped[int] = mapped_column(Integer, default=0)
     memories_confirmed: Mapped[int] = mapped_column(Integer, default=0)
     memories_superseded: Mapped[int] = mapped_column(Integer, default=0)
+    # Turns cut to fit extract_max_prompt_tokens (their full text stays in `turns`).
+    truncated_turns: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     started_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
     duration_ms: Mapped[float | None] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text)
+    # Why a failed batch failed: transient (outage, retried without limit), permanent
+    # (counts toward max_attempts) or bug (an unexpected exception, counts too).
+    error_kind: Mapped[str | None] = mapped_column(String(12))
+
+
+class Circuit(Base):
+    """Shared breaker state of an outside service (the LLM endpoint), so that every worker
+    stops calling it while it is down and one probe finds out when it is back."""
+
+    __tablename__ = "circuits"
+
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    # Consecutive transient failures; the circuit opens at circuit_failure_threshold.
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    # No call before this (database clock); past it, one caller at a time probes.
+    open_until: Mapped[datetime | None]
+    updated_at: Mapped[datetime]

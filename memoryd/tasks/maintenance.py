@@ -5,24 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from memoryd.ingest.dispatch import dispatch_extract
-from memoryd.ingest.leases import reap_expired_leases, sessions_due
+from memoryd.ingest.sweeper import run_sweep
 from memoryd.maintenance.compression import compress_due_sessions
 from memoryd.maintenance.cycle import run_cycle
-from memoryd.models.db import session_scope, utcnow
 from memoryd.settings import get_settings
 from memoryd.worker import app
 
 
 @app.task(name="memoryd.maintenance.sweep")
 def sweep() -> dict[str, Any]:
-    """Return expired leases to pending and re-dispatch every session with due turns,
+    """Return stranded turns to pending and re-dispatch every session with due turns,
     so a lost broker message or a killed worker only delays work."""
-    settings = get_settings()
-    with session_scope(settings) as session:
-        now = utcnow()
-        reaped = reap_expired_leases(session, settings, now)
-        due = sessions_due(session, settings, now)
-    return {"reaped_leases": reaped, "dispatched": dispatch_extract(app, due)}
+    result = run_sweep(get_settings())
+    return {
+        "returned_turns": result.returned_turns,
+        "circuit_open": result.circuit_open,
+        "dispatched": dispatch_extract(app, result.due),
+    }
 
 
 @app.task(name="memoryd.maintenance.cycle")

@@ -1,0 +1,168 @@
+"""The sweeper: beat's safety net that makes lost work resume.
+
+A lost broker message, a killed worker or a restarted broker only delays work: every
+sweep returns stranded turns (claimed, with no live lease) to pending, one session per
+short transaction, and lists every session with due turns for a fresh trigger.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from memoryd.ingest.leases import lock_session, recover_stranded
+from memoryd.llm import circuit
+from memoryd.models.db import lease_now, rowcount, session_scope
+from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
+from memoryd.models.tables import ChatSession, Turn, TurnStatus
+from memoryd.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepResult:
+    returned_turns: int = 0
+    due: list[SessionKey] = field(default_factory=list)
+    circuit_open: bool = False
+
+
+def run_sweep(settings: Settings, now: datetime | None = None, limit: int = 1000) -> SweepResult:
+    """Return stranded turns, then find the sessions to trigger. While the LLM circuit is
+    open nothing is triggered; when it is half-open, one session (the probe). `now`
+    defaults to the database's clock, the one leases are written with."""
+    result = SweepResult()
+    with session_scope(settings) as session:
+        keys = stranded_sessions(session, now or lease_now(session), limit)
+    for key in keys:  # one short transaction each: a sweep never holds many row locks
+        with session_scope(settings) as session:
+            chat = lock_session(session, key)
+            if chat is not None:
+                result.returned_turns += recover_stranded(
+                    session, settings, chat, now or lease_now(session)
+                )
+    with session_scope(settings) as session:
+        now = now or lease_now(session)
+        state = circuit.read(session) if settings.llm_configured else None
+        if state is not None and state.is_open(now, settings):
+            result.circuit_open = True
+            return result
+        result.due = sessions_due(session, settings, now, limit)
+        if state is not None and state.is_half_open(now, settings):
+            result.due = result.due[:1]
+    if result.returned_turns:
+        log.warning("sweep returned %d stranded turns", result.returned_turns)
+    return result
+
+
+def stranded_sessions(session: Session, now: datetime, limit: int = 1000) -> list[SessionKey]:
+    """Sessions with a claimed turn that no live lease covers. Reads only the claimed
+    turns (a partial index), so it costs what is in flight, not the table's size."""
+    rows = session.execute(
+        select(Turn.agent_id, Turn.user_id, Turn.session_id)
+        .join(ChatSession, turn_session())
+        .where(
+            Turn.status == TurnStatus.CLAIMED,
+            or_(
+                ChatSession.lease_until.is_(None),
+                ChatSession.lease_until <= now,
+                ChatSession.lease_batch_id.is_(None),
+                ChatSession.lease_batch_id != Turn.batch_id,
+            ),
+        )
+        .distinct()
+        .limit(limit)
+    ).all()
+    return [SessionKey(*r) for r in rows]
+
+
+def sessions_due(
+    session: Session, settings: Settings, now: datetime, limit: int = 1000
+) -> list[SessionKey]:
+    """Sessions with pending turns that a worker should look at now: a full batch waits,
+    or the session ended or went idle, and it is not backing off. Counts come from the
+    turns table itself."""
+    idle_before = now - timedelta(seconds=settings.flush_idle_seconds)
+    pending = (
+        select(Turn.agent_id, Turn.user_id, Turn.session_id, func.count().label("n"))
+        .where(Turn.status == TurnStatus.PENDING)
+        .group_by(Turn.agent_id, Turn.user_id, Turn.session_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(pending.c.agent_id, pending.c.user_id, pending.c.session_id)
+        .join(
+            ChatSession,
+            and_(
+                ChatSession.agent_id == pending.c.agent_id,
+                ChatSession.user_id == pending.c.user_id,
+                ChatSession.session_id == pending.c.session_id,
+            ),
+        )
+        .where(
+            or_(ChatSession.lease_until.is_(None), ChatSession.lease_until <= now),
+            or_(ChatSession.retry_at.is_(None), ChatSession.retry_at <= now),
+            or_(
+                pending.c.n >= settings.batch_size,
+                ChatSession.ended_at.is_not(None),
+                ChatSession.last_activity_at <= idle_before,
+            ),
+        )
+        .limit(limit)
+    ).all()
+    return [SessionKey(*r) for r in rows]
+
+
+def retry_failed(
+    session: Session,
+    now: datetime,
+    *,
+    agent_id: str | None = None,
+    user_id: str | None = None,
+    session_id: str | None = None,
+) -> int:
+    """Dead-lettered turns (of an agent, a user or a session, or all) go back to pending
+    with fresh counts; their sessions are marked ended so the next sweep flushes them even
+    below batch_size, and stop backing off."""
+    where = [Turn.status == TurnStatus.FAILED]
+    chat_where = []
+    for column, chat_column, value in (
+        (Turn.agent_id, ChatSession.agent_id, agent_id),
+        (Turn.user_id, ChatSession.user_id, user_id),
+        (Turn.session_id, ChatSession.session_id, session_id),
+    ):
+        if value is not None:
+            where.append(column == value)
+            chat_where.append(chat_column == value)
+    keys = [
+        SessionKey(*r)
+        for r in session.execute(
+            select(Turn.agent_id, Turn.user_id, Turn.session_id).where(*where).distinct()
+        ).all()
+    ]
+    res = session.execute(
+        update(Turn).where(*where).values(status=TurnStatus.PENDING, attempts=0, lost_leases=0)
+    )
+    # Sessions whose compression was dead-lettered get a fresh set of attempts too.
+    session.execute(
+        update(ChatSession)
+        .where(ChatSession.compress_attempts >= 1, *chat_where)
+        .values(compress_attempts=0, compress_error=None)
+    )
+    for key in keys:
+        pending = select(func.count()).where(*turns_of(key), Turn.status == TurnStatus.PENDING)
+        session.execute(
+            update(ChatSession)
+            .where(*session_pk(key))
+            .values(
+                pending_count=pending.scalar_subquery(),
+                ended_at=func.coalesce(ChatSession.ended_at, now),
+                transient_failures=0,
+                retry_at=None,
+            )
+        )
+    return rowcount(res)
