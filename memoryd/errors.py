@@ -35,5 +35,14 @@ class LeaseLost(MemorydError):
     """Another worker took over this batch after our lease expired; our result is dropped."""
 
 
+class BatchFailed(MemorydError):
+    """An extraction or compression batch failed; its turns are kept and retried. Raised
+    by the Celery task after the bookkeeping, so Flower and task events show FAILURE."""
+
+
+class DatabaseUnavailable(MemorydError):
+    """The database cannot be reached, or is not migrated; the message says which."""
+
+
 class NotFound(MemorydError):
     """No such memory in this scope."""

@@ -134,6 +134,10 @@ class FakeLLM:
     ) -> None:
         self.delay = delay  # applied to every default answer (benchmarks: slow LLM)
         self.responder = responder
+        # Consulted when the script is empty (chaos runs): an Action to inject, or None
+        # for a normal answer. `down` answers every request with 503 (an outage).
+        self.chooser: Callable[[], Action | None] | None = None
+        self.down = False
         self.script: deque[Action] = deque()
         self.requests: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each request
@@ -169,7 +173,12 @@ class FakeLLM:
         with self.lock:
             self.requests.append(body)
             self.arrivals.append(time.monotonic())
-            return self.script.popleft() if self.script else Action(delay=self.delay)
+            if self.script:
+                return self.script.popleft()
+        if self.down:
+            return server_error(503)
+        chosen = self.chooser() if self.chooser else None
+        return chosen or Action(delay=self.delay)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self

@@ -1,7 +1,10 @@
 """One session's extraction: claim → fetch relevant memories → one LLM call → write.
 
-No database transaction is open during the LLM call. The write phase is one transaction:
-memories, events, turns done and the batch row commit together, or not at all.
+No database transaction is open during the LLM call, and the batch's lease is renewed
+while it runs. The write phase is one transaction: memories, events, turns done and the
+batch row commit together, or not at all, and only while the batch still holds its
+lease. A failure is recorded by kind: an outage (transient) backs the session off and
+never counts toward dead-lettering; a permanent error or a bug counts one attempt.
 """
 
 from __future__ import annotations
@@ -13,16 +16,38 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from sqlalchemy import update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from memoryd.errors import LeaseLost, LLMError
-from memoryd.extraction.extractors import Extractor, MemoryView, Proposal, TurnView, get_extractor
+from memoryd.errors import LeaseLost, LLMError, LLMTransientError
+from memoryd.extraction.extractors import (
+    Extractor,
+    MemoryView,
+    Proposal,
+    TurnView,
+    cut_to_budget,
+    fit_memories,
+    get_extractor,
+    turn_budget,
+    turn_cost,
+)
 from memoryd.extraction.gate import gate_facts
-from memoryd.ingest.leases import Claim, claim_batch, finish_turns, release_lease, return_turns
+from memoryd.ingest.heartbeat import kept_alive
+from memoryd.ingest.leases import (
+    Claim,
+    back_off,
+    claim_batch,
+    clear_back_off,
+    finish_turns,
+    release_lease,
+    renew_lease,
+    return_turns,
+)
+from memoryd.llm import circuit
 from memoryd.memories.reconcile import reconcile_facts, relevant_memories
-from memoryd.models.db import lock_scope, session_scope, utcnow
-from memoryd.models.keys import Scope, SessionKey
-from memoryd.models.tables import BatchStatus, ExtractionBatch
+from memoryd.models.db import lease_now, lock_scope, session_scope, utcnow
+from memoryd.models.keys import SessionKey
+from memoryd.models.tables import BatchStatus, ExtractionBatch, FailureKind
 from memoryd.recall import embeddings
 from memoryd.settings import Settings
 
@@ -40,39 +65,166 @@ class ExtractStats:
     superseded: int = 0
     rejected: int = 0
     failed_batches: int = 0
+    dead_lettered: int = 0
     lost_leases: int = 0
     more_pending: bool = False
+    circuit_open: bool = False
+    error: str | None = None
 
-    def as_dict(self) -> dict[str, int | bool]:
+    def as_dict(self) -> dict[str, int | bool | str | None]:
         return asdict(self)
+
+    def add(self, done: ExtractStats) -> None:
+        for name in ("batches", "turns", "created", "confirmed", "superseded", "rejected"):
+            setattr(self, name, getattr(self, name) + getattr(done, name))
+
+
+@dataclass
+class Prepared:
+    """What one LLM call needs, read while the claim's transaction was open."""
+
+    claim: Claim
+    turns: list[TurnView]
+    memories: list[MemoryView]
+    aliases: dict[int, int]  # prompt alias -> memory id
+
+
+def extract_session(
+    settings: Settings,
+    key: SessionKey,
+    *,
+    extractor: Extractor | None = None,
+    clock: Clock = utcnow,
+) -> ExtractStats:
+    """Process up to `extract_batches_per_task` batches of one session, oldest first."""
+    extractor = extractor or get_extractor(settings)
+    stats = ExtractStats()
+    for _ in range(settings.extract_batches_per_task):
+        prepared = _claim(settings, key, extractor, stats)
+        if prepared is None:
+            return stats
+        claim = prepared.claim
+        started = time.perf_counter()
+        try:
+            with kept_alive(settings, _renewal(settings, claim), f"batch-{claim.batch_id}"):
+                proposal = extractor.extract(prepared.turns, prepared.memories)
+        except LLMTransientError as exc:
+            kind = FailureKind.TRANSIENT
+            _fail(settings, stats, claim, kind, str(exc), clock(), llm_down=extractor.uses_llm)
+            return stats  # the session backs off; the sweeper tries it again later
+        except LLMError as exc:
+            _fail(settings, stats, claim, FailureKind.PERMANENT, str(exc), clock())
+            return stats
+        except Exception as exc:
+            # A bug, not an LLM fault: free the lease now instead of after lease_seconds,
+            # count the attempt (so a poison batch dead-letters), and let the task fail.
+            error = f"unexpected {type(exc).__name__}: {exc}"
+            _fail(settings, stats, claim, FailureKind.BUG, error, clock())
+            raise
+        proposal.duration_ms = proposal.duration_ms or (time.perf_counter() - started) * 1000
+
+        try:
+            with session_scope(settings) as session:
+                done = apply_proposal(
+                    session, settings, prepared, proposal, clock(), extractor.uses_llm
+                )
+        except LeaseLost as exc:
+            log.warning("%s", exc)
+            stats.lost_leases += 1
+            return stats
+        except OperationalError as exc:
+            # The database went away mid-write, or picked this transaction as a deadlock
+            # victim: nothing was written, and it is nobody's fault: retry soon.
+            error = f"database error while writing: {exc}".splitlines()[0]
+            _fail(settings, stats, claim, FailureKind.TRANSIENT, error, clock())
+            return stats
+        except Exception as exc:
+            # The write transaction rolled back; record the failure, then fail the task.
+            error = f"unexpected {type(exc).__name__}: {exc}"
+            _fail(settings, stats, claim, FailureKind.BUG, error, clock())
+            raise
+        stats.add(done)
+        if done.created:
+            embeddings.fill_missing(settings, key.scope)  # no-op unless embeddings are on
+    stats.more_pending = True
+    return stats
+
+
+def _claim(
+    settings: Settings, key: SessionKey, extractor: Extractor, stats: ExtractStats
+) -> Prepared | None:
+    """Claim the next batch and read what its prompt shows, in one transaction. None when
+    nothing is due, another worker holds the session, or the LLM circuit is open."""
+    with session_scope(settings) as session:
+        now = lease_now(session)
+        state = circuit.read(session) if extractor.uses_llm else None
+        if state is not None and state.is_open(now, settings):
+            stats.circuit_open = True
+            return None
+        budget = turn_budget(settings)
+        claim = claim_batch(session, settings, key, now, token_budget=budget, cost=turn_cost)
+        if claim is None:
+            return None
+        if state is not None and state.is_half_open(now, settings):
+            if not circuit.take_probe(session, settings, state, now):
+                session.rollback()  # another worker is probing the endpoint
+                stats.circuit_open = True
+                return None
+            log.warning("LLM circuit half-open: batch %s probes the endpoint", claim.batch_id)
+        turns = [TurnView(t.role, t.content) for t in claim.turns]
+        if claim.oversized:
+            turns = [cut_to_budget(turns[0], budget)]
+            session.execute(
+                update(ExtractionBatch)
+                .where(ExtractionBatch.id == claim.batch_id)
+                .values(truncated_turns=1)
+            )
+            log.warning("turn %s is over the prompt budget: extracting its head", claim.turns[0].id)
+        batch_text = "\n".join(t.content for t in turns)
+        shown = relevant_memories(session, key.scope, batch_text, settings.prefetch_limit)
+        views = [MemoryView(i, m.category, m.name, m.content) for i, m in enumerate(shown, 1)]
+        views = fit_memories(views, settings.extract_memory_tokens)
+        aliases = {v.alias: shown[v.alias - 1].id for v in views}
+    return Prepared(claim, turns, views, aliases)
+
+
+def _renewal(settings: Settings, claim: Claim) -> Callable[[Session, datetime], bool]:
+    def renew(session: Session, now: datetime) -> bool:
+        return renew_lease(session, settings, claim.key, claim.batch_id, now)
+
+    return renew
 
 
 def apply_proposal(
     session: Session,
     settings: Settings,
-    claim: Claim,
+    prepared: Prepared,
     proposal: Proposal,
-    aliases: dict[int, int],
     now: datetime,
+    used_llm: bool = False,
 ) -> ExtractStats:
     """Write a batch's outcome. Raises LeaseLost (caller rolls back) if our lease is gone."""
+    claim = prepared.claim
     if not release_lease(session, claim):
-        raise LeaseLost(f"batch {claim.batch_id}: lease lost, another worker redoes it")
-    scope = Scope(claim.key.agent_id, claim.key.user_id)
-    lock_scope(session, scope.agent_id, scope.user_id)
+        raise LeaseLost(f"batch {claim.batch_id}: lease lost, its turns went back to pending")
+    lock_scope(session, claim.key.scope)
     accepted, rejected = gate_facts(proposal.facts, settings)
     counts = reconcile_facts(
         session,
         settings,
-        scope,
+        claim.key.scope,
         accepted,
-        aliases,
+        prepared.aliases,
         now,
         batch_id=claim.batch_id,
         source_turn_ids=[t.id for t in claim.turns],
         metadata={"extractor": proposal.extractor},
     )
-    finish_turns(session, claim)
+    if finish_turns(session, claim) != len(claim.turns):
+        raise LeaseLost(f"batch {claim.batch_id}: its turns are no longer claimed by it")
+    clear_back_off(session, claim.key)
+    if used_llm:
+        circuit.record_success(session, now)
     session.execute(
         update(ExtractionBatch)
         .where(ExtractionBatch.id == claim.batch_id)
@@ -106,85 +258,56 @@ def apply_proposal(
 
 
 def fail_batch(
-    session: Session, settings: Settings, claim: Claim, error: str, now: datetime
+    session: Session,
+    settings: Settings,
+    claim: Claim,
+    kind: FailureKind,
+    error: str,
+    now: datetime,
+    llm_down: bool = False,
 ) -> int:
-    """Record the failure; turns go back to pending (or dead letter). Returns dead-lettered."""
+    """Record a failed batch and give its turns back. Returns how many were dead-lettered.
+
+    Transient: the turns return unchanged and the session backs off (and with `llm_down`
+    the LLM circuit counts the failure). Permanent or bug: each turn counts one attempt.
+    """
     if not release_lease(session, claim):
-        return 0  # the reaper already returned these turns
-    dead = return_turns(session, settings, claim.key, claim.batch_id)
+        return 0  # the lease was lost: its turns went back already
+    transient = kind == FailureKind.TRANSIENT
+    dead = return_turns(session, settings, claim.key, claim.batch_id, count_attempt=not transient)
+    if transient:
+        back_off(session, settings, claim.key, lease_now(session))
+        if llm_down:
+            circuit.record_failure(session, settings, lease_now(session))
     session.execute(
         update(ExtractionBatch)
         .where(ExtractionBatch.id == claim.batch_id)
-        .values(status=BatchStatus.FAILED, error=error[:2000], finished_at=now)
+        .values(status=BatchStatus.FAILED, error=error[:2000], error_kind=kind, finished_at=now)
     )
     return dead
 
 
-def extract_session(
+def _fail(
     settings: Settings,
-    key: SessionKey,
-    *,
-    extractor: Extractor | None = None,
-    clock: Clock = utcnow,
-) -> ExtractStats:
-    """Process up to `extract_batches_per_task` batches of one session, oldest first."""
-    extractor = extractor or get_extractor(settings)
-    stats = ExtractStats()
-    scope = Scope(key.agent_id, key.user_id)
-    for _ in range(settings.extract_batches_per_task):
-        with session_scope(settings) as session:
-            claim = claim_batch(session, settings, key, clock())
-            if claim is None:
-                session.rollback()
-                return stats
-            batch_text = "\n".join(t.content for t in claim.turns)
-            shown = relevant_memories(session, scope, batch_text, settings.prefetch_limit)
-            views = [MemoryView(i, m.category, m.name, m.content) for i, m in enumerate(shown, 1)]
-            aliases = {i: m.id for i, m in enumerate(shown, 1)}
-
-        started = time.perf_counter()
-        try:
-            proposal = extractor.extract([TurnView(t.role, t.content) for t in claim.turns], views)
-        except LLMError as exc:
-            log.warning("batch %s of %s failed: %s", claim.batch_id, key, exc)
-            _fail_promptly(settings, claim, str(exc), clock())
-            stats.failed_batches += 1
-            return stats  # the sweeper retries later: no hot loop against a failing LLM
-        except Exception as exc:
-            # A bug, not an LLM fault: free the lease now instead of after lease_seconds,
-            # count the attempt (so a poison batch dead-letters), and let the task fail loudly.
-            _fail_promptly(settings, claim, f"unexpected {type(exc).__name__}: {exc}", clock())
-            raise
-        proposal.duration_ms = proposal.duration_ms or (time.perf_counter() - started) * 1000
-
-        try:
-            with session_scope(settings) as session:
-                done = apply_proposal(session, settings, claim, proposal, aliases, clock())
-        except LeaseLost as exc:
-            log.warning("%s", exc)
-            stats.lost_leases += 1
-            return stats
-        except Exception as exc:
-            # The write transaction rolled back; the same goes for a failure while applying.
-            _fail_promptly(settings, claim, f"unexpected {type(exc).__name__}: {exc}", clock())
-            raise
-        for field in ("batches", "turns", "created", "confirmed", "superseded", "rejected"):
-            setattr(stats, field, getattr(stats, field) + getattr(done, field))
-        if done.created:
-            embeddings.fill_missing(settings, scope)  # no-op unless embeddings are on
-    stats.more_pending = True
-    return stats
-
-
-def _fail_promptly(settings: Settings, claim: Claim, error: str, now: datetime) -> None:
-    """fail_batch in a transaction of its own; if even that fails, the lease runs out and
-    the sweeper returns the turns, so nothing is lost either way."""
+    stats: ExtractStats,
+    claim: Claim,
+    kind: FailureKind,
+    error: str,
+    now: datetime,
+    llm_down: bool = False,
+) -> None:
+    """fail_batch in a transaction of its own; if even that fails (database down), the
+    lease runs out and the sweeper returns the turns, so nothing is lost either way."""
+    log.warning("batch %s of %s failed (%s): %s", claim.batch_id, claim.key, kind, error)
+    stats.failed_batches += 1
+    stats.error = f"{kind}: {error}"
     try:
         with session_scope(settings) as session:
-            dead = fail_batch(session, settings, claim, error, now)
+            dead = fail_batch(session, settings, claim, kind, error, now, llm_down)
     except Exception:
         log.exception("could not record the failure of batch %s", claim.batch_id)
         return
+    stats.dead_lettered += dead
     if dead:
         log.error(
             "%d turns of %s dead-lettered after %d attempts; `memoryd retry` re-drives them",

@@ -10,7 +10,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Protocol
 
 from memoryd.extraction import offline
@@ -18,6 +18,7 @@ from memoryd.llm.client import LLMClient
 from memoryd.models.schemas import ExtractionOutput, Fact
 from memoryd.prompts import load_prompt
 from memoryd.settings import Settings
+from memoryd.text import estimate_tokens
 
 EXTRACT_PROMPT = "extract.v1"
 
@@ -49,6 +50,8 @@ class Proposal:
 
 
 class Extractor(Protocol):
+    uses_llm: bool  # its calls count for (and are stopped by) the LLM circuit
+
     def extract(self, turns: Sequence[TurnView], memories: Sequence[MemoryView]) -> Proposal: ...
 
 
@@ -57,23 +60,73 @@ def _as_data(obj: dict[str, object]) -> str:
     return json.dumps(obj, ensure_ascii=False).replace("<", "\\u003c")
 
 
+def render_turn(index: int, turn: TurnView) -> str:
+    return _as_data({"i": index, "role": turn.role, "content": turn.content})
+
+
 def render_turns(turns: Sequence[TurnView]) -> str:
-    return "\n".join(
-        _as_data({"i": i, "role": t.role, "content": t.content}) for i, t in enumerate(turns, 1)
-    )
+    return "\n".join(render_turn(i, t) for i, t in enumerate(turns, 1))
+
+
+def render_memory(m: MemoryView) -> str:
+    return _as_data({"id": m.alias, "category": m.category, "name": m.name, "content": m.content})
 
 
 def render_memories(memories: Sequence[MemoryView]) -> str:
-    return (
-        "\n".join(
-            _as_data({"id": m.alias, "category": m.category, "name": m.name, "content": m.content})
-            for m in memories
-        )
-        or "(none yet)"
-    )
+    return "\n".join(render_memory(m) for m in memories) or "(none yet)"
+
+
+# ------------------------------------------------------------------------- prompt budget
+# A batch's prompt is the fixed prompt, the memories shown (at most extract_memory_tokens)
+# and its turns (the rest of extract_max_prompt_tokens), all by the local token estimate.
+
+MAX_INDEX = 10_000  # wider than any turn index a prompt shows, so a cost never falls short
+TRUNCATED = " […]"
+
+
+def turn_cost(role: str, content: str) -> int:
+    """Tokens one turn takes in the prompt, escaping and line break included."""
+    return estimate_tokens(render_turn(MAX_INDEX, TurnView(role, content))) + 1
+
+
+@cache
+def prompt_overhead() -> int:
+    """Tokens of the extraction prompt around its turns and memories."""
+    messages = load_prompt(EXTRACT_PROMPT).render(turns="", memories="(none yet)")
+    return sum(estimate_tokens(m["content"]) + 4 for m in messages)
+
+
+def turn_budget(settings: Settings) -> int:
+    return settings.extract_max_prompt_tokens - prompt_overhead() - settings.extract_memory_tokens
+
+
+def fit_memories(memories: Sequence[MemoryView], budget: int) -> list[MemoryView]:
+    """The first memories (they come most relevant first) whose lines fit `budget`."""
+    kept: list[MemoryView] = []
+    used = 0
+    for memory in memories:
+        used += estimate_tokens(render_memory(memory)) + 1
+        if used > budget:
+            break
+        kept.append(memory)
+    return kept
+
+
+def cut_to_budget(turn: TurnView, budget: int) -> TurnView:
+    """The longest head of a turn whose cost fits `budget`, marked as cut."""
+    low, high = 0, len(turn.content)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if turn_cost(turn.role, turn.content[:mid] + TRUNCATED) <= budget:
+            low = mid
+        else:
+            high = mid - 1
+    return TurnView(turn.role, turn.content[:low] + TRUNCATED)
 
 
 class LLMExtractor:
+    uses_llm = True
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.client = LLMClient(settings)
@@ -98,6 +151,8 @@ class LLMExtractor:
 
 
 class OfflineExtractor:
+    uses_llm = False
+
     def extract(self, turns: Sequence[TurnView], memories: Sequence[MemoryView]) -> Proposal:
         started = time.perf_counter()
         facts = offline.extract_facts(

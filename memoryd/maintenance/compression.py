@@ -14,15 +14,24 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from memoryd.errors import LLMError
+from memoryd.errors import BatchFailed, LLMError, LLMTransientError
+from memoryd.ingest.heartbeat import kept_alive
+from memoryd.llm import circuit
 from memoryd.maintenance.summarizers import Summarizer, Summary, get_summarizer
-from memoryd.models.db import rowcount, session_scope, utcnow
-from memoryd.models.keys import SessionKey, session_pk, turns_of
-from memoryd.models.tables import BatchStatus, ChatSession, ExtractionBatch, SessionSegment, Turn
+from memoryd.models.db import lease_now, rowcount, session_scope, utcnow
+from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
+from memoryd.models.tables import (
+    BatchStatus,
+    ChatSession,
+    ExtractionBatch,
+    FailureKind,
+    SessionSegment,
+    Turn,
+)
 from memoryd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -38,14 +47,7 @@ def sessions_to_compress(
     trigger, skipping dead-lettered ones (too many failures; `memoryd retry` resets)."""
     rows = session.execute(
         select(Turn.agent_id, Turn.user_id, Turn.session_id)
-        .join(
-            ChatSession,
-            and_(
-                ChatSession.agent_id == Turn.agent_id,
-                ChatSession.user_id == Turn.user_id,
-                ChatSession.session_id == Turn.session_id,
-            ),
-        )
+        .join(ChatSession, turn_session())
         .where(
             Turn.id > func.coalesce(ChatSession.summary_upto, 0),
             or_(
@@ -89,18 +91,6 @@ def claim_compression(
     older = rows[: max(len(rows) - settings.keep_recent_turns, 0)]
     if not older:
         return None
-    taken = session.execute(
-        update(ChatSession)
-        .where(
-            *session_pk(key),
-            or_(
-                ChatSession.compress_lease_until.is_(None), ChatSession.compress_lease_until <= now
-            ),
-        )
-        .values(compress_lease_until=now + timedelta(seconds=settings.lease_seconds))
-    )
-    if rowcount(taken) != 1:
-        return None
     batch = ExtractionBatch(
         agent_id=key.agent_id,
         user_id=key.user_id,
@@ -114,6 +104,24 @@ def claim_compression(
     )
     session.add(batch)
     session.flush()
+    # Compare-and-set: one run per session; the lease names its batch, so a run that
+    # outlived its lease and was overtaken can tell (see _still_ours).
+    taken = session.execute(
+        update(ChatSession)
+        .where(
+            *session_pk(key),
+            or_(
+                ChatSession.compress_lease_until.is_(None), ChatSession.compress_lease_until <= now
+            ),
+        )
+        .values(
+            compress_batch_id=batch.id,
+            compress_lease_until=now + timedelta(seconds=settings.lease_seconds),
+        )
+    )
+    if rowcount(taken) != 1:
+        session.rollback()
+        return None
     return CompressionWork(
         key,
         batch.id,
@@ -124,9 +132,20 @@ def claim_compression(
 
 
 def _still_ours(work: CompressionWork) -> tuple[ColumnElement[bool], ...]:
-    # A run whose lease ran out may have been overtaken by one that already summarised
-    # the same turns; summary_upto moving on is how it can tell.
-    return (*session_pk(work.key), func.coalesce(ChatSession.summary_upto, 0) == work.upto)
+    # A run whose lease ran out may have been overtaken by one that took the lease and
+    # summarised the same turns; the lease naming another batch is how it can tell.
+    return (*session_pk(work.key), ChatSession.compress_batch_id == work.batch_id)
+
+
+def renew_compression(
+    session: Session, settings: Settings, work: CompressionWork, now: datetime
+) -> bool:
+    res = session.execute(
+        update(ChatSession)
+        .where(*_still_ours(work))
+        .values(compress_lease_until=now + timedelta(seconds=settings.lease_seconds))
+    )
+    return rowcount(res) == 1
 
 
 def _abandon(session: Session, work: CompressionWork, now: datetime) -> None:
@@ -157,6 +176,7 @@ def _finish(
             summary=synopsis.text,
             summary_upto=work.turns[-1][0],
             compressed_at=now,
+            compress_batch_id=None,
             compress_lease_until=None,
             compress_attempts=0,
             compress_error=None,
@@ -198,56 +218,106 @@ def _finish(
     return True
 
 
-def _fail(session: Session, work: CompressionWork, error: str, now: datetime) -> None:
+def _fail(
+    session: Session,
+    settings: Settings,
+    work: CompressionWork,
+    kind: FailureKind,
+    error: str,
+    now: datetime,
+    used_llm: bool,
+) -> None:
+    """Free the lease and record the failure. An outage does not count toward the
+    session's `max_attempts` (the next run tries again); an error or a bug does."""
+    counted = 0 if kind == FailureKind.TRANSIENT else 1
     failed = session.execute(
         update(ChatSession)
         .where(*_still_ours(work))
         .values(
+            compress_batch_id=None,
             compress_lease_until=None,
-            compress_attempts=ChatSession.compress_attempts + 1,
+            compress_attempts=ChatSession.compress_attempts + counted,
             compress_error=error[:2000],
         )
     )
     if rowcount(failed) != 1:  # the session is fine: another run already did the work
         _abandon(session, work, now)
         return
+    if kind == FailureKind.TRANSIENT and used_llm:
+        circuit.record_failure(session, settings, lease_now(session))
     session.execute(
         update(ExtractionBatch)
         .where(ExtractionBatch.id == work.batch_id)
-        .values(status=BatchStatus.FAILED, error=error[:2000], finished_at=now)
+        .values(status=BatchStatus.FAILED, error=error[:2000], error_kind=kind, finished_at=now)
     )
+
+
+def _summarise(
+    summarizer: Summarizer, work: CompressionWork
+) -> tuple[list[tuple[list[int], Summary]], Summary]:
+    segments = []
+    for i in range(0, len(work.turns), SEGMENT_TURNS):
+        chunk = work.turns[i : i + SEGMENT_TURNS]
+        summary = summarizer.segment([(role, content) for _id, role, content in chunk])
+        segments.append(([t[0] for t in chunk], summary))
+    return segments, summarizer.synopsis(work.previous, [s.text for _ids, s in segments])
 
 
 def compress_session(
     settings: Settings, key: SessionKey, summarizer: Summarizer | None = None
 ) -> bool:
-    """Compress one session if it is due. True if a new synopsis was written."""
+    """Compress one session if it is due. True if a new synopsis was written. Raises only
+    on a bug, after recording it and freeing the lease."""
     summarizer = summarizer or get_summarizer(settings)
     with session_scope(settings) as session:
-        work = claim_compression(session, settings, key, utcnow())
+        now = lease_now(session)
+        if summarizer.uses_llm and circuit.read(session).is_open(now, settings):
+            return False  # the LLM is down: the next run tries again
+        work = claim_compression(session, settings, key, now)
         if work is None:
-            session.rollback()
             return False
     started = time.perf_counter()
+
+    def renew(session: Session, now: datetime) -> bool:
+        return renew_compression(session, settings, work, now)
+
     try:
-        segments = []
-        for i in range(0, len(work.turns), SEGMENT_TURNS):
-            chunk = work.turns[i : i + SEGMENT_TURNS]
-            summary = summarizer.segment([(role, content) for _id, role, content in chunk])
-            segments.append(([t[0] for t in chunk], summary))
-        synopsis = summarizer.synopsis(work.previous, [s.text for _ids, s in segments])
-    except LLMError as exc:
-        log.warning("compression of %s failed: %s", key, exc)
+        with kept_alive(settings, renew, f"compress-{work.batch_id}"):
+            segments, synopsis = _summarise(summarizer, work)
+    except Exception as exc:
+        if isinstance(exc, LLMTransientError):
+            kind = FailureKind.TRANSIENT
+        elif isinstance(exc, LLMError):
+            kind = FailureKind.PERMANENT
+        else:
+            kind = FailureKind.BUG
+        error = str(exc) if kind != FailureKind.BUG else f"unexpected {type(exc).__name__}: {exc}"
+        log.warning("compression of %s failed (%s): %s", key, kind, error)
         with session_scope(settings) as session:
-            _fail(session, work, str(exc), utcnow())
+            _fail(session, settings, work, kind, error, utcnow(), summarizer.uses_llm)
+        if kind == FailureKind.BUG:
+            raise
         return False
     with session_scope(settings) as session:
-        return _finish(session, work, segments, synopsis, utcnow(), started)
+        written = _finish(session, work, segments, synopsis, utcnow(), started)
+        if written and summarizer.uses_llm:
+            circuit.record_success(session, utcnow())
+        return written
 
 
 def compress_due_sessions(settings: Settings) -> dict[str, int]:
+    """Compress every due session. A session that fails does not stop the others; the
+    run raises at the end if any failed on a bug, so the task shows FAILURE."""
     with session_scope(settings) as session:
-        due = sessions_to_compress(session, settings, utcnow())
-    done = sum(compress_session(settings, key) for key in due)
+        due = sessions_to_compress(session, settings, lease_now(session))
+    done = bugs = 0
+    for key in due:
+        try:
+            done += compress_session(settings, key)
+        except Exception:
+            log.exception("compression of %s failed on a bug", key)
+            bugs += 1
     log.info("compressed %d of %d due sessions", done, len(due))
+    if bugs:
+        raise BatchFailed(f"compression failed on a bug for {bugs} of {len(due)} sessions")
     return {"due": len(due), "compressed": done}

@@ -40,6 +40,8 @@ class Summary:
 
 
 class Summarizer(Protocol):
+    uses_llm: bool
+
     def segment(self, turns: Sequence[tuple[str, str]]) -> Summary: ...
 
     def synopsis(self, previous: str, segments: Sequence[str]) -> Summary: ...
@@ -50,6 +52,8 @@ def _data_lines(items: Sequence[dict[str, str]]) -> str:
 
 
 class LLMSummarizer:
+    uses_llm = True
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.client = LLMClient(settings)
@@ -88,6 +92,8 @@ class LLMSummarizer:
 
 class OfflineSummarizer:
     """No LLM: keep the start of each user turn. Crude, but honest and labelled."""
+
+    uses_llm = False
 
     def segment(self, turns: Sequence[tuple[str, str]]) -> Summary:
         said = [c.strip()[:OFFLINE_CHARS_PER_TURN] for r, c in turns if r == "user"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd.errors import BatchFailed
 from memoryd.extraction.batch import extract_session as run_extraction
 from memoryd.ingest.dispatch import dispatch_extract
 from memoryd.models.keys import SessionKey
@@ -18,4 +19,7 @@ def extract_session(agent_id: str, user_id: str, session_id: str) -> dict[str, A
     if stats.more_pending:
         # Yield the worker to other sessions; the rest continues in a fresh task.
         dispatch_extract(app, [key])
+    if stats.failed_batches:
+        # The batch is recorded and its turns kept; failing the task makes it visible.
+        raise BatchFailed(f"{key.agent_id}/{key.user_id}/{key.session_id}: {stats.error}")
     return stats.as_dict()

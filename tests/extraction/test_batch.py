@@ -5,18 +5,15 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-import pytest
 from freezegun import freeze_time
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
-from memoryd.ingest.leases import retry_failed
 from memoryd.models.db import utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import (
-    BatchStatus,
     EventKind,
     ExtractionBatch,
     Memory,
@@ -25,7 +22,6 @@ from memoryd.models.tables import (
     Turn,
 )
 from memoryd.settings import Settings
-from tests import fakellm
 from tests.conftest import with_llm
 from tests.fakellm import FakeLLM, answer
 
@@ -220,111 +216,3 @@ def test_json_object_mode_for_endpoints_without_schemas(
     extract_session(s, say(s, "Call me Sam."))
     assert fake_llm.requests[0]["response_format"] == {"type": "json_object"}
     assert [m.content for m in memories(db)] == ["Wants to be called Sam"]
-
-
-# ------------------------------------------------------------------------------- LLM faults
-
-
-def test_429_waits_for_retry_after_then_succeeds(
-    settings: Settings, db: Session, fake_llm: FakeLLM
-) -> None:
-    s = with_llm(settings, fake_llm)
-    fake_llm.push(fakellm.rate_limited(retry_after=1))
-    stats = extract_session(s, say(s, "Call me Sam."))
-    assert stats.created == 1 and fake_llm.calls == 2
-    assert fake_llm.arrivals[1] - fake_llm.arrivals[0] >= 0.95  # Retry-After honoured
-
-
-@pytest.mark.parametrize(
-    "fault",
-    [
-        fakellm.server_error(500),
-        fakellm.server_error(503),
-        fakellm.slow(3),
-        fakellm.malformed(),
-        fakellm.truncated(),
-    ],
-    ids=["500", "503", "timeout", "malformed", "truncated"],
-)
-def test_transient_faults_and_bad_json_recover(
-    settings: Settings, db: Session, fake_llm: FakeLLM, fault: fakellm.Action
-) -> None:
-    s = with_llm(settings, fake_llm, llm_timeout_seconds=1.0)
-    fake_llm.push(fault)
-    stats = extract_session(s, say(s, "Call me Sam."))
-    assert (stats.created, stats.failed_batches) == (1, 0)
-    assert fake_llm.calls == 2
-    assert turn_states(db) == [("done", 0)]
-    batch = db.scalars(select(ExtractionBatch)).one()
-    expected_calls = 2 if fault.status == 200 and fault.delay == 0 else 1  # repair round
-    assert batch.llm_calls == expected_calls
-
-
-def test_permanent_error_fails_the_batch_then_dead_letters(
-    settings: Settings, db: Session, fake_llm: FakeLLM
-) -> None:
-    s = with_llm(settings, fake_llm, max_attempts=2)
-    key = say(s, "Call me Sam.")
-    fake_llm.push(fakellm.bad_request())
-    assert extract_session(s, key).failed_batches == 1
-    assert fake_llm.calls == 1  # a 400 is not retried
-    assert turn_states(db) == [("pending", 1)]
-    fake_llm.push(fakellm.bad_request())
-    extract_session(s, key)
-    assert turn_states(db) == [("failed", 2)]  # dead letter, kept
-    assert extract_session(s, key).batches == 0  # nothing left to claim
-    batches = db.scalars(select(ExtractionBatch).order_by(ExtractionBatch.id)).all()
-    assert [b.status for b in batches] == [BatchStatus.FAILED, BatchStatus.FAILED]
-    assert "400" in (batches[0].error or "")
-
-    assert retry_failed(db, utcnow()) == 1  # `memoryd retry`
-    db.commit()
-    assert extract_session(s, key).created == 1
-    assert turn_states(db) == [("done", 0)]
-
-
-def test_exhausted_retries_fail_the_batch_and_keep_the_turns(
-    settings: Settings, db: Session, fake_llm: FakeLLM
-) -> None:
-    s = with_llm(settings, fake_llm, llm_retries=2)
-    fake_llm.push(*[fakellm.server_error()] * 3)
-    stats = extract_session(s, say(s, "Call me Sam.", "I live in Rome."))
-    assert stats.failed_batches == 1 and fake_llm.calls == 3
-    assert turn_states(db) == [("pending", 1), ("pending", 1)]
-    assert memories(db, status=None) == []
-    assert extract_session(s, SessionKey("bot", "ann", "s1")).created == 2  # recovered
-
-
-def test_unparseable_twice_is_an_error_not_an_empty_result(
-    settings: Settings, db: Session, fake_llm: FakeLLM
-) -> None:
-    s = with_llm(settings, fake_llm)
-    fake_llm.push(fakellm.malformed(), fakellm.malformed())
-    stats = extract_session(s, say(s, "Call me Sam."))
-    assert stats.failed_batches == 1
-    batch = db.scalars(select(ExtractionBatch)).one()
-    assert batch.status == BatchStatus.FAILED and "not valid" in (batch.error or "")
-    assert turn_states(db) == [("pending", 1)]
-
-
-class _BrokenExtractor:
-    """An extractor with a bug: it raises something that is not an LLM error."""
-
-    def extract(self, turns: object, memories: object) -> object:
-        raise ZeroDivisionError("bug in the extractor")
-
-
-def test_unexpected_extractor_error_fails_the_batch_at_once(
-    settings: Settings, db: Session
-) -> None:
-    s = settings.model_copy(update={"max_attempts": 2, "lease_seconds": 3600})
-    key = say(s, "Call me Sam.")
-    with pytest.raises(ZeroDivisionError):
-        extract_session(s, key, extractor=_BrokenExtractor())  # type: ignore[arg-type]
-    batch = db.scalars(select(ExtractionBatch)).one()
-    assert batch.status == BatchStatus.FAILED
-    assert "ZeroDivisionError: bug in the extractor" in (batch.error or "")
-    assert turn_states(db) == [("pending", 1)]  # returned now, not after the hour-long lease
-    # The lease is free: a working extractor picks the turn up right away.
-    assert extract_session(s, key).created == 1
-    assert turn_states(db) == [("done", 1)]

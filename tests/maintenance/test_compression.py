@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from freezegun import freeze_time
-from sqlalchemy import select
+import pytest
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
-from memoryd.ingest.leases import retry_failed
+from memoryd.errors import BatchFailed
+from memoryd.ingest.sweeper import retry_failed
 from memoryd.maintenance.compression import compress_due_sessions, compress_session
 from memoryd.maintenance.summarizers import Summary, get_summarizer
-from memoryd.models.db import utcnow
-from memoryd.models.keys import SessionKey
-from memoryd.models.tables import ChatSession, ExtractionBatch, SessionSegment
+from memoryd.models.db import lease_now, session_scope, utcnow
+from memoryd.models.keys import SessionKey, session_pk
+from memoryd.models.tables import ChatSession, ExtractionBatch, FailureKind, SessionSegment
 from memoryd.settings import Settings
 from tests import fakellm
 from tests.conftest import with_llm
@@ -24,13 +25,13 @@ from tests.fakellm import FakeLLM
 KEY = SessionKey("bot", "ann", "long")
 
 
-def chat(settings: Settings, start: int, count: int) -> None:
+def chat(settings: Settings, start: int, count: int, session: str = "long") -> None:
     MemoryClient(settings, dispatch=False).enqueue_turns(
         [
             {
                 "agent_id": "bot",
                 "user_id": "ann",
-                "session_id": "long",
+                "session_id": session,
                 "role": "user" if i % 2 == 0 else "assistant",
                 "content": f"turn {i} " + "word " * 20,
             }
@@ -118,13 +119,25 @@ def test_llm_fault_is_retried_then_dead_lettered(
     assert fake_llm.calls == 5
 
     chat(s, 30, 30)
+    fake_llm.push(*[fakellm.server_error()] * 6)  # an outage: never counts an attempt
+    for _ in range(3):
+        assert not compress_session(s, KEY)
+    assert chat_row(db).compress_attempts == 0
+    kinds = db.scalars(select(ExtractionBatch.error_kind).where(ExtractionBatch.status == "failed"))
+    assert set(kinds) == {FailureKind.TRANSIENT}
+    db.commit()
+    assert compress_session(s, KEY)
+
+    chat(s, 60, 30)
     fake_llm.push(*[fakellm.bad_request()] * 2)
     assert not compress_session(s, KEY)
     assert not compress_session(s, KEY)
     row = chat_row(db)
     assert row.compress_attempts == 2 and "400" in (row.compress_error or "")
     assert compress_due_sessions(s) == {"due": 0, "compressed": 0}  # dead-lettered
-    failed = db.scalars(select(ExtractionBatch).where(ExtractionBatch.status == "failed")).all()
+    failed = db.scalars(
+        select(ExtractionBatch).where(ExtractionBatch.error_kind == FailureKind.PERMANENT)
+    ).all()
     assert [b.kind for b in failed] == ["compress", "compress"]
     db.commit()
     retry_failed(db, utcnow())
@@ -144,6 +157,8 @@ class OvertakenSummarizer:
     """Offline summaries, but while the first segment is summarised the run's lease runs
     out and a second run compresses the same turns to completion."""
 
+    uses_llm = False
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.inner = get_summarizer(settings)
@@ -152,9 +167,12 @@ class OvertakenSummarizer:
     def segment(self, turns: Sequence[tuple[str, str]]) -> Summary:
         if not self.overtaken:
             self.overtaken = True
-            later = utcnow() + timedelta(seconds=self.settings.lease_seconds + 1)
-            with freeze_time(later):
-                assert compress_session(self.settings, KEY, self.inner)
+            with session_scope(self.settings) as session:
+                past = lease_now(session) - timedelta(seconds=1)
+                session.execute(
+                    update(ChatSession).where(*session_pk(KEY)).values(compress_lease_until=past)
+                )
+            assert compress_session(self.settings, KEY, self.inner)
         return self.inner.segment(turns)
 
     def synopsis(self, previous: str, segments: Sequence[str]) -> Summary:
@@ -170,3 +188,52 @@ def test_a_run_that_outlived_its_lease_writes_nothing(settings: Settings, db: Se
     assert row.summary_upto == 24 and row.compress_attempts == 0
     statuses = db.scalars(select(ExtractionBatch.status).order_by(ExtractionBatch.id)).all()
     assert statuses == ["abandoned", "done"]
+
+
+class PoisonSummarizer:
+    """Offline summaries, except that one session's turns crash it (a bug)."""
+
+    uses_llm = False
+
+    def __init__(self, settings: Settings) -> None:
+        self.inner = get_summarizer(settings)
+
+    def segment(self, turns: Sequence[tuple[str, str]]) -> Summary:
+        if any("poison" in content for _role, content in turns):
+            raise KeyError("poison")
+        return self.inner.segment(turns)
+
+    def synopsis(self, previous: str, segments: Sequence[str]) -> Summary:
+        return self.inner.synopsis(previous, segments)
+
+
+def test_a_poison_session_fails_alone_and_the_run_still_shows_failure(
+    settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryd.maintenance import compression
+
+    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    chat(s, 0, 30, session="a")
+    MemoryClient(s, dispatch=False).enqueue_turns(
+        [
+            {
+                "agent_id": "bot",
+                "user_id": "ann",
+                "session_id": "b",
+                "role": "user",
+                "content": f"poison {i} " + "word " * 20,
+            }
+            for i in range(30)
+        ]
+    )
+    chat(s, 0, 30, session="c")
+    monkeypatch.setattr(compression, "get_summarizer", PoisonSummarizer)
+    with pytest.raises(BatchFailed, match="1 of 3 sessions"):
+        compress_due_sessions(s)
+    rows = {r.session_id: r for r in db.scalars(select(ChatSession))}
+    db.commit()
+    assert rows["a"].summary and rows["c"].summary  # the others were compressed
+    poisoned = rows["b"]
+    assert poisoned.summary is None and poisoned.compress_attempts == 1
+    assert poisoned.compress_lease_until is None  # freed at once, not after lease_seconds
+    assert "KeyError" in (poisoned.compress_error or "")
