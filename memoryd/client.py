@@ -70,8 +70,19 @@ class MemoryClient:
         return self._dispatcher.submit(keys)
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until triggers sent so far reached the broker (for scripts about to exit)."""
+        """Wait until triggers sent so far reached the broker. Scripts need not call it:
+        it also runs when the process exits normally."""
         return self._dispatcher.flush(timeout) if self._dispatcher else True
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Flush pending triggers; the client may still be used afterwards."""
+        self.flush(timeout)
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     # ---------------------------------------------------------------------------- ingest
 
@@ -113,7 +124,7 @@ class MemoryClient:
         self, agent_id: str, user_id: str, session_id: str, token_budget: int = 2000
     ) -> SessionContext:
         """The session's synopsis plus its newest turns verbatim, within `token_budget`."""
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings, readonly=True) as session:
             return session_context(session, SessionKey(agent_id, user_id, session_id), token_budget)
 
     # ---------------------------------------------------------------------------- read side
@@ -243,7 +254,7 @@ class MemoryClient:
             )
 
     def get(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings, readonly=True) as session:
             return edits.get(session, Scope(agent_id, user_id), memory_id)
 
     def list(
@@ -257,7 +268,7 @@ class MemoryClient:
         limit: int = 50,
         offset: int = 0,
     ) -> list[MemoryOut]:
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings, readonly=True) as session:
             return edits.list_memories(
                 session,
                 Scope(agent_id, user_id),
@@ -269,13 +280,13 @@ class MemoryClient:
             )
 
     def history(self, agent_id: str, user_id: str, memory_id: int) -> builtins.list[EventOut]:
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings, readonly=True) as session:
             return edits.history(session, Scope(agent_id, user_id), memory_id)
 
     def health(self, agent_id: str | None = None, user_id: str | None = None) -> MemoryHealth:
         """Memory health figures for one scope, or the whole store without one."""
         scope = Scope(agent_id, user_id) if agent_id and user_id else None
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings, readonly=True) as session:
             return memory_health(session, utcnow(), scope)
 
     def execute_tool(

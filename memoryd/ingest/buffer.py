@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, exc, func, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
@@ -56,15 +56,25 @@ def payload_items(payload: Any) -> list[Any]:
 
 
 def validate_turns(
-    items: Sequence[Mapping[str, Any] | TurnIn], settings: Settings
+    items: Sequence[Mapping[str, Any] | TurnIn], settings: Settings, key_prefix: str | None = None
 ) -> tuple[list[TurnIn], list[dict[str, Any]]]:
     """Validate each item on its own: good items go on, bad ones are reported by index."""
+    good, bad = _validate(items, settings, key_prefix)
+    return [turn for _index, turn in good], bad
+
+
+def _validate(
+    items: Sequence[Mapping[str, Any] | TurnIn], settings: Settings, key_prefix: str | None
+) -> tuple[list[tuple[int, TurnIn]], list[dict[str, Any]]]:
+    """Good items with their index, and bad ones reported by index with field errors.
+    With `key_prefix`, an item without a turn_key gets `<prefix>:<index>`, so the same
+    message stored twice (a redelivery) stores each turn once."""
     if len(items) > settings.max_bulk_turns:
         raise TurnRejected(
             f"{len(items)} turns in one call; the limit is {settings.max_bulk_turns} "
             "(MEMORYD_MAX_BULK_TURNS): split the call"
         )
-    good: list[TurnIn] = []
+    good: list[tuple[int, TurnIn]] = []
     bad: list[dict[str, Any]] = []
     for index, item in enumerate(items):
         try:
@@ -73,24 +83,35 @@ def validate_turns(
             bad.append({"index": index, "errors": _field_errors(exc)})
             continue
         except (TypeError, ValueError) as exc:
-            bad.append({"index": index, "errors": [{"field": "", "message": str(exc)}]})
+            bad.append(_rejected(index, "", str(exc)))
             continue
         if len(turn.content) > settings.max_turn_chars:
-            bad.append(
-                {
-                    "index": index,
-                    "errors": [
-                        {
-                            "field": "content",
-                            "message": f"content has {len(turn.content)} characters; the limit is "
-                            f"{settings.max_turn_chars} (MEMORYD_MAX_TURN_CHARS)",
-                        }
-                    ],
-                }
+            message = (
+                f"content has {len(turn.content)} characters; the limit is "
+                f"{settings.max_turn_chars} (MEMORYD_MAX_TURN_CHARS)"
             )
+            bad.append(_rejected(index, "content", message))
             continue
-        good.append(turn)
+        size = _metadata_bytes(turn.metadata)
+        if size > settings.max_metadata_bytes:
+            message = (
+                f"metadata is {size} bytes as JSON; the limit is {settings.max_metadata_bytes} "
+                "(MEMORYD_MAX_METADATA_BYTES)"
+            )
+            bad.append(_rejected(index, "metadata", message))
+            continue
+        if turn.turn_key is None and key_prefix is not None:
+            turn = turn.model_copy(update={"turn_key": f"{key_prefix}:{index}"})
+        good.append((index, turn))
     return good, bad
+
+
+def _rejected(index: int, field: str, message: str) -> dict[str, Any]:
+    return {"index": index, "errors": [{"field": field, "message": message}]}
+
+
+def _metadata_bytes(meta: dict[str, Any] | None) -> int:
+    return 0 if meta is None else len(_meta_json(meta) or "")
 
 
 def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
@@ -171,7 +192,20 @@ def _store_turns_pg(
     conn: Connection, rows: list[dict[str, Any]], now: datetime
 ) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
     """Returns the new turn ids and, per touched session, (key, pending before, added)."""
+    import psycopg  # loaded with the PostgreSQL engine anyway; SQLite users skip it
+
     psycopg_conn: Any = conn.connection.driver_connection
+    try:
+        return _run_pg_store(psycopg_conn, rows, now)
+    except (psycopg.DataError, psycopg.IntegrityError) as error:
+        # The cursor is psycopg's own: report it as SQLAlchemy would have.
+        wrapped = exc.DataError if isinstance(error, psycopg.DataError) else exc.IntegrityError
+        raise wrapped("INSERT INTO turns", None, error) from error
+
+
+def _run_pg_store(
+    psycopg_conn: Any, rows: list[dict[str, Any]], now: datetime
+) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
     with psycopg_conn.cursor() as cursor:
         if len(rows) == 1:
             r = rows[0]
@@ -307,20 +341,52 @@ def store_turns(
 
 
 def ingest(
-    settings: Settings, items: Sequence[Mapping[str, Any] | TurnIn], now: datetime
+    settings: Settings,
+    items: Sequence[Mapping[str, Any] | TurnIn],
+    now: datetime,
+    key_prefix: str | None = None,
 ) -> tuple[IngestResult, list[SessionKey]]:
     """Validate each item and store the good ones; bad ones are reported by index.
 
     Returns the result and the sessions to trigger, which the caller sends only now that
     the turns are committed.
     """
-    good, bad = validate_turns(items, settings)
+    good, bad = _validate(items, settings, key_prefix)
     result, due = IngestResult(), list[SessionKey]()
     if good:  # no transaction at all when every item was rejected
-        # One statement on PostgreSQL, so autocommit makes it a single round trip.
-        with write_connection(settings) as conn:
-            result, due = store_turns(conn, settings, good, now)
-    result.rejected = bad
+        try:
+            # One statement on PostgreSQL, so autocommit makes it a single round trip.
+            with write_connection(settings) as conn:
+                result, due = store_turns(conn, settings, [t for _i, t in good], now)
+        except REFUSED_BY_DATABASE:
+            # The database refused a row that passed validation: store item by item, so
+            # the refused one costs only itself.
+            result, due = _store_one_by_one(settings, good, now, bad)
+    result.rejected = sorted(bad, key=lambda r: int(r["index"]))
+    return result, due
+
+
+# What a database says about one row's data (not an outage: those propagate).
+REFUSED_BY_DATABASE = (exc.DataError, exc.IntegrityError)
+
+
+def _store_one_by_one(
+    settings: Settings, good: list[tuple[int, TurnIn]], now: datetime, bad: list[dict[str, Any]]
+) -> tuple[IngestResult, list[SessionKey]]:
+    result, due = IngestResult(), list[SessionKey]()
+    for index, turn in good:
+        try:
+            with write_connection(settings) as conn:
+                one, one_due = store_turns(conn, settings, [turn], now)
+        except REFUSED_BY_DATABASE as error:
+            reason = str(getattr(error, "orig", None) or error).splitlines()[0]
+            log.warning("the database refused turn %d of a bulk call: %s", index, reason)
+            bad.append(_rejected(index, "", f"the database refused this turn: {reason}"))
+            continue
+        result.accepted += one.accepted
+        result.duplicates += one.duplicates
+        result.turn_ids += one.turn_ids
+        due += [key for key in one_due if key not in due]
     return result, due
 
 

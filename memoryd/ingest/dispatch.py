@@ -48,6 +48,11 @@ class BackgroundDispatcher:
 
     def __init__(self, app: Celery) -> None:
         self.app = app
+        # Load the broker's transport now, in the caller's thread: loading it lazily in
+        # the publishing thread can fall into interpreter shutdown (a script that ends
+        # right after its last enqueue), where the imports it makes are refused and
+        # the trigger would be lost. No network I/O happens here.
+        _ = app.connection_for_write().transport
         self._queue: queue.Queue[SessionKey] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="memoryd-dispatch", daemon=True)
         self._thread.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
@@ -29,6 +30,7 @@ Role = Literal["user", "assistant", "system", "tool"]
 
 # Hard cap checked before pydantic's own: the configurable limit lives in Settings.
 ABSOLUTE_MAX_CONTENT = 1_000_000
+MAX_METADATA_DEPTH = 20
 
 
 def check_text(value: str, field: str) -> str:
@@ -42,6 +44,34 @@ def check_text(value: str, field: str) -> str:
             f"{field} is not valid Unicode (lone surrogate at position {exc.start})"
         ) from None
     return value
+
+
+def check_json(value: Any, path: str, depth: int = 0) -> None:
+    """Plain JSON only: what every database stores and every client reads back the same.
+    Names the first offending place, e.g. `metadata.scores[2]: NaN is not a JSON number`."""
+    if depth > MAX_METADATA_DEPTH:
+        raise ValueError(f"{path}: nested deeper than {MAX_METADATA_DEPTH} levels")
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{path}: {value} is not a JSON number")
+    elif isinstance(value, str):
+        check_text(value, path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{path}: key {key!r} is not a string")
+            check_text(key, f"{path} key")
+            check_json(item, f"{path}.{key}", depth + 1)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_json(item, f"{path}[{i}]", depth + 1)
+    else:
+        raise ValueError(
+            f"{path}: a {type(value).__name__} is not a JSON value"
+            + (" (send an ISO 8601 string)" if isinstance(value, datetime) else "")
+        )
 
 
 class TurnIn(BaseModel):
@@ -64,6 +94,13 @@ class TurnIn(BaseModel):
         check_text(value, "content")
         if not value.strip():
             raise ValueError("content is blank")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _json_metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_json(value, "metadata")
         return value
 
     @field_validator("timestamp")

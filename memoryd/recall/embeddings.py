@@ -11,15 +11,18 @@ import logging
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 
 from memoryd.errors import LLMError
-from memoryd.llm.client import LLMClient
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.settings import Settings
+
+if TYPE_CHECKING:
+    from memoryd.llm.client import LLMClient
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,8 @@ def enabled(settings: Settings) -> bool:
 
 @lru_cache(maxsize=4)
 def _client(settings: Settings) -> LLMClient:
+    from memoryd.llm.client import LLMClient  # the openai SDK loads only when used
+
     return LLMClient(settings)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import Task
+
 from memoryd.ingest.buffer import ingest, payload_items
 from memoryd.ingest.dispatch import dispatch_extract
 from memoryd.models.db import utcnow
@@ -11,9 +13,13 @@ from memoryd.settings import get_settings
 from memoryd.worker import app
 
 
-@app.task(name="memoryd.ingest_turns")
-def ingest_turns(payload: Any) -> dict[str, Any]:
-    """Store turns sent by any Celery client. Bad items are reported, good ones kept."""
-    result, due = ingest(get_settings(), payload_items(payload), utcnow())
+@app.task(name="memoryd.ingest_turns", bind=True)
+def ingest_turns(self: Task, payload: Any) -> dict[str, Any]:
+    """Store turns sent by any Celery client. Bad items are reported, good ones kept.
+
+    A turn without a turn_key gets one made of the task id and its index: a message
+    delivered again (acks_late after a worker died) stores nothing twice."""
+    key_prefix = f"task:{self.request.id}"
+    result, due = ingest(get_settings(), payload_items(payload), utcnow(), key_prefix)
     result.dispatched_sessions = dispatch_extract(app, due)
     return result.model_dump()

@@ -1,51 +1,27 @@
-"""Ingest validation, idempotency and batch triggers (buffer.py); claims, leases and the
-sweeper (leases.py)."""
+"""Ingest: per-item validation, idempotency, refused rows and batch triggers (buffer.py)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import math
+from datetime import UTC, datetime
 
 import pytest
-from freezegun import freeze_time
-from sqlalchemy import func, select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.errors import TurnRejected
-from memoryd.ingest.buffer import store_turns, validate_turns
-from memoryd.ingest.leases import (
-    claim_batch,
-    finish_turns,
-    reap_expired_leases,
-    release_lease,
-    retry_failed,
-    sessions_due,
-)
-from memoryd.models.db import utcnow
+from memoryd.ingest.buffer import ingest, store_turns, validate_turns
+from memoryd.models.db import get_engine, is_sqlite, session_factory, utcnow
 from memoryd.models.keys import SessionKey
-from memoryd.models.tables import BatchStatus, ExtractionBatch, Turn, TurnStatus
+from memoryd.models.tables import Turn
 from memoryd.settings import Settings
+from tests.factories import count_turns, turn_item
 
 KEY = SessionKey("bot", "ann", "s1")
 
 
-def turn(i: int = 0, **kw: object) -> dict[str, object]:
-    base: dict[str, object] = {
-        "agent_id": "bot",
-        "user_id": "ann",
-        "session_id": "s1",
-        "role": "user",
-        "content": f"message {i}",
-    }
-    base.update(kw)
-    return base
-
-
-def count_turns(db: Session, status: str | None = None) -> int:
-    stmt = select(func.count()).select_from(Turn)
-    if status:
-        stmt = stmt.where(Turn.status == status)
-    return int(db.scalar(stmt) or 0)
+turn = turn_item
 
 
 BAD_ITEMS = [
@@ -65,6 +41,15 @@ BAD_ITEMS = [
     (turn(timestamp="yesterday"), "timestamp", "datetime"),
     (turn(metadata=[1, 2]), "metadata", "dictionary"),
     (turn(colour="red"), "colour", "Extra inputs"),
+    # Metadata is checked like content: one bad value must not sink the good turns of a
+    # bulk call (PostgreSQL would refuse the whole statement).
+    (turn(metadata={"score": math.nan}), "metadata", "metadata.score: nan is not a JSON"),
+    (turn(metadata={"at": [1, math.inf]}), "metadata", "metadata.at[1]: inf is not a JSON"),
+    (turn(metadata={"when": datetime(2026, 1, 1, tzinfo=UTC)}), "metadata", "ISO 8601"),
+    (turn(metadata={"note": "bad \ud800"}), "metadata", "metadata.note is not valid Unicode"),
+    (turn(metadata={"bad \udcff": 1}), "metadata", "metadata key is not valid Unicode"),
+    (turn(metadata={"n": "a\x00b"}), "metadata", "metadata.n contains a NUL byte"),
+    (turn(metadata={"set": {1, 2}}), "metadata", "a set is not a JSON value"),
 ]
 
 
@@ -118,9 +103,80 @@ def test_same_turn_key_twice_stores_one_turn(settings: Settings, db: Session) ->
     assert count_turns(db) == 2
 
 
+def test_metadata_over_the_size_limit_is_rejected_alone(settings: Settings, db: Session) -> None:
+    small = settings.model_copy(update={"max_metadata_bytes": 100})
+    result, _ = ingest(small, [turn(1), turn(2, metadata={"blob": "x" * 200})], utcnow())
+    assert result.accepted == 1
+    assert result.rejected[0]["errors"][0]["field"] == "metadata"
+    assert "MEMORYD_MAX_METADATA_BYTES" in result.rejected[0]["errors"][0]["message"]
+    assert count_turns(db) == 1
+
+
+def test_a_message_delivered_twice_without_turn_keys_stores_each_turn_once(
+    settings: Settings, db: Session
+) -> None:
+    """What the ingest task does with a redelivered message (acks_late after a crash):
+    keys derived from the task id and the item's index."""
+    items = [turn(1), turn(2), turn(3, turn_key="caller-key")]
+    first, _ = ingest(settings, items, utcnow(), key_prefix="task:abc")
+    again, _ = ingest(settings, items, utcnow(), key_prefix="task:abc")
+    assert (first.accepted, again.accepted, again.duplicates) == (3, 0, 3)
+    keys = db.scalars(select(Turn.turn_key).order_by(Turn.id)).all()
+    assert keys == ["task:abc:0", "task:abc:1", "caller-key"]  # a caller's key is kept
+    other, _ = ingest(settings, items[:2], utcnow(), key_prefix="task:xyz")
+    assert other.accepted == 2  # another message with the same text is other turns
+
+
+def _refuse_poison(settings: Settings) -> None:
+    """Make the database itself refuse one row that passes every check of ours."""
+    with get_engine(settings).begin() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql(
+                "CREATE TRIGGER refuse_poison BEFORE INSERT ON turns "
+                "WHEN new.content LIKE '%poison%' BEGIN SELECT RAISE(ABORT, 'poison row'); END"
+            )
+        else:
+            conn.execute(
+                text(
+                    "CREATE OR REPLACE FUNCTION refuse_poison() RETURNS trigger AS $$ BEGIN "
+                    "IF new.content LIKE '%poison%' THEN RAISE EXCEPTION 'poison row' "
+                    "USING ERRCODE = '22000'; END IF; RETURN new; END $$ LANGUAGE plpgsql"
+                )
+            )
+            conn.execute(
+                text(
+                    "CREATE TRIGGER refuse_poison BEFORE INSERT ON turns "
+                    "FOR EACH ROW EXECUTE FUNCTION refuse_poison()"
+                )
+            )
+
+
+def _drop_refusal(settings: Settings) -> None:
+    with get_engine(settings).begin() as conn:
+        conn.exec_driver_sql(
+            "DROP TRIGGER IF EXISTS refuse_poison"
+            + ("" if is_sqlite(session_factory(settings)()) else " ON turns")
+        )
+
+
+def test_a_row_the_database_refuses_costs_only_itself(settings: Settings, db: Session) -> None:
+    _refuse_poison(settings)
+    try:
+        items = [turn(1), turn(2, content="poison pill"), turn(3), turn(4, content="x\x00")]
+        result = MemoryClient(settings, dispatch=False).enqueue_turns(items)
+    finally:
+        _drop_refusal(settings)
+    assert result.accepted == 2
+    assert [r["index"] for r in result.rejected] == [1, 3]
+    assert (
+        "the database refused this turn: poison row" in result.rejected[0]["errors"][0]["message"]
+    )
+    assert count_turns(db) == 2
+
+
 def test_dispatch_when_pending_turns_cross_batch_size(settings: Settings) -> None:
     small = settings.model_copy(update={"batch_size": 4})
-    with small_session(small) as db:
+    with session_factory(small)() as db:
         _, due = store_turns(
             db, small, validate_turns([turn(i) for i in range(3)], small)[0], utcnow()
         )
@@ -132,79 +188,3 @@ def test_dispatch_when_pending_turns_cross_batch_size(settings: Settings) -> Non
         )
         assert due == [KEY]  # crossed 8 once, not once per turn
         db.rollback()
-
-
-def small_session(settings: Settings) -> Session:
-    from memoryd.models.db import session_factory
-
-    return session_factory(settings)()
-
-
-def _store(db: Session, settings: Settings, n: int, **kw: object) -> None:
-    store_turns(
-        db, settings, validate_turns([turn(i, **kw) for i in range(n)], settings)[0], utcnow()
-    )
-    db.commit()
-
-
-def test_partial_batch_waits_until_ended_or_idle(settings: Settings, db: Session) -> None:
-    _store(db, settings, 3)
-    assert claim_batch(db, settings, KEY, utcnow()) is None
-    db.rollback()
-    later = utcnow() + timedelta(seconds=settings.flush_idle_seconds + 1)
-    claim = claim_batch(db, settings, KEY, later)
-    assert claim is not None and len(claim.turns) == 3
-
-
-def test_lease_excludes_a_second_claim_and_expires(settings: Settings, db: Session) -> None:
-    small = settings.model_copy(update={"batch_size": 2})
-    _store(db, small, 4)
-    now = utcnow()
-    first = claim_batch(db, small, KEY, now)
-    db.commit()
-    assert first is not None and [t.content for t in first.turns] == ["message 0", "message 1"]
-    assert claim_batch(db, small, KEY, now) is None  # one batch per session at a time
-    db.rollback()
-
-    # The worker died: after the lease, the reaper returns its turns with one more attempt.
-    after = now + timedelta(seconds=small.lease_seconds + 1)
-    assert reap_expired_leases(db, small, after) == 1
-    db.commit()
-    assert db.scalar(select(func.max(Turn.attempts))) == 1
-    batch = db.get(ExtractionBatch, first.batch_id)
-    assert batch is not None and batch.status == BatchStatus.ABANDONED
-    # The late worker cannot commit its result any more.
-    assert release_lease(db, first) is False
-    db.rollback()
-    second = claim_batch(db, small, KEY, after)
-    assert second is not None and [t.id for t in second.turns] == [t.id for t in first.turns]
-    finish_turns(db, second)
-    assert release_lease(db, second)
-    db.commit()
-    assert count_turns(db, TurnStatus.DONE) == 2
-
-
-def test_sweeper_finds_due_sessions(settings: Settings, db: Session) -> None:
-    with freeze_time("2026-01-01 12:00:00"):
-        _store(db, settings, 2)
-        other = SessionKey("bot", "bob", "s9")
-        _store(db, settings, settings.batch_size, user_id="bob", session_id="s9")
-        now = utcnow()
-    assert sessions_due(db, settings, now) == [other]  # full batch waiting
-    idle = now + timedelta(seconds=settings.flush_idle_seconds)
-    assert sorted(sessions_due(db, settings, idle)) == sorted([KEY, other])
-
-
-def test_retry_re_drives_dead_letters(settings: Settings, db: Session) -> None:
-    one_try = settings.model_copy(update={"max_attempts": 1})
-    _store(db, one_try, 2)
-    later = utcnow() + timedelta(seconds=one_try.flush_idle_seconds + 1)
-    assert claim_batch(db, one_try, KEY, later) is not None
-    db.commit()
-    reap_expired_leases(db, one_try, later + timedelta(seconds=one_try.lease_seconds + 1))
-    db.commit()
-    assert count_turns(db, TurnStatus.FAILED) == 2
-    assert retry_failed(db, utcnow()) == 2
-    db.commit()
-    assert count_turns(db, TurnStatus.PENDING) == 2
-    assert sessions_due(db, one_try, utcnow()) == [KEY]  # marked ended: flushed at once

@@ -1,0 +1,46 @@
+"""Extract triggers reach the broker, even from a process that exits right away."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.conftest import make_settings
+from tests.factories import turn_item
+from tests.workers import REPO_ROOT, settings_env
+
+SCRIPT = """
+from memoryd import MemoryClient
+client = MemoryClient()
+client.enqueue_turns([{turn}])
+client.end_session("bot", "ann", "s1")
+"""
+
+
+def test_a_script_that_ends_right_after_its_last_call_still_sends_its_trigger(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """No flush() call: the trigger goes out from the background publisher before the
+    interpreter finishes shutting down."""
+    settings = make_settings("postgres", tmp_path, request)
+    script = SCRIPT.format(turn=json.dumps(turn_item(1)))
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env=settings_env(settings),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "could not publish" not in out.stderr
+    queued = redis.Redis.from_url(settings.broker_url).lrange("extraction", 0, -1)
+    tasks = [json.loads(m)["headers"] for m in queued]
+    assert [(t["task"], t["argsrepr"]) for t in tasks] == [
+        ("memoryd.extract_session", "['bot', 'ann', 's1']")
+    ]
