@@ -83,7 +83,7 @@ def load_sample() -> dict[str, Any]:
 def wait_for(settings: Settings, session_id: str, worker: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
-        with session_scope(settings) as session:
+        with session_scope(settings, readonly=True) as session:
             left = session.scalar(
                 select(func.count()).where(
                     Turn.session_id == session_id,
@@ -99,7 +99,7 @@ def wait_for(settings: Settings, session_id: str, worker: subprocess.Popen[bytes
 
 
 def print_results(settings: Settings) -> None:
-    with session_scope(settings) as session:
+    with session_scope(settings, readonly=True) as session:
         memories = session.scalars(
             select(Memory).order_by(Memory.user_id, Memory.status, Memory.id)
         ).all()

@@ -15,7 +15,7 @@ from memoryd.settings import Settings
 
 
 def pipeline_stats(settings: Settings) -> dict[str, Any]:
-    with session_scope(settings) as session:
+    with session_scope(settings, readonly=True) as session:
         turns = dict(session.execute(select(Turn.status, func.count()).group_by(Turn.status)).all())
         batches = dict(
             session.execute(

@@ -1,7 +1,9 @@
 """The direct memory API: explicit saves, edits, soft deletes, reads and history.
 
 Every function takes the scope; a memory of another scope is "not found", never
-returned or changed. Writes go through the same store/reconcile code as extraction.
+returned or changed. Writes go through the same store/reconcile code as extraction and
+take the same scope lock first, so a save racing an extraction of the same fact (or
+twenty saves of it) leaves one memory, seen that many times.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from sqlalchemy.orm import Session
 
 from memoryd.errors import NotFound
 from memoryd.memories.reconcile import reconcile_facts
-from memoryd.memories.store import readable, record_event, restore_memory, set_content
+from memoryd.memories.store import (
+    lock_rows,
+    readable,
+    record_event,
+    restore_memory,
+    set_content,
+)
+from memoryd.models.db import lock_scope
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import EventOut, Fact, MemoryOut
 from memoryd.models.tables import (
@@ -32,8 +41,12 @@ MAX_PAGE = 500
 
 def _owned(session: Session, scope: Scope, memory_id: int, *, writable: bool = False) -> Memory:
     """A memory this scope may read (its own or the agent's shared one) or, with
-    `writable`, change (its own only). Anything else is "not found", never revealed."""
-    memory = session.scalars(select(Memory).where(Memory.id == memory_id, readable(scope))).first()
+    `writable`, change (its own only; its row is locked). Anything else is "not found",
+    never revealed."""
+    stmt = select(Memory).where(Memory.id == memory_id, readable(scope))
+    if writable:
+        stmt = lock_rows(session, stmt)
+    memory = session.scalars(stmt).first()
     if memory is None or (writable and memory.user_id != scope.user_id):
         raise NotFound(f"no memory {memory_id} for {scope.agent_id!r}/{scope.user_id!r}")
     return memory
@@ -61,6 +74,7 @@ def remember(
         replaces=1 if replaces is not None else None,
     )
     aliases = {1: replaces} if replaces is not None else {}
+    lock_scope(session, scope)
     if replaces is not None:
         _owned(session, scope, replaces, writable=True)
     counts = reconcile_facts(
@@ -82,6 +96,7 @@ def update(
     category: Category | None = None,
     tags: Sequence[str] | None = None,
 ) -> MemoryOut:
+    lock_scope(session, scope)
     memory = _owned(session, scope, memory_id, writable=True)
     if memory.status != MemoryStatus.ACTIVE:
         raise NotFound(f"memory {memory_id} is {memory.status}; restore it first")
@@ -99,6 +114,7 @@ def update(
 
 def forget(session: Session, scope: Scope, memory_id: int, now: datetime) -> MemoryOut:
     """Soft delete: hidden from recall, kept with its history, restorable."""
+    lock_scope(session, scope)
     memory = _owned(session, scope, memory_id, writable=True)
     if memory.status != MemoryStatus.DELETED:
         memory.status = MemoryStatus.DELETED
@@ -111,6 +127,7 @@ def forget(session: Session, scope: Scope, memory_id: int, now: datetime) -> Mem
 def restore(
     session: Session, settings: Settings, scope: Scope, memory_id: int, now: datetime
 ) -> MemoryOut:
+    lock_scope(session, scope)
     memory = _owned(session, scope, memory_id, writable=True)
     restore_memory(session, settings, memory, now, actor=Actor.API)
     session.flush()

@@ -14,7 +14,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from memoryd.memories.store import confirm_memory, create_memory, find_by_hash, supersede_memory
+from memoryd.memories.store import (
+    confirm_memory,
+    create_memory,
+    find_by_hash,
+    lock_memory,
+    supersede_memory,
+)
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Fact
 from memoryd.models.tables import Actor, Memory, MemoryStatus
@@ -94,6 +100,11 @@ def reconcile_facts(
             or _near_duplicate(candidates, fact, settings)
         )
         replaced = _in_scope(session, scope, aliases.get(fact.replaces or -1))
+        # Both rows are changed below from what was read: lock and re-read them first.
+        if same is not None and not lock_memory(session, same):
+            same = None
+        if replaced is not None and not lock_memory(session, replaced):
+            replaced = None
         if same is not None and same.content_hash == content_hash(fact.content):
             replaced = None if replaced is same else replaced
         kw: dict[str, Any] = {

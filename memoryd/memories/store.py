@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import and_, select
+from sqlalchemy import Select, and_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -15,6 +15,7 @@ from memoryd.memories.weights import (
     reinforce_observed,
     set_weight,
 )
+from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Fact
 from memoryd.models.tables import (
@@ -35,6 +36,24 @@ def readable(scope: Scope) -> ColumnElement[bool]:
     path filters with this, so no query can return another user's rows."""
     users = [scope.user_id] if scope.user_id == SHARED_USER else [scope.user_id, SHARED_USER]
     return and_(Memory.agent_id == scope.agent_id, Memory.user_id.in_(users))
+
+
+SelectT = TypeVar("SelectT", bound=Select)  # type: ignore[type-arg]
+
+
+def lock_rows(session: Session, stmt: SelectT) -> SelectT:
+    """Lock the selected memories until the transaction ends, so a change computed from
+    what was read (weights, evidence, status) cannot overwrite a concurrent one. SQLite:
+    the write transaction already holds the database lock."""
+    return stmt if is_sqlite(session) else stmt.with_for_update()
+
+
+def lock_memory(session: Session, memory: Memory) -> bool:
+    """Re-read a loaded memory under its row lock before changing it; False if it is no
+    longer active (an edit or maintenance retired it meanwhile)."""
+    if not is_sqlite(session):
+        session.refresh(memory, with_for_update=True)
+    return memory.status == MemoryStatus.ACTIVE
 
 
 def set_content(memory: Memory, content: str, name: str | None = None) -> None:

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.store import create_memory, find_by_hash
+from memoryd.models.db import lock_scope
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Fact, Ident, MemoryOut
 from memoryd.models.tables import Actor, Category, Memory, MemoryStatus, Tier
@@ -71,6 +72,7 @@ def import_memories(
             errors.append(f"line {number}: {str(exc).splitlines()[0]}")
             continue
         scope = Scope(record.agent_id, record.user_id)
+        lock_scope(session, scope)
         if record.status == MemoryStatus.ACTIVE and find_by_hash(session, scope, record.content):
             skipped += 1
             continue

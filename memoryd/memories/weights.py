@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
+from typing import Any
 
 from memoryd.models.tables import Memory, Tier
 from memoryd.settings import Settings
@@ -54,10 +55,29 @@ def archive_due(
 
 
 def set_weight(memory: Memory, weight: float, now: datetime, settings: Settings) -> None:
-    """The only writer of weight, weight_at and archive_due_at."""
+    """The only writer of weight, weight_at and archive_due_at on a loaded memory."""
     memory.weight = min(max(weight, 0.0), MAX_WEIGHT)
     memory.weight_at = now
     memory.archive_due_at = archive_due(memory.weight, now, memory.tier, settings)
+
+
+def reinforced(
+    tier: str,
+    weight: float,
+    weight_at: datetime,
+    amount: float,
+    now: datetime,
+    settings: Settings,
+) -> dict[str, Any]:
+    """The weight columns after adding `amount` to the decayed weight, re-anchored at
+    `now`: for set-based updates of rows read under a lock (recall's usage feedback)."""
+    value = decayed(weight, weight_at, now, half_life_days(tier, settings)) + amount
+    value = min(max(value, 0.0), MAX_WEIGHT)
+    return {
+        "weight": value,
+        "weight_at": now,
+        "archive_due_at": archive_due(value, now, tier, settings),
+    }
 
 
 def reinforce(memory: Memory, amount: float, now: datetime, settings: Settings) -> None:
@@ -65,19 +85,13 @@ def reinforce(memory: Memory, amount: float, now: datetime, settings: Settings) 
     set_weight(memory, effective_weight(memory, now, settings) + amount, now, settings)
 
 
-def reinforce_retrieved(memory: Memory, now: datetime, settings: Settings) -> None:
-    """A recall returned it: a little weight, one more access (promotion counts these),
-    and a short-tier memory's TTL restarts (expiry means "not accessed since")."""
-    reinforce(memory, settings.reinforce_retrieved, now, settings)
-    memory.access_count += 1
-    memory.last_accessed_at = now
-    if memory.tier == Tier.SHORT and memory.expires_at is not None:
-        memory.expires_at = max(memory.expires_at, now + timedelta(days=settings.short_ttl_days))
-
-
-def reinforce_referenced(memory: Memory, now: datetime, settings: Settings) -> None:
-    """The assistant's reply actually used it."""
-    reinforce(memory, settings.reinforce_referenced, now, settings)
+def restarted_ttl(
+    tier: str, expires_at: datetime | None, now: datetime, settings: Settings
+) -> datetime | None:
+    """A short-tier memory's TTL restarts on every access ("not accessed since")."""
+    if tier != Tier.SHORT or expires_at is None:
+        return expires_at
+    return max(expires_at, now + timedelta(days=settings.short_ttl_days))
 
 
 def reinforce_observed(memory: Memory, now: datetime, settings: Settings) -> None:

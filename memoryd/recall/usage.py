@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import select, text, update
+from sqlalchemy import Table, bindparam, insert, select, text, update
 from sqlalchemy.orm import Session
 
-from memoryd.memories.weights import reinforce_referenced, reinforce_retrieved
+from memoryd.memories.store import lock_rows
+from memoryd.memories.weights import reinforced, restarted_ttl
 from memoryd.models.db import is_sqlite
 from memoryd.models.tables import Memory, MemoryUsage
 from memoryd.recall.rank import Hit
@@ -34,29 +36,79 @@ def log_retrieval(
         # instant of them in a server crash is harmless, and recall then does not
         # wait for a WAL flush (the tail of its latency on a busy disk).
         session.execute(text("SET LOCAL synchronous_commit = off"))
-    # One query, then no autoflush inside the loop: the updates and inserts go out as
-    # one batch each at the flush below, not one round trip per hit.
-    memories = {
-        m.id: m for m in session.scalars(select(Memory).where(Memory.id.in_([h.id for h in hits])))
-    }
-    for hit in hits:
-        memory = memories.get(hit.id)
-        if memory is None:
-            continue
-        reinforce_retrieved(memory, now, settings)
-        session.add(
-            MemoryUsage(
-                memory_id=hit.id,
-                agent_id=hit.agent_id,
-                user_id=hit.user_id,
-                session_id=session_id,
-                query=query[:2000],
-                score=hit.score,
-                referenced=False,
-                created_at=now,
-            )
+    record_access(session, settings, [h.id for h in hits], now)
+    session.execute(
+        insert(MemoryUsage),
+        [
+            {
+                "memory_id": hit.id,
+                "agent_id": hit.agent_id,
+                "user_id": hit.user_id,
+                "session_id": session_id,
+                "query": query[:2000],
+                "score": hit.score,
+                "referenced": False,
+                "created_at": now,
+            }
+            for hit in hits
+        ],
+    )
+
+
+def record_access(session: Session, settings: Settings, ids: Sequence[int], now: datetime) -> None:
+    """Recall returned these memories: an access each (promotion counts them), a little
+    weight, and a short-tier memory's TTL restarts ("not accessed since")."""
+    _reinforce(session, settings, ids, settings.reinforce_retrieved, now, retrieved=True)
+
+
+def _reinforce(
+    session: Session,
+    settings: Settings,
+    ids: Sequence[int],
+    amount: float,
+    now: datetime,
+    *,
+    retrieved: bool,
+) -> None:
+    """Reinforce memories atomically. Their rows are locked in id order (so concurrent
+    recalls queue instead of deadlocking) and re-read, and every new value is computed
+    from what was read under the lock: an access, a concurrent recall's increment or a
+    promotion's tier change is never lost or overwritten. One statement each way."""
+    fresh = session.execute(
+        lock_rows(
+            session,
+            select(Memory.id, Memory.tier, Memory.weight, Memory.weight_at, Memory.expires_at)
+            .where(Memory.id.in_(sorted(set(ids))))
+            .order_by(Memory.id),
         )
-    session.flush()
+    ).all()
+    if not fresh:
+        return
+    table = cast(Table, Memory.__table__)
+    columns = ["weight", "weight_at", "archive_due_at"]
+    if retrieved:
+        columns += ["last_accessed_at", "expires_at"]
+    # Typed parameters, so UTC datetimes are stored as every other write stores them.
+    values: dict[str, Any] = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in columns}
+    if retrieved:
+        values["access_count"] = table.c.access_count + 1
+    session.execute(
+        update(table).where(table.c.id == bindparam("b_id")).values(values),
+        [
+            {
+                "b_id": row.id,
+                "b_last_accessed_at": now,
+                "b_expires_at": restarted_ttl(row.tier, row.expires_at, now, settings),
+                **{
+                    f"b_{k}": v
+                    for k, v in reinforced(
+                        row.tier, row.weight, row.weight_at, amount, now, settings
+                    ).items()
+                },
+            }
+            for row in fresh
+        ],
+    )
 
 
 def _terms(text: str) -> set[str]:
@@ -96,8 +148,7 @@ def mark_referenced(
     if not used:
         return []
     ids = [h.id for h in used]
-    for memory in session.scalars(select(Memory).where(Memory.id.in_(ids))):
-        reinforce_referenced(memory, now, settings)
+    _reinforce(session, settings, ids, settings.reinforce_referenced, now, retrieved=False)
     latest = (
         select(MemoryUsage.id)
         .where(MemoryUsage.memory_id.in_(ids))

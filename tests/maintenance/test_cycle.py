@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session
 
 from memoryd.maintenance.cycle import run_cycle
 from memoryd.memories.store import restore_memory
-from memoryd.memories.weights import effective_weight, reinforce_retrieved
+from memoryd.memories.weights import effective_weight
 from memoryd.models.db import utcnow
 from memoryd.models.tables import EventKind, Memory, MemoryEvent, MemoryStatus, Tier
+from memoryd.recall.usage import record_access
 from memoryd.settings import Settings
 from tests.factories import make_memory
 
@@ -76,8 +77,9 @@ def test_reinforcement_postpones_archiving(settings: Settings, db: Session) -> N
         start = utcnow()
     first_due = memory.archive_due_at
     assert first_due is not None
-    reinforce_retrieved(memory, start + timedelta(days=100), settings)
+    record_access(db, settings, [memory.id], start + timedelta(days=100))
     db.commit()
+    memory = reload(db, memory)
     assert memory.archive_due_at is not None and memory.archive_due_at > first_due
     assert run_cycle(settings, first_due).archived == 0
 
@@ -86,11 +88,12 @@ def test_promotion_at_exactly_the_access_threshold(settings: Settings, db: Sessi
     memory = make_memory(db, settings, "Plays cello", confidence=0.7)
     assert memory.tier == Tier.SHORT
     now = utcnow()
+    db.commit()
     for _ in range(settings.promote_access_count - 1):
-        reinforce_retrieved(memory, now, settings)
+        record_access(db, settings, [memory.id], now)
     db.commit()
     assert run_cycle(settings, now).promoted == 0
-    reinforce_retrieved(memory, now, settings)
+    record_access(db, settings, [memory.id], now)
     db.commit()
     assert run_cycle(settings, now).promoted == 1
     promoted = reload(db, memory)
@@ -110,8 +113,7 @@ def test_ttl_expiry_boundaries_and_access_restarts_the_ttl(settings: Settings, d
     assert run_cycle(settings, idle.expires_at).expired == 1
     assert reload(db, idle).status == MemoryStatus.EXPIRED
 
-    used = reload(db, used)
-    reinforce_retrieved(used, start + timedelta(days=6), settings)  # accessed before its TTL
+    record_access(db, settings, [used.id], start + timedelta(days=6))  # before its TTL
     db.commit()
     assert run_cycle(settings, start + timedelta(days=8)).expired == 0
     assert run_cycle(settings, start + timedelta(days=13)).expired == 1

@@ -1,0 +1,111 @@
+"""Writers of one scope at once: direct saves, extraction and recall's feedback never race
+each other into duplicates or lost updates. Real threads on both databases."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from functools import partial
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from memoryd.client import MemoryClient
+from memoryd.extraction.batch import extract_session
+from memoryd.maintenance.cycle import promote_due
+from memoryd.models.db import session_scope, utcnow
+from memoryd.models.keys import SessionKey
+from memoryd.models.tables import Memory, MemoryStatus, Tier
+from memoryd.settings import Settings
+from tests.factories import make_memory
+
+
+def run_together(jobs: list[Callable[[], object]]) -> None:
+    """Start every job at the same instant; re-raise the first error."""
+    barrier = threading.Barrier(len(jobs))
+    errors: list[BaseException] = []
+
+    def run(job: Callable[[], object]) -> None:
+        barrier.wait()
+        try:
+            job()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+
+
+def active(db: Session) -> list[tuple[str, int]]:
+    rows = db.execute(
+        select(Memory.content, Memory.evidence_count).where(Memory.status == MemoryStatus.ACTIVE)
+    ).all()
+    db.commit()
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+def test_twenty_concurrent_saves_of_one_fact_leave_one_memory_seen_twenty_times(
+    settings: Settings, db: Session
+) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    run_together([lambda: client.remember("bot", "ann", "Allergic to peanuts")] * 20)
+    assert active(db) == [("Allergic to peanuts", 20)]
+
+
+def test_a_save_racing_an_extraction_of_the_same_fact_leaves_one_memory(
+    settings: Settings, db: Session
+) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    for i in range(5):
+        session = f"s{i}"
+        client.enqueue_turn(
+            agent_id="bot", user_id="ann", session_id=session, role="user", content="Call me Sam."
+        )
+        client.end_session("bot", "ann", session)
+    jobs: list[Callable[[], object]] = [
+        lambda: client.remember("bot", "ann", "Wants to be called Sam", name="preferred name")
+    ] * 5
+    jobs += [
+        partial(extract_session, settings, SessionKey("bot", "ann", f"s{i}")) for i in range(5)
+    ]
+    run_together(jobs)
+    assert active(db) == [("Wants to be called Sam", 10)]
+
+
+def test_concurrent_recalls_count_every_access(settings: Settings, db: Session) -> None:
+    make_memory(db, settings, "Plays the cello on Sundays", confidence=0.7)  # short tier
+    db.commit()
+    client = MemoryClient(settings, dispatch=False)
+    run_together([lambda: client.recall("cello", "bot", "ann")] * 20)
+    memory = db.scalars(select(Memory)).one()
+    assert memory.access_count == 20
+    db.commit()
+
+
+def test_a_recall_never_undoes_a_promotion(settings: Settings, db: Session) -> None:
+    """Promotion moves a memory to the long tier while recalls of it run: however they
+    interleave, it ends long-term with the archive due time that tier needs."""
+    memory = make_memory(db, settings, "Learning the cello", confidence=0.7)
+    db.commit()
+    client = MemoryClient(settings, dispatch=False)
+    for _ in range(settings.promote_access_count):
+        client.recall("cello", "bot", "ann")
+
+    def promote() -> None:
+        with session_scope(settings) as session:
+            assert promote_due(session, settings, utcnow()) == 1
+
+    run_together([promote] + [lambda: client.recall("cello", "bot", "ann")] * 10)
+    db.expire_all()
+    promoted = db.get(Memory, memory.id)
+    assert promoted is not None
+    assert (promoted.tier, promoted.expires_at) == (Tier.LONG, None)
+    assert promoted.archive_due_at is not None
+    assert promoted.archive_due_at > utcnow() + timedelta(days=30)
+    assert promoted.access_count == settings.promote_access_count + 10
+    db.commit()
