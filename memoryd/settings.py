@@ -6,15 +6,24 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+BROKER_SCHEMES = ("filesystem", "redis", "rediss", "amqp", "amqps", "pyamqp", "sqs", "memory")
 
 
 class Settings(BaseSettings):
     """Defaults run embedded (SQLite file + filesystem broker); production sets the two URLs."""
 
+    # An empty variable means "not set" (docker-compose passes `FOO=` for unset values).
     model_config = SettingsConfigDict(
-        env_prefix="MEMORYD_", extra="ignore", frozen=True, populate_by_name=True
+        env_prefix="MEMORYD_",
+        extra="ignore",
+        frozen=True,
+        populate_by_name=True,
+        env_ignore_empty=True,
     )
 
     # --- where things live -------------------------------------------------------------
@@ -46,6 +55,7 @@ class Settings(BaseSettings):
     # --- ingest limits ------------------------------------------------------------------
     max_turn_chars: int = Field(32_000, gt=0)
     max_bulk_turns: int = Field(10_000, gt=0)
+    max_metadata_bytes: int = Field(16_384, gt=0, description="A turn's metadata as JSON")
 
     # --- batching and extraction (names follow the seed config) ---------------------
     batch_size: int = Field(20, ge=1, description="Turns per extraction batch (10 exchanges)")
@@ -57,8 +67,30 @@ class Settings(BaseSettings):
     near_duplicate_similarity: float = Field(0.85, gt=0, le=1)
     prefetch_limit: int = Field(20, ge=0, description="Existing memories shown to the extractor")
     flush_idle_seconds: int = Field(300, ge=1)
-    lease_seconds: int = Field(300, ge=1)
-    max_attempts: int = Field(3, ge=1)
+    lease_seconds: float = Field(
+        300, gt=0, description="A batch whose worker stops renewing this long is taken back"
+    )
+    max_attempts: int = Field(
+        3, ge=1, description="Permanent failures (4xx, invalid output, bugs) before dead letter"
+    )
+    max_lost_leases: int = Field(
+        10, ge=1, description="Worker deaths on one batch before its turns are dead-lettered"
+    )
+    extract_max_prompt_tokens: int = Field(
+        8000, ge=500, description="Upper bound of an extraction prompt (local estimate)"
+    )
+    extract_memory_tokens: int = Field(
+        1500, ge=0, description="Part of the prompt for the memories shown to the extractor"
+    )
+    retry_backoff_seconds: float = Field(
+        15.0, gt=0, description="First wait after a transient failure; doubles per failure"
+    )
+    retry_backoff_max_seconds: float = Field(900.0, gt=0)
+    circuit_failure_threshold: int = Field(
+        5, ge=1, description="Consecutive transient LLM failures that open the circuit"
+    )
+    circuit_open_seconds: float = Field(30.0, gt=0, description="First open period; doubles")
+    circuit_open_max_seconds: float = Field(300.0, gt=0)
     extract_batches_per_task: int = Field(
         5, ge=1, description="Batches one task runs before yielding"
     )
@@ -102,6 +134,38 @@ class Settings(BaseSettings):
 
     # --- Celery worker ------------------------------------------------------------------
     worker_concurrency: int = Field(16, ge=1)
+    startup_wait_seconds: float = Field(
+        30.0, ge=0, description="How long a worker or `migrate` waits for the database"
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        if not value:
+            return value
+        try:
+            url = make_url(value)
+        except ArgumentError:
+            raise ValueError(
+                f"not a database URL: {value!r}; expected e.g. "
+                "postgresql+psycopg://user@host:5432/memoryd or sqlite:///path/memoryd.db"
+            ) from None
+        if url.get_backend_name() not in ("postgresql", "sqlite"):
+            raise ValueError(
+                f"{url.get_backend_name()!r} is not supported: use PostgreSQL or SQLite"
+            )
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _broker_url(cls, value: str) -> str:
+        scheme = value.partition("://")[0]
+        if not value or scheme not in BROKER_SCHEMES:
+            raise ValueError(
+                f"not a broker URL: {value!r}; expected one of "
+                + ", ".join(f"{s}://" for s in BROKER_SCHEMES)
+            )
+        return value
 
     @model_validator(mode="after")
     def _check_confidence_order(self) -> Settings:
@@ -112,6 +176,11 @@ class Settings(BaseSettings):
             )
         if self.max_fact_chars < self.min_fact_chars:
             raise ValueError("MEMORYD_MAX_FACT_CHARS must be >= MEMORYD_MIN_FACT_CHARS")
+        if self.extract_memory_tokens >= self.extract_max_prompt_tokens // 2:
+            raise ValueError(
+                "MEMORYD_EXTRACT_MEMORY_TOKENS must be under half of "
+                "MEMORYD_EXTRACT_MAX_PROMPT_TOKENS, so turns keep most of the prompt"
+            )
         return self
 
     @property
@@ -125,6 +194,16 @@ class Settings(BaseSettings):
     @property
     def broker_folder(self) -> Path:
         return self.data_dir / "broker"
+
+
+def explain(exc: ValidationError) -> list[str]:
+    """One line per mistake, named as the environment variable a person sets."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        name = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"MEMORYD_{name.upper()}: {message}" if name else message)
+    return lines
 
 
 @lru_cache(maxsize=1)

@@ -4,43 +4,81 @@ Every test that takes `settings` or `db` runs twice: on PostgreSQL (a database o
 own, created for this test run) and on the embedded SQLite default. Tables are emptied
 before each test, never mocked.
 
-Environment: MEMORYD_TEST_PG (server URL without database, default
-postgresql+psycopg://postgres@127.0.0.1:5432), MEMORYD_TEST_REDIS_DB (default 15).
+Servers: MEMORYD_TEST_PG (a PostgreSQL server URL without database) and
+MEMORYD_TEST_REDIS (a Redis URL without database) when set; else the machine's own on
+127.0.0.1:5432 and :6379 when they answer; else throwaway ones started for this run
+(tests/services.py), or a clear message saying what to install. The suite uses Redis
+database MEMORYD_TEST_REDIS_DB (default 15) and flushes it, nothing else.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import redis
 from sqlalchemy import create_engine, text
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
-from memoryd.models.db import dispose_engines, session_factory
+from memoryd.models.db import READONLY, dispose_engines, get_engine
 from memoryd.models.migrate import upgrade
 from memoryd.models.tables import Base
 from memoryd.settings import Settings
 from tests.fakellm import FakeLLM
+from tests.services import PostgresCluster, RedisServer, ServiceUnavailable, port_open
 
-PG_SERVER = os.environ.get("MEMORYD_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
 REDIS_DB = int(os.environ.get("MEMORYD_TEST_REDIS_DB", "15"))
-REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
 BACKENDS = ["postgres", "sqlite"]
 
 
 @pytest.fixture(scope="session")
-def pg_database() -> Iterator[str]:
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a PostgreSQL server (no database): configured, local, or started here."""
+    if url := os.environ.get("MEMORYD_TEST_PG"):
+        yield url
+    elif port_open("127.0.0.1", 5432):
+        yield "postgresql+psycopg://postgres@127.0.0.1:5432"
+    else:
+        cluster = _started(lambda: PostgresCluster().start())
+        yield cluster.server_url
+        cluster.remove()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a Redis server (no database number): configured, local, or started here."""
+    if url := os.environ.get("MEMORYD_TEST_REDIS"):
+        yield url.rstrip("/")
+    elif port_open("127.0.0.1", 6379):
+        yield "redis://127.0.0.1:6379"
+    else:
+        server = _started(lambda: RedisServer(tmp_path_factory.mktemp("redis")).start())
+        yield server.url
+        server.stop()
+
+
+T = TypeVar("T")
+
+
+def _started(start: Callable[[], T]) -> T:
+    try:
+        return start()
+    except ServiceUnavailable as exc:
+        pytest.exit(f"memoryd tests need it: {exc}", returncode=4)
+
+
+@pytest.fixture(scope="session")
+def pg_database(pg_server: str) -> Iterator[str]:
     """A fresh PostgreSQL database for this test run, migrated to head, dropped after."""
     name = f"memoryd_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = create_engine(f"{PG_SERVER}/postgres", isolation_level="AUTOCOMMIT")
+    admin = create_engine(f"{pg_server}/postgres", isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = f"{PG_SERVER}/{name}"
+    url = f"{pg_server}/{name}"
     upgrade(Settings(database_url=url))
     yield url
     dispose_engines()
@@ -50,10 +88,11 @@ def pg_database() -> Iterator[str]:
 
 
 @pytest.fixture
-def redis_url() -> Iterator[str]:
-    client = redis.Redis.from_url(REDIS_URL)
+def redis_url(redis_server: str) -> Iterator[str]:
+    url = f"{redis_server}/{REDIS_DB}"
+    client = redis.Redis.from_url(url)
     client.flushdb()
-    yield REDIS_URL
+    yield url
     client.flushdb()
     client.close()
 
@@ -99,8 +138,11 @@ def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Se
 
 @pytest.fixture
 def db(settings: Settings) -> Iterator[Session]:
-    """A session on the test's database; the test commits what it wants others to see."""
-    session = session_factory(settings)()
+    """A session on the test's database. On SQLite it begins DEFERRED like a reader, so
+    looking at results never blocks the code under test; a test that writes through it
+    commits what it wants others to see."""
+    engine = get_engine(settings).execution_options(**{READONLY: True})
+    session = sessionmaker(engine, expire_on_commit=False)()
     try:
         yield session
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from memoryd.settings import Settings
+from memoryd.settings import Settings, explain
 
 
 def test_openai_variables_configure_the_llm(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,3 +52,36 @@ def test_bad_settings_name_the_variable(
         monkeypatch.setenv(k, v)
     with pytest.raises(ValidationError, match=message):
         Settings()
+
+
+def test_an_empty_variable_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docker-compose passes `OPENAI_BASE_URL=` when the host has none: that must mean
+    OpenAI's endpoint, not a base URL of ''."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", "")
+    monkeypatch.setenv("MEMORYD_DATABASE_URL", "")
+    monkeypatch.setenv("MEMORYD_EXTRACTION_MODEL", "")
+    settings = Settings()
+    assert settings.llm_base_url is None
+    assert settings.resolved_database_url.startswith("sqlite:///")
+    assert settings.extraction_model == "gpt-4o-mini"
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        ({"MEMORYD_DATABASE_URL": "nonsense"}, "MEMORYD_DATABASE_URL: not a database URL"),
+        ({"MEMORYD_DATABASE_URL": "mysql://h/db"}, "MEMORYD_DATABASE_URL: 'mysql' is not"),
+        ({"MEMORYD_BROKER_URL": "localhost:6379"}, "MEMORYD_BROKER_URL: not a broker URL"),
+        ({"MEMORYD_LEASE_SECONDS": "-1"}, "MEMORYD_LEASE_SECONDS: Input should be greater"),
+    ],
+)
+def test_a_settings_mistake_is_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], line: str
+) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ValidationError) as caught:
+        Settings()
+    lines = explain(caught.value)
+    assert len(lines) == 1 and lines[0].startswith(line)

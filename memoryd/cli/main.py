@@ -10,10 +10,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 
 from memoryd.errors import MemorydError
+from memoryd.models.db import describe_db_error
 from memoryd.models.schemas import Ident
-from memoryd.settings import Settings, get_settings
+from memoryd.settings import Settings, explain, get_settings
 
 
 class ScopeArgs(BaseModel):
@@ -39,7 +41,7 @@ def _print_json(value: Any) -> None:
 def cmd_migrate(settings: Settings, _ns: argparse.Namespace) -> int:
     from memoryd.models.migrate import upgrade
 
-    upgrade(settings)
+    upgrade(settings, wait_seconds=settings.startup_wait_seconds)
     print(f"migrated {settings.resolved_database_url} to head")
     return 0
 
@@ -97,23 +99,39 @@ def cmd_enqueue(settings: Settings, ns: argparse.Namespace) -> int:
                 }
             ]
         )
-    _print_json(result.model_dump())
     if ns.end and ns.session:
         client.end_session(ns.agent, ns.user, ns.session)
+    _print_json(result.model_dump())
+    if not client.flush(timeout=10):
+        print(
+            "memoryd: the broker did not take the extract trigger; the turns are stored and "
+            "beat's sweep will extract them",
+            file=sys.stderr,
+        )
     return 1 if result.rejected else 0
 
 
-def cmd_retry(settings: Settings, ns: argparse.Namespace) -> int:
-    from memoryd.ingest.leases import retry_failed
-    from memoryd.models.db import session_scope, utcnow
-    from memoryd.models.keys import SessionKey
+class RetryArgs(BaseModel):
+    agent_id: Ident | None = None
+    user_id: Ident | None = None
+    session_id: Ident | None = None
 
-    key = None
-    if ns.session:
-        args = SessionArgs(agent_id=ns.agent, user_id=ns.user, session_id=ns.session)
-        key = SessionKey(args.agent_id, args.user_id, args.session_id)
+
+def cmd_retry(settings: Settings, ns: argparse.Namespace) -> int:
+    from memoryd.ingest.sweeper import retry_failed
+    from memoryd.models.db import session_scope, utcnow
+
+    args = RetryArgs(
+        agent_id=ns.agent or None, user_id=ns.user or None, session_id=ns.session or None
+    )
     with session_scope(settings) as session:
-        count = retry_failed(session, utcnow(), key)
+        count = retry_failed(
+            session,
+            utcnow(),
+            agent_id=args.agent_id,
+            user_id=args.user_id,
+            session_id=args.session_id,
+        )
     print(f"{count} failed turns back to pending; the next sweep extracts them")
     return 0
 
@@ -199,7 +217,7 @@ def cmd_export(settings: Settings, ns: argparse.Namespace) -> int:
 
     out = open(ns.file, "w", encoding="utf-8") if ns.file else sys.stdout  # noqa: SIM115
     try:
-        with session_scope(settings) as session:
+        with session_scope(settings, readonly=True) as session:
             for line in export_memories(session, ns.agent or None, ns.user or None):
                 out.write(line + "\n")
     finally:
@@ -304,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = get_settings()
     except ValidationError as exc:
-        print(f"memoryd: invalid settings:\n{exc}", file=sys.stderr)
+        for line in explain(exc):
+            print(f"memoryd: invalid setting: {line}", file=sys.stderr)
         return 2
     fn: Callable[[Settings, argparse.Namespace], int] = ns.fn
     try:
@@ -314,10 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             field = ".".join(str(p) for p in err["loc"])
             print(f"memoryd: {field}: {err['msg']}", file=sys.stderr)
         return 2
+    except SQLAlchemyError as exc:
+        print(f"memoryd: {describe_db_error(exc, settings)}", file=sys.stderr)
+        return 1
     except (MemorydError, OSError, ValueError) as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
+from pydantic import ValidationError
 
+from memoryd.errors import DatabaseUnavailable
 from memoryd.models.db import dispose_engines
-from memoryd.settings import Settings, get_settings
+from memoryd.settings import Settings, explain, get_settings
 from memoryd.worker.config import celery_config
+
+log = logging.getLogger(__name__)
 
 TASK_MODULES = [
     "memoryd.tasks.ingest",
@@ -26,13 +32,39 @@ def make_celery(settings: Settings | None = None) -> Celery:
     else:
 
         def _configure(sender: Celery, **_kw: Any) -> None:
-            sender.conf.update(celery_config(get_settings()))
+            sender.conf.update(celery_config(_settings_or_exit()))
 
         celery.on_configure.connect(_configure, weak=False)
     return celery
 
 
+def _settings_or_exit() -> Settings:
+    """The process's settings; a mistake in them ends it with one line per mistake."""
+    try:
+        return get_settings()
+    except ValidationError as exc:
+        for line in explain(exc):
+            print(f"memoryd: invalid setting: {line}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 app = make_celery()
+
+
+@worker_init.connect
+def _refuse_to_start_without_a_database(**_kw: Any) -> None:
+    """A worker that cannot use its database must not report ready and take tasks: it
+    waits up to startup_wait_seconds for it (a restart, compose's ordering), then exits
+    with one line saying why."""
+    from memoryd.models.migrate import check_ready
+
+    settings = _settings_or_exit()
+    try:
+        check_ready(settings, wait_seconds=settings.startup_wait_seconds)
+    except DatabaseUnavailable as exc:
+        print(f"memoryd worker: {exc}", file=sys.stderr)
+        raise SystemExit(3) from None
+    dispose_engines()  # no connection opened here may be shared with forked children
 
 
 @worker_process_init.connect

@@ -7,7 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import redis
+from sqlalchemy import select, update
+
 from memoryd.settings import Settings
+from tests.conftest import make_settings
 from tests.workers import settings_env
 
 
@@ -82,4 +87,76 @@ def test_bad_arguments_and_settings_are_reported(settings: Settings) -> None:
         text=True,
         timeout=60,
     )
-    assert broken.returncode == 2 and "batch_size" in broken.stderr
+    assert broken.returncode == 2 and "MEMORYD_BATCH_SIZE" in broken.stderr
+
+
+def test_configuration_and_database_mistakes_are_one_line(settings: Settings) -> None:
+    def run(**env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memoryd", "stats"],
+            env={**settings_env(settings), "MEMORYD_STARTUP_WAIT_SECONDS": "0", **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    cases = {
+        "MEMORYD_DATABASE_URL=nonsense": "memoryd: invalid setting: MEMORYD_DATABASE_URL: not a",
+        "MEMORYD_DATABASE_URL=postgresql+psycopg://u:secret@127.0.0.1:1/x": (
+            "memoryd: cannot use the database at postgresql+psycopg://u:***@127.0.0.1:1/x"
+        ),
+        "MEMORYD_DATABASE_URL=sqlite:////tmp/memoryd-never-migrated.db": (
+            "has no memoryd tables: run `memoryd migrate`"
+        ),
+    }
+    for assignment, expected in cases.items():
+        name, value = assignment.split("=", 1)
+        out = run(**{name: value})
+        assert out.returncode in (1, 2)
+        assert out.stderr.count("\n") == 1, out.stderr  # one line, no traceback
+        assert expected in out.stderr
+
+
+def test_enqueue_end_sends_its_trigger_before_exiting(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A short-lived process (this command, or any script) must not exit before its
+    extract trigger reached the broker."""
+    if backend != "postgres":
+        pytest.skip("the Redis broker is paired with PostgreSQL in this suite")
+    settings = make_settings(backend, tmp_path, request)
+    out = memoryd(
+        settings,
+        "enqueue",
+        "--agent",
+        "bot",
+        "--user",
+        "ann",
+        "--session",
+        "s1",
+        "--content",
+        "Call me Sam.",
+        "--end",
+    )
+    assert out.returncode == 0, out.stderr
+    queued = redis.Redis.from_url(settings.broker_url).lrange("extraction", 0, -1)
+    bodies = [json.loads(m)["headers"] for m in queued]
+    assert [(h["task"], h["argsrepr"]) for h in bodies] == [
+        ("memoryd.extract_session", "['bot', 'ann', 's1']")
+    ]
+
+
+def test_retry_re_drives_only_the_scope_it_names(settings: Settings) -> None:
+    from memoryd.models.db import session_scope
+    from memoryd.models.tables import Turn, TurnStatus
+    from tests.factories import add_turns
+
+    add_turns(settings, 2, user_id="ann")
+    add_turns(settings, 3, user_id="bob", session_id="s2")
+    with session_scope(settings) as session:
+        session.execute(update(Turn).values(status=TurnStatus.FAILED))
+    out = memoryd(settings, "retry", "--agent", "bot", "--user", "ann")
+    assert out.returncode == 0 and out.stdout.startswith("2 failed turns back to pending")
+    with session_scope(settings, readonly=True) as session:
+        left = session.scalars(select(Turn.user_id).where(Turn.status == TurnStatus.FAILED))
+        assert sorted(left) == ["bob", "bob", "bob"]

@@ -1,0 +1,64 @@
+"""Transactions as the pipeline needs them: SQLite readers never hold up writers, and a
+worker refuses to start on a database it cannot use."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from memoryd.client import MemoryClient
+from memoryd.memories.transfer import export_memories
+from memoryd.models.db import session_scope
+from memoryd.settings import Settings
+from tests.workers import REPO_ROOT, settings_env
+
+
+def test_a_long_read_does_not_block_writers(settings: Settings) -> None:
+    """An export is open mid-stream while the chat backend keeps saving: on SQLite the
+    reader must not hold the database write lock (the writer would wait for its busy
+    timeout, 30 s, or fail)."""
+    client = MemoryClient(settings, dispatch=False)
+    for i in range(3):
+        client.remember("bot", "ann", f"Fact number {i}")
+    wrote = threading.Event()
+    with session_scope(settings, readonly=True) as session:
+        lines = export_memories(session)
+        assert next(lines)  # the read transaction is open now
+        writer = threading.Thread(
+            target=lambda: (client.remember("bot", "ann", "Written meanwhile"), wrote.set())
+        )
+        writer.start()
+        writer.join(timeout=10)
+        assert wrote.is_set(), "a writer waited for an open read transaction"
+        assert len(list(lines)) == 2  # the reader's own snapshot, undisturbed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("database_url", "reason"),
+    [
+        ("postgresql+psycopg://postgres@127.0.0.1:1/none", "cannot use the database"),
+        ("sqlite:///{tmp}/never-migrated.db", "run `memoryd migrate`"),
+    ],
+)
+def test_a_worker_that_cannot_use_its_database_does_not_start(
+    tmp_path: Path, database_url: str, reason: str
+) -> None:
+    settings = Settings(data_dir=tmp_path, database_url=database_url.format(tmp=tmp_path))
+    env = {**settings_env(settings), "MEMORYD_STARTUP_WAIT_SECONDS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "memoryd.worker", "worker", "--pool=solo"],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 3
+    assert "ready." not in out.stdout + out.stderr  # it never took a task
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("memoryd worker: ") and reason in last

@@ -1,0 +1,43 @@
+"""docker-compose.yml keeps the operational promises README makes about it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
+
+
+def services() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return dict(loaded["services"])
+
+
+def test_healthchecks_wait_on_tcp() -> None:
+    """During initdb PostgreSQL answers on its socket before TCP: a socket check would
+    let `migrate` start too early."""
+    for name in ("postgres", "redis"):
+        test = services()[name]["healthcheck"]["test"]
+        assert "-h" in test and "127.0.0.1" in test, name
+
+
+def test_migrate_waits_and_retries_and_workers_wait_for_it() -> None:
+    migrate = services()["migrate"]
+    assert migrate["restart"].startswith("on-failure")
+    env = yaml.safe_load(COMPOSE.read_text())["x-memoryd-env"]
+    assert float(env["MEMORYD_STARTUP_WAIT_SECONDS"]) > 0
+    for name in ("worker", "beat"):
+        condition = services()[name]["depends_on"]["migrate"]["condition"]
+        assert condition == "service_completed_successfully"
+
+
+def test_flower_is_behind_basic_auth() -> None:
+    command = " ".join(services()["flower"]["command"])
+    assert "--basic-auth=" in command and "FLOWER_PASSWORD:?" in command
+
+
+def test_unset_llm_variables_reach_memoryd_as_empty_which_means_unset() -> None:
+    env = yaml.safe_load(COMPOSE.read_text())["x-memoryd-env"]
+    assert env["OPENAI_BASE_URL"] == "${OPENAI_BASE_URL:-}"  # see test_an_empty_variable...
