@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 
-.PHONY: install demo test lint bench worker beat flower migrate clean
+.PHONY: install demo test lint bench chaos worker beat flower migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q
+
+chaos: $(STAMP)
+	$(BIN)/python bench/chaos.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py

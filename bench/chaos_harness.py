@@ -1,0 +1,339 @@
+"""The chaos bench's machinery: its own servers, workers and beat, a generated chat load,
+the fake LLM that makes one fact per user turn, and the exactly-once check.
+
+Every user turn carries a unique tag ("[u3s1t17]"); the LLM answers each tagged turn with
+one fact naming the tag. So after a run, "each turn extracted exactly once" is visible
+in the store: one active memory per user turn, seen exactly once (a second extraction
+of a turn would confirm its memory: evidence 2), and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+from sqlalchemy import create_engine, func, select, text
+
+from memoryd.client import MemoryClient
+from memoryd.extraction import offline
+from memoryd.models.db import dispose_engines, session_scope
+from memoryd.models.migrate import upgrade
+from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus, Turn, TurnStatus
+from memoryd.settings import Settings
+from tests.fakellm import FakeLLM, parse_prompt
+from tests.services import PostgresCluster, RedisServer
+from tests.workers import Proc, start_beat, start_worker
+
+TAG = re.compile(r"\[(u\d+s\d+t\d+)\]")
+TOPICS = [
+    "my sister's wedding in June",
+    "the quarterly report at work",
+    "training for a half marathon",
+    "moving to a flat near the river",
+    "learning to cook Sichuan food",
+    "the broken dishwasher",
+    "a trip to Kyoto next spring",
+    "my daughter's piano lessons",
+]
+
+
+def fact_for(tag: str) -> str:
+    """The one fact the chaos LLM makes of the user turn tagged `tag`. The hash keeps any
+    two facts far apart, so dedup never merges facts of different turns."""
+    return f"Chaos fact {tag} {hashlib.sha1(tag.encode()).hexdigest()[:12]}"
+
+
+def chaos_answer(messages: list[dict[str, Any]]) -> str:
+    """One fact per tagged user turn; untagged turns get memoryd's offline rules."""
+    turns, memories = parse_prompt(messages)
+    facts: list[dict[str, Any]] = []
+    for role, content in turns:
+        match = TAG.search(content) if role == "user" else None
+        if match:
+            facts.append({"content": fact_for(match.group(1)), "confidence": 0.95})
+    untagged = [(r, c) for r, c in turns if not TAG.search(c)]
+    facts += [f.model_dump(mode="json") for f in offline.extract_facts(untagged, memories)]
+    return json.dumps({"facts": facts})
+
+
+@dataclass
+class Conversation:
+    agent_id: str
+    user_id: str
+    session_id: str
+    turns: list[dict[str, Any]]
+
+    @property
+    def tags(self) -> list[str]:
+        return [m.group(1) for t in self.turns if (m := TAG.search(t["content"]))]
+
+
+def generate(users: int, sessions: int, turns: int, seed: int = 7) -> list[Conversation]:
+    """Multi-session chats: alternating user and assistant turns of varied length (some
+    long enough that batches are cut by tokens, not by count)."""
+    rng = random.Random(seed)
+    out = []
+    for u in range(users):
+        for s in range(sessions):
+            items = []
+            for t in range(turns):
+                topic = rng.choice(TOPICS)
+                if t % 2 == 0:
+                    content = f"[u{u}s{s}t{t}] About {topic}: " + " ".join(
+                        rng.choice(["so", "I think", "really", "again", "today", "we"])
+                        for _ in range(rng.choice([5, 20, 60]))
+                    )
+                else:
+                    content = f"That sounds important. Tell me more about {topic}. " * (
+                        rng.choice([1, 3, 25])
+                    )
+                role = "user" if t % 2 == 0 else "assistant"
+                items.append(
+                    {
+                        "agent_id": "chaos",
+                        "user_id": f"u{u}",
+                        "session_id": f"u{u}-s{s}",
+                        "role": role,
+                        "content": content,
+                    }
+                )
+            out.append(Conversation("chaos", f"u{u}", f"u{u}-s{s}", items))
+    return out
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    backend: str
+    turns: int
+    done: int
+    duplicated: int
+    stranded: int
+    dead_lettered: int
+    lost: int
+    seconds: float
+    llm_calls: int = 0
+    batches: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.duplicated or self.stranded or self.dead_lettered or self.lost)
+
+
+class Harness:
+    """One scenario's world: a fresh database, an empty broker, the fake LLM, workers."""
+
+    def __init__(self, backend: str, servers: Servers, **overrides: Any) -> None:
+        self.backend = backend
+        self.folder = Path(tempfile.mkdtemp(prefix=f"chaos-{backend}-"))
+        self.llm = FakeLLM(responder=chaos_answer).__enter__()
+        self.servers = servers
+        base: dict[str, Any] = {
+            "data_dir": self.folder / "data",
+            "llm_base_url": self.llm.base_url,
+            "llm_api_key": "chaos",
+            "batch_size": 20,
+            "max_facts": 20,
+            "lease_seconds": 5.0,
+            "flush_idle_seconds": 2,
+            "sweep_interval_seconds": 1.0,
+            "llm_timeout_seconds": 2.0,
+            "llm_retries": 2,
+            "llm_backoff_max_seconds": 1.0,
+            "retry_backoff_seconds": 1.0,
+            "retry_backoff_max_seconds": 8.0,
+            "circuit_open_seconds": 2.0,
+            "circuit_open_max_seconds": 8.0,
+            "startup_wait_seconds": 60.0,
+            "worker_concurrency": 8,
+        }
+        if backend == "postgres":
+            base["database_url"] = servers.new_database()
+            base["broker_url"] = servers.redis_url
+            redis.Redis.from_url(servers.redis_url).flushdb()
+        self.settings = Settings(**{**base, **overrides})
+        upgrade(self.settings)
+        self.procs: list[Proc] = []
+        self.feeder: threading.Thread | None = None
+        self.conversations: list[Conversation] = []
+        self.started = time.monotonic()
+
+    # ----------------------------------------------------------------------- processes
+
+    def start_workers(self, n: int = 2) -> None:
+        for _ in range(n):
+            self.add_worker()
+        self.procs.append(start_beat(self.settings, self.folder))
+
+    def add_worker(self) -> Proc:
+        name = f"w{uuid.uuid4().hex[:6]}"
+        proc = start_worker(
+            self.settings, self.folder, name=name, concurrency=self.settings.worker_concurrency
+        )
+        self.procs.append(proc)
+        return proc
+
+    def workers(self) -> list[Proc]:
+        return [p for p in self.procs if p.alive() and p.log_path.name.startswith("w")]
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.stop()
+        self.llm.__exit__()
+        dispose_engines()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    # ---------------------------------------------------------------------------- load
+
+    def feed(self, conversations: list[Conversation], seconds: float) -> None:
+        """Enqueue the conversations spread over `seconds`, ending each, in the background
+        (the chat backend keeps talking while faults happen)."""
+        self.conversations += conversations
+        pause = seconds / max(len(conversations), 1)
+
+        def run() -> None:
+            client = MemoryClient(self.settings)
+            for conv in conversations:
+                keyed = [
+                    {**t, "turn_key": f"{conv.session_id}:{i}"} for i, t in enumerate(conv.turns)
+                ]
+                for start in range(0, len(keyed), 7):  # a few turns per call
+                    _until_stored(client.enqueue_turns, keyed[start : start + 7])
+                _until_stored(client.end_session, conv.agent_id, conv.user_id, conv.session_id)
+                time.sleep(pause)
+            client.flush()
+
+        self.feeder = threading.Thread(target=run, name="chaos-feeder", daemon=True)
+        self.feeder.start()
+
+    def wait_settled(self, timeout: float) -> bool:
+        """Until the feeder is done, every turn of the load is stored, and none is pending
+        or claimed."""
+        expected = sum(len(c.turns) for c in self.conversations)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            feeding = self.feeder is not None and self.feeder.is_alive()
+            if not feeding and self.unsettled(expected) == 0:
+                return True
+            time.sleep(0.5)
+        return False
+
+    def unsettled(self, expected: int) -> int:
+        """Turns not yet stored, pending or claimed (-1 while the database is down)."""
+        try:
+            with session_scope(self.settings, readonly=True) as session:
+                counts = dict(
+                    session.execute(select(Turn.status, func.count()).group_by(Turn.status)).all()
+                )
+        except Exception:
+            return -1
+        busy = counts.get(TurnStatus.PENDING, 0) + counts.get(TurnStatus.CLAIMED, 0)
+        return busy + max(expected - sum(counts.values()), 0)
+
+    # --------------------------------------------------------------------------- check
+
+    def check(self, scenario: str) -> Outcome:
+        """Exactly once: every turn done by one done batch, every user turn's fact present
+        once and seen once, nothing else remembered, nothing left behind."""
+        with session_scope(self.settings, readonly=True) as session:
+            statuses = dict(
+                session.execute(select(Turn.status, func.count()).group_by(Turn.status)).all()
+            )
+            not_in_done_batch = session.scalar(
+                select(func.count())
+                .select_from(Turn)
+                .outerjoin(ExtractionBatch, ExtractionBatch.id == Turn.batch_id)
+                .where(Turn.status == TurnStatus.DONE, ExtractionBatch.status != "done")
+            )
+            batches = session.scalar(select(func.count()).where(ExtractionBatch.status == "done"))
+            memories = session.execute(
+                select(Memory.content, Memory.evidence_count).where(
+                    Memory.status == MemoryStatus.ACTIVE, Memory.agent_id == "chaos"
+                )
+            ).all()
+        expected = {fact_for(tag) for conv in self.conversations for tag in conv.tags}
+        seen: dict[str, int] = {}
+        for content, evidence in memories:
+            seen[content] = seen.get(content, 0) + evidence
+        duplicated = sum(1 for c in expected if seen.get(c, 0) > 1) + int(not_in_done_batch or 0)
+        extra = set(seen) - expected
+        lost = sum(1 for c in expected if c not in seen)
+        total = sum(len(c.turns) for c in self.conversations)
+        notes = [f"unexpected memory: {c}" for c in sorted(extra)[:3]]
+        return Outcome(
+            scenario=scenario,
+            backend=self.backend,
+            turns=total,
+            done=statuses.get(TurnStatus.DONE, 0),
+            duplicated=duplicated + len(extra),
+            stranded=statuses.get(TurnStatus.PENDING, 0) + statuses.get(TurnStatus.CLAIMED, 0),
+            dead_lettered=statuses.get(TurnStatus.FAILED, 0),
+            lost=lost + max(total - sum(statuses.values()), 0),
+            seconds=time.monotonic() - self.started,
+            llm_calls=self.llm.calls,
+            batches=int(batches or 0),
+            notes=notes,
+        )
+
+
+def _until_stored(call: Callable[..., object], *args: Any) -> None:
+    """What a careful chat backend does while the database is down: retry. Turn keys make
+    a retry after an ambiguous failure (committed, but the answer was lost) harmless."""
+    while True:
+        try:
+            call(*args)
+            return
+        except Exception:
+            time.sleep(0.5)
+
+
+class Servers:
+    """The bench's own PostgreSQL cluster and Redis server, which scenarios may kill."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="chaos-servers-"))
+        self.postgres = PostgresCluster().start()
+        self.redis = RedisServer(self.folder / "redis").start()
+
+    @property
+    def redis_url(self) -> str:
+        return f"{self.redis.url}/0"
+
+    def new_database(self) -> str:
+        name = f"chaos_{uuid.uuid4().hex[:8]}"
+        admin = create_engine(f"{self.postgres.server_url}/postgres", isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        return f"{self.postgres.server_url}/{name}"
+
+    def close(self) -> None:
+        self.redis.stop()
+        self.postgres.remove()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def repeatedly(every: float, times: int, action: Callable[[int], None]) -> threading.Thread:
+    """Run `action(i)` every `every` seconds, `times` times, in the background."""
+
+    def run() -> None:
+        for i in range(times):
+            time.sleep(every)
+            action(i)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
