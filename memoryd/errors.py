@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
+
+def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    """(dotted field, message) per mistake, without pydantic's "Value error, " prefix."""
+    return [
+        (".".join(str(part) for part in e["loc"]), e["msg"].removeprefix("Value error, "))
+        for e in exc.errors(include_url=False, include_input=False)
+    ]
+
 
 class MemorydError(Exception):
     """Base of every error memoryd raises on purpose."""

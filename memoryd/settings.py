@@ -11,6 +11,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from memoryd.errors import field_errors
+
 BROKER_SCHEMES = ("filesystem", "redis", "rediss", "amqp", "amqps", "pyamqp", "sqs", "memory")
 
 
@@ -198,12 +200,7 @@ class Settings(BaseSettings):
 
 def explain(exc: ValidationError) -> list[str]:
     """One line per mistake, named as the environment variable a person sets."""
-    lines = []
-    for error in exc.errors(include_url=False):
-        name = ".".join(str(part) for part in error["loc"])
-        message = error["msg"].removeprefix("Value error, ")
-        lines.append(f"MEMORYD_{name.upper()}: {message}" if name else message)
-    return lines
+    return [f"MEMORYD_{f.upper()}: {m}" if f else m for f, m in field_errors(exc)]
 
 
 @lru_cache(maxsize=1)

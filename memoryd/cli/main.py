@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from memoryd.errors import MemorydError
+from memoryd.errors import MemorydError, field_errors
 from memoryd.models.db import describe_db_error
 from memoryd.models.schemas import Ident
 from memoryd.settings import Settings, explain, get_settings
@@ -329,9 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return fn(settings, ns)
     except ValidationError as exc:
-        for err in exc.errors(include_url=False):
-            field = ".".join(str(p) for p in err["loc"])
-            print(f"memoryd: {field}: {err['msg']}", file=sys.stderr)
+        for field, message in field_errors(exc):
+            print(f"memoryd: {field}: {message}", file=sys.stderr)
         return 2
     except SQLAlchemyError as exc:
         print(f"memoryd: {describe_db_error(exc, settings)}", file=sys.stderr)

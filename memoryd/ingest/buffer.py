@@ -18,7 +18,7 @@ from sqlalchemy import Connection, exc, func, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
-from memoryd.errors import TurnRejected
+from memoryd.errors import TurnRejected, field_errors
 from memoryd.models.db import rowcount, write_connection
 from memoryd.models.keys import SessionKey, session_pk, turns_of
 from memoryd.models.schemas import IngestResult, TurnIn
@@ -115,10 +115,7 @@ def _metadata_bytes(meta: dict[str, Any] | None) -> int:
 
 
 def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
-    return [
-        {"field": ".".join(str(p) for p in err["loc"]) or "(payload)", "message": err["msg"]}
-        for err in exc.errors(include_url=False, include_input=False)
-    ]
+    return [{"field": f or "(payload)", "message": m} for f, m in field_errors(exc)]
 
 
 # --------------------------------------------------------------------------------- ingest

@@ -22,7 +22,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from memoryd.errors import LLMError, LLMOutputError, LLMTransientError
+from memoryd.errors import LLMError, LLMOutputError, LLMTransientError, field_errors
 from memoryd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -167,9 +167,7 @@ class LLMClient:
 
 
 def _short_errors(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()[:5]
-    )
+    return "; ".join(f"{field or 'answer'}: {message}" for field, message in field_errors(exc)[:5])
 
 
 def _repair_request(error: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from memoryd.errors import field_errors
 from memoryd.models.tables import Category
 
 
@@ -75,8 +76,5 @@ def parse_tool_call(name: str, arguments: str | dict[str, Any]) -> BaseModel:
     except json.JSONDecodeError as exc:
         raise ValueError(f"arguments are not valid JSON: {exc.msg}") from None
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
+        problems = "; ".join(f"{f or 'arguments'}: {m}" for f, m in field_errors(exc))
         raise ValueError(problems) from None
