@@ -1,7 +1,15 @@
 """memoryd: long-term memory for LLM agents, extracted asynchronously on Celery."""
 
 from memoryd.client import MemoryClient
-from memoryd.errors import LLMError, MemorydError, NotFound, TurnRejected
+from memoryd.errors import (
+    LLMError,
+    MemorydError,
+    NotFound,
+    ProfileRejected,
+    SharedScopeError,
+    TurnRejected,
+)
+from memoryd.models.profiles import ProfileOut, ProfileType
 from memoryd.models.schemas import IngestResult, TurnIn
 from memoryd.settings import Settings
 
@@ -11,7 +19,11 @@ __all__ = [
     "MemoryClient",
     "MemorydError",
     "NotFound",
+    "ProfileOut",
+    "ProfileRejected",
+    "ProfileType",
     "Settings",
+    "SharedScopeError",
     "TurnIn",
     "TurnRejected",
 ]

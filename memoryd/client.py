@@ -7,12 +7,14 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memoryd.client_profiles import ProfileMethods
 from memoryd.errors import MemorydError, TurnRejected
 from memoryd.ingest.buffer import end_session, ingest, payload_items
 from memoryd.memories import edits
 from memoryd.memories.health import MemoryHealth, memory_health
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
+from memoryd.models.profiles import ProfileType
 from memoryd.models.schemas import EventOut, IngestResult, MemoryOut, TurnIn
 from memoryd.models.tables import Category
 from memoryd.recall import embeddings
@@ -22,7 +24,7 @@ from memoryd.recall.session_context import SessionContext, session_context
 from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs, parse_tool_call
 from memoryd.recall.usage import log_retrieval, mark_referenced
 from memoryd.settings import Settings, get_settings
-from memoryd.text import query_tokens
+from memoryd.text import estimate_tokens, query_tokens
 
 if TYPE_CHECKING:  # Celery is imported only once something is dispatched
     from celery import Celery
@@ -30,7 +32,7 @@ if TYPE_CHECKING:  # Celery is imported only once something is dispatched
     from memoryd.ingest.dispatch import BackgroundDispatcher
 
 
-class MemoryClient:
+class MemoryClient(ProfileMethods):
     """Entry point for chat backends written in Python.
 
     `dispatch=False` stores turns without sending Celery messages; beat's sweeper then
@@ -166,9 +168,16 @@ class MemoryClient:
         user_id: str,
         token_budget: int = 800,
         session_id: str | None = None,
+        profile: ProfileType | str | None = None,
     ) -> str:
         """The `<memory-context>` block for the next prompt, within `token_budget`, or ""
-        when nothing relevant fits. It is never written to the chat history."""
+        when nothing relevant fits. It is never written to the chat history. With
+        `profile` ("user" or "work"), that document comes first, within half the budget."""
+        if profile is not None:
+            head = self.build_profile_prompt(agent_id, user_id, profile, token_budget // 2)
+            rest = token_budget - (estimate_tokens(head) + 1 if head else 0)
+            block = self.build_context(query, agent_id, user_id, rest, session_id)
+            return "\n\n".join(part for part in (head, block) if part)
         if not query_tokens(query):
             return ""
         vector = embeddings.embed_query(self.settings, query)  # before any transaction opens
@@ -198,8 +207,10 @@ class MemoryClient:
         name: str = "",
         tags: Sequence[str] = (),
         replaces: int | None = None,
+        shared: bool = False,
     ) -> MemoryOut:
-        """Save a memory now ("remember this"): long tier, deduplicated, may replace one."""
+        """Save a memory now ("remember this"): long tier, deduplicated, may replace one.
+        Writing the agent's shared scope (user_id "*") needs `shared=True`."""
         with session_scope(self.settings) as session:
             saved = edits.remember(
                 session,
@@ -211,6 +222,7 @@ class MemoryClient:
                 name=name,
                 tags=tags,
                 replaces=replaces,
+                shared=shared,
             )
         embeddings.fill_missing(self.settings, Scope(agent_id, user_id))
         return saved
@@ -225,6 +237,7 @@ class MemoryClient:
         name: str | None = None,
         category: Category | str | None = None,
         tags: Sequence[str] | None = None,
+        shared: bool = False,
     ) -> MemoryOut:
         with session_scope(self.settings) as session:
             saved = edits.update(
@@ -237,20 +250,32 @@ class MemoryClient:
                 name=name,
                 category=Category(category) if category else None,
                 tags=tags,
+                shared=shared,
             )
         embeddings.fill_missing(self.settings, Scope(agent_id, user_id))
         return saved
 
-    def forget(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
+    def forget(
+        self, agent_id: str, user_id: str, memory_id: int, *, shared: bool = False
+    ) -> MemoryOut:
         """Soft delete (restorable, history kept)."""
         with session_scope(self.settings) as session:
-            return edits.forget(session, Scope(agent_id, user_id), memory_id, utcnow())
+            return edits.forget(
+                session, Scope(agent_id, user_id), memory_id, utcnow(), shared=shared
+            )
 
-    def restore(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
+    def restore(
+        self, agent_id: str, user_id: str, memory_id: int, *, shared: bool = False
+    ) -> MemoryOut:
         """Bring back an archived, expired or deleted memory."""
         with session_scope(self.settings) as session:
             return edits.restore(
-                session, self.settings, Scope(agent_id, user_id), memory_id, utcnow()
+                session,
+                self.settings,
+                Scope(agent_id, user_id),
+                memory_id,
+                utcnow(),
+                shared=shared,
             )
 
     def get(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:

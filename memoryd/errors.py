@@ -25,6 +25,14 @@ class TurnRejected(MemorydError):
         self.errors = errors or []
 
 
+class ProfileRejected(MemorydError):
+    """A profile document or patch failed validation; `errors` names each bad field."""
+
+    def __init__(self, message: str, errors: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or []
+
+
 class LLMError(MemorydError):
     """The LLM call failed for good (after retries, or not retryable)."""
 
@@ -52,6 +60,10 @@ class BatchFailed(MemorydError):
 
 class DatabaseUnavailable(MemorydError):
     """The database cannot be reached, or is not migrated; the message says which."""
+
+
+class SharedScopeError(MemorydError):
+    """A write to the agent's shared `*` scope that did not say shared=True."""
 
 
 class NotFound(MemorydError):

@@ -1,4 +1,4 @@
-"""Text helpers shared by ingest, dedup and ranking: normalisation, hashes, trigrams, tokens."""
+"""Text helpers shared by the stages: normalisation, hashes, trigrams, tokens, secrets."""
 
 from __future__ import annotations
 
@@ -80,3 +80,42 @@ def query_tokens(query: str) -> list[str]:
     """Distinct search terms of a user query, longest first, at most MAX_QUERY_TOKENS."""
     unique = dict.fromkeys(t for t in search_tokens(query[:4000]) if t)
     return sorted(unique, key=len, reverse=True)[:MAX_QUERY_TOKENS]
+
+
+# ------------------------------------------------------------------------------ secrets
+
+_SECRET_PATTERNS = [
+    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),  # GitHub tokens
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack tokens
+    re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),  # JWT
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    re.compile(
+        r"(password|passwd|passcode|pwd|api[ _-]?key|secret|token|密码|口令|密钥)"
+        r"\s*(is|=|:|：|是)\s*\S+",
+        re.IGNORECASE,
+    ),
+]
+_CARD_CANDIDATE = re.compile(r"\b(?:\d[ -]?){13,19}\b")
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def holds_secret(text: str) -> bool:
+    """API keys, tokens, passwords and card numbers never become memories."""
+    if any(p.search(text) for p in _SECRET_PATTERNS):
+        return True
+    for match in _CARD_CANDIDATE.finditer(text):
+        digits = re.sub(r"\D", "", match.group())
+        if 13 <= len(digits) <= 19 and _luhn_ok(digits):
+            return True
+    return False

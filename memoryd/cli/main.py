@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
+from memoryd.cli import profile
 from memoryd.errors import MemorydError, field_errors
 from memoryd.models.db import describe_db_error
 from memoryd.models.schemas import Ident
@@ -251,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     add("migrate", cmd_migrate, "create or upgrade the database schema")
+    profile.add_parser(sub)
     p = add("worker", cmd_worker, "run a Celery worker (threads pool)")
     p.add_argument("--pool", default="threads", choices=["threads", "prefork", "gevent", "solo"])
     p.add_argument("--concurrency", type=int, default=0)
@@ -335,6 +338,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SQLAlchemyError as exc:
         print(f"memoryd: {describe_db_error(exc, settings)}", file=sys.stderr)
         return 1
-    except (MemorydError, OSError, ValueError) as exc:
+    except (MemorydError, OSError, ValueError, subprocess.CalledProcessError) as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from memoryd.errors import NotFound
 from memoryd.memories.reconcile import reconcile_facts
 from memoryd.memories.store import (
+    check_writable,
     lock_rows,
     readable,
     record_event,
@@ -63,8 +64,10 @@ def remember(
     name: str = "",
     tags: Sequence[str] = (),
     replaces: int | None = None,
+    shared: bool = False,
 ) -> MemoryOut:
     """An explicit "remember this": long tier, through the same dedup and replacement."""
+    check_writable(scope, shared)
     fact = Fact(
         content=content,
         category=category,
@@ -95,7 +98,9 @@ def update(
     name: str | None = None,
     category: Category | None = None,
     tags: Sequence[str] | None = None,
+    shared: bool = False,
 ) -> MemoryOut:
+    check_writable(scope, shared)
     lock_scope(session, scope)
     memory = _owned(session, scope, memory_id, writable=True)
     if memory.status != MemoryStatus.ACTIVE:
@@ -112,8 +117,11 @@ def update(
     return MemoryOut.from_memory(memory)
 
 
-def forget(session: Session, scope: Scope, memory_id: int, now: datetime) -> MemoryOut:
+def forget(
+    session: Session, scope: Scope, memory_id: int, now: datetime, *, shared: bool = False
+) -> MemoryOut:
     """Soft delete: hidden from recall, kept with its history, restorable."""
+    check_writable(scope, shared)
     lock_scope(session, scope)
     memory = _owned(session, scope, memory_id, writable=True)
     if memory.status != MemoryStatus.DELETED:
@@ -125,8 +133,15 @@ def forget(session: Session, scope: Scope, memory_id: int, now: datetime) -> Mem
 
 
 def restore(
-    session: Session, settings: Settings, scope: Scope, memory_id: int, now: datetime
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    memory_id: int,
+    now: datetime,
+    *,
+    shared: bool = False,
 ) -> MemoryOut:
+    check_writable(scope, shared)
     lock_scope(session, scope)
     memory = _owned(session, scope, memory_id, writable=True)
     restore_memory(session, settings, memory, now, actor=Actor.API)

@@ -9,6 +9,7 @@ from sqlalchemy import Select, and_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from memoryd.errors import SharedScopeError
 from memoryd.memories.weights import (
     INITIAL_WEIGHT,
     effective_weight,
@@ -39,6 +40,16 @@ def readable(scope: Scope) -> ColumnElement[bool]:
 
 
 SelectT = TypeVar("SelectT", bound=Select)  # type: ignore[type-arg]
+
+
+def check_writable(scope: Scope, shared: bool) -> None:
+    """The agent's shared `*` scope is read by all its users, so only a call that says
+    `shared=True` may write it; extraction from one user's chat never does."""
+    if scope.user_id == SHARED_USER and not shared:
+        raise SharedScopeError(
+            "user_id '*' is the agent's shared scope, read by all its users: "
+            "pass shared=True to write it"
+        )
 
 
 def lock_rows(session: Session, stmt: SelectT) -> SelectT:

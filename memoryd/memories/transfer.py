@@ -1,20 +1,25 @@
-"""Export and import of memories as JSON lines (every status, so nothing is lost)."""
+"""Export and import as JSON lines: every memory (every status, so nothing is lost), then
+every profile document (lines with "kind": "profile")."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from memoryd.errors import ProfileRejected
+from memoryd.memories.profiles import commit_change, ensure_profiles, load, to_out, validated
 from memoryd.memories.store import create_memory, find_by_hash
 from memoryd.models.db import lock_scope
 from memoryd.models.keys import Scope
+from memoryd.models.profiles import ItemMeta, ProfileStatus, ProfileType
 from memoryd.models.schemas import Fact, Ident, MemoryOut
-from memoryd.models.tables import Actor, Category, Memory, MemoryStatus, Tier
+from memoryd.models.tables import Actor, Category, Memory, MemoryStatus, Profile, Tier
 from memoryd.settings import Settings
 
 EXPORT_CHUNK = 1000
@@ -33,10 +38,17 @@ def export_memories(
             stmt = stmt.where(Memory.user_id == user_id)
         rows = session.scalars(stmt.order_by(Memory.id).limit(EXPORT_CHUNK)).all()
         if not rows:
-            return
+            break
         for memory in rows:
             yield MemoryOut.from_memory(memory).model_dump_json()
         last = rows[-1].id
+    documents = select(Profile).order_by(Profile.id)
+    if agent_id:
+        documents = documents.where(Profile.agent_id == agent_id)
+    if user_id:
+        documents = documents.where(Profile.user_id == user_id)
+    for profile in session.scalars(documents):
+        yield json.dumps({"kind": "profile", **to_out(profile).model_dump(mode="json")})
 
 
 class ImportRecord(BaseModel):
@@ -61,14 +73,20 @@ def import_memories(
 ) -> dict[str, object]:
     """Add memories; an active one whose content the scope already holds is skipped.
     Bad lines are reported by number and do not stop the others."""
-    imported = skipped = 0
+    imported = skipped = imported_profiles = 0
     errors: list[str] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            record = ImportRecord.model_validate(json.loads(line))
-        except (json.JSONDecodeError, ValidationError) as exc:
+            data = json.loads(line)
+            if isinstance(data, dict) and data.get("kind") == "profile":
+                imported_profiles += _import_profile(
+                    session, ProfileRecord.model_validate(data), now
+                )
+                continue
+            record = ImportRecord.model_validate(data)
+        except (json.JSONDecodeError, ValidationError, ProfileRejected) as exc:
             errors.append(f"line {number}: {str(exc).splitlines()[0]}")
             continue
         scope = Scope(record.agent_id, record.user_id)
@@ -98,4 +116,33 @@ def import_memories(
             memory.expires_at = record.expires_at or memory.expires_at
         imported += 1
     session.flush()
-    return {"imported": imported, "skipped": skipped, "errors": errors}
+    result: dict[str, object] = {"imported": imported, "skipped": skipped, "errors": errors}
+    if imported_profiles:
+        result["profiles"] = imported_profiles
+    return result
+
+
+class ProfileRecord(BaseModel):
+    """A profile line of an export."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    agent_id: Ident
+    user_id: Ident
+    type: ProfileType
+    status: ProfileStatus = ProfileStatus.ACTIVE
+    content: dict[str, Any]
+    field_meta: dict[str, ItemMeta] = Field(default_factory=dict)
+
+
+def _import_profile(session: Session, record: ProfileRecord, now: datetime) -> int:
+    """The document as exported, meta included, as one more version of the scope's."""
+    scope = Scope(record.agent_id, record.user_id)
+    lock_scope(session, scope)
+    ensure_profiles(session, scope, now)
+    profile = load(session, scope, record.type, lock=True)
+    content = validated(record.type, record.content)
+    field_meta = {k: v.model_dump(mode="json") for k, v in record.field_meta.items()}
+    profile.status = record.status
+    commit_change(session, profile, (content, field_meta), Actor.API, now)
+    return 1

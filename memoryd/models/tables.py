@@ -1,133 +1,68 @@
-"""Tables of DESIGN.md as SQLAlchemy 2 typed models. Migrations live in `migrations/`."""
+"""Tables of DESIGN.md as SQLAlchemy 2 typed models. Migrations live in `migrations/`.
+
+The base, column types and enums live in base.py and are re-exported here, so a table's
+module names everything a query about it needs."""
 
 from __future__ import annotations
 
-import enum
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
-    DateTime,
     Float,
     ForeignKey,
     Index,
     Integer,
-    MetaData,
     String,
     Text,
     UniqueConstraint,
     text,
 )
-from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.orm import Mapped, mapped_column
 
-# SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets a bigint identity.
-BigId = BigInteger().with_variant(Integer(), "sqlite")
+from memoryd.models.base import (
+    NAMING_CONVENTION,
+    SHARED_USER,
+    Actor,
+    Base,
+    BatchStatus,
+    BigId,
+    Category,
+    EventKind,
+    FailureKind,
+    MemoryStatus,
+    Tier,
+    TurnStatus,
+    UTCDateTime,
+)
 
-NAMING_CONVENTION = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-SHARED_USER = "*"  # user_id of an agent's shared workspace scope, readable by all its users
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r}: memoryd stores UTC-aware datetimes")
-        if dialect.name == "sqlite":
-            return value.astimezone(UTC).replace(tzinfo=None)
-        return value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value
-
-
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {
-        datetime: UTCDateTime(),
-        dict[str, Any]: JSON(),
-        list[str]: JSON(),
-        list[int]: JSON(),
-        list[float]: JSON(),
-    }
-
-
-class TurnStatus(enum.StrEnum):
-    PENDING = "pending"
-    CLAIMED = "claimed"
-    DONE = "done"
-    FAILED = "failed"
-
-
-class Tier(enum.StrEnum):
-    SHORT = "short"
-    LONG = "long"
-
-
-class MemoryStatus(enum.StrEnum):
-    ACTIVE = "active"
-    SUPERSEDED = "superseded"
-    ARCHIVED = "archived"
-    EXPIRED = "expired"
-    DELETED = "deleted"
-
-
-class Category(enum.StrEnum):
-    USER = "user"
-    PROJECT = "project"
-    FEEDBACK = "feedback"
-    REFERENCE = "reference"
-    EPISODE = "episode"
-    PROCEDURE = "procedure"
-
-
-class EventKind(enum.StrEnum):
-    CREATED = "created"
-    CONFIRMED = "confirmed"
-    UPDATED = "updated"
-    SUPERSEDED = "superseded"
-    PROMOTED = "promoted"
-    EXPIRED = "expired"
-    ARCHIVED = "archived"
-    RESTORED = "restored"
-    DELETED = "deleted"
-
-
-class Actor(enum.StrEnum):
-    EXTRACTOR = "extractor"
-    MAINTENANCE = "maintenance"
-    API = "api"
-
-
-class FailureKind(enum.StrEnum):
-    TRANSIENT = "transient"
-    PERMANENT = "permanent"
-    BUG = "bug"
-
-
-class BatchStatus(enum.StrEnum):
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    ABANDONED = "abandoned"  # its lease expired or was taken over
+__all__ = [
+    "NAMING_CONVENTION",
+    "SHARED_USER",
+    "Actor",
+    "Base",
+    "BatchStatus",
+    "BigId",
+    "Category",
+    "ChatSession",
+    "Circuit",
+    "EventKind",
+    "ExtractionBatch",
+    "FailureKind",
+    "Memory",
+    "MemoryEvent",
+    "MemoryStatus",
+    "MemoryUsage",
+    "Profile",
+    "ProfileEvent",
+    "SessionSegment",
+    "Tier",
+    "Turn",
+    "TurnStatus",
+    "UTCDateTime",
+]
 
 
 class Turn(Base):
@@ -394,3 +329,46 @@ class Circuit(Base):
     # No call before this (database clock); past it, one caller at a time probes.
     open_until: Mapped[datetime | None]
     updated_at: Mapped[datetime]
+
+
+class Profile(Base):
+    """One structured document per scope and type (seed 001: `user` and `work`)."""
+
+    __tablename__ = "profiles"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "user_id", "type", name="uq_profiles_scope_type"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    agent_id: Mapped[str] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(String(200))
+    type: Mapped[str] = mapped_column(String(10))
+    status: Mapped[str] = mapped_column(String(10), default="active")
+    content: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # {dotted field path: {source, confidence, last_updated_at}} for plain fields; list
+    # items carry their own `meta` inside `content`.
+    field_meta: Mapped[dict[str, Any]] = mapped_column(JSON)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class ProfileEvent(Base):
+    """The history of a profile: each change as the JSON merge patch (RFC 7396) that turns
+    the previous version into this one, so replaying the patches rebuilds the document."""
+
+    __tablename__ = "profile_events"
+    __table_args__ = (Index("ix_profile_events_profile", "profile_id", "version"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    profile_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("profiles.id", ondelete="CASCADE")
+    )
+    agent_id: Mapped[str] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(String(200))
+    version: Mapped[int] = mapped_column(Integer)
+    actor: Mapped[str] = mapped_column(String(12))
+    batch_id: Mapped[int | None] = mapped_column(BigInteger)
+    patch: Mapped[dict[str, Any]] = mapped_column(JSON)
+    meta_patch: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime]

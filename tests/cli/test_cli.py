@@ -160,3 +160,52 @@ def test_retry_re_drives_only_the_scope_it_names(settings: Settings) -> None:
     with session_scope(settings, readonly=True) as session:
         left = session.scalars(select(Turn.user_id).where(Turn.status == TurnStatus.FAILED))
         assert sorted(left) == ["bob", "bob", "bob"]
+
+
+def test_profile_show_patch_edit_history(settings: Settings, tmp_path: Path) -> None:
+    scope = ["--agent", "bot", "--user", "ann"]
+    out = memoryd(settings, "profile", "patch", *scope, '{"timezone": "Europe/Lisbon"}')
+    assert out.returncode == 0 and json.loads(out.stdout)["timezone"] == "Europe/Lisbon"
+    bad = memoryd(settings, "profile", "patch", *scope, '{"timezone": 3}')
+    assert bad.returncode == 1 and "timezone" in bad.stderr
+    # `edit` opens the document in $EDITOR, as `git commit` does; here a script edits it.
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import json, sys\n"
+        "doc = json.load(open(sys.argv[1]))\n"
+        "doc['occupation'] = 'nurse'\n"
+        "json.dump(doc, open(sys.argv[1], 'w'))\n"
+    )
+    edited = subprocess.run(
+        [sys.executable, "-m", "memoryd", "profile", "edit", *scope],
+        env={**settings_env(settings), "EDITOR": f"{sys.executable} {editor}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert edited.returncode == 0, edited.stderr
+    shown = json.loads(memoryd(settings, "profile", "show", *scope).stdout)
+    assert (shown["content"]["occupation"], shown["version"]) == ("nurse", 2)
+    prompt = memoryd(settings, "profile", "show", *scope, "--prompt").stdout
+    assert "Timezone: Europe/Lisbon" in prompt and "Occupation: nurse" in prompt
+    history = memoryd(settings, "profile", "history", *scope).stdout.splitlines()
+    assert [line.split()[0] for line in history] == ["v1", "v2"]
+    shared = memoryd(settings, "profile", "patch", "--agent", "bot", "--user", "*", "{}")
+    assert shared.returncode == 1 and "shared=True" in shared.stderr
+
+
+def test_export_and_import_carry_profiles(settings: Settings, tmp_path: Path) -> None:
+    from memoryd.client import MemoryClient
+
+    client = MemoryClient(settings)
+    client.patch_profile("bot", "ann", "work", {"expertise": ["Go"], "team_context": "Infra"})
+    dump = tmp_path / "all.jsonl"
+    assert memoryd(settings, "export", "--file", str(dump)).returncode == 0
+    lines = [json.loads(x) for x in dump.read_text().splitlines()]
+    assert [(x["kind"], x["type"]) for x in lines] == [("profile", "user"), ("profile", "work")]
+    client.patch_profile("bot", "ann", "work", {"team_context": None})
+    again = memoryd(settings, "import", "--file", str(dump))
+    assert json.loads(again.stdout)["profiles"] == 2
+    work = client.profile("bot", "ann", "work")
+    assert work.content["team_context"] == "Infra"
+    assert work.field_meta["team_context"].source == "api"

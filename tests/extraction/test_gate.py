@@ -8,11 +8,12 @@ from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
-from memoryd.extraction.gate import gate_facts, holds_secret
+from memoryd.extraction.gate import gate_facts
 from memoryd.models.keys import SessionKey
 from memoryd.models.schemas import Fact
 from memoryd.models.tables import ExtractionBatch, Memory
 from memoryd.settings import Settings
+from memoryd.text import holds_secret
 from tests.conftest import with_llm
 from tests.fakellm import FakeLLM, answer
 

@@ -67,7 +67,7 @@ def test_shared_scope_is_readable_by_every_user_but_not_theirs_to_change(
     settings: Settings,
 ) -> None:
     client = MemoryClient(settings)
-    shared = client.remember("bot", "*", "Office closes at 6 pm on Fridays")
+    shared = client.remember("bot", "*", "Office closes at 6 pm on Fridays", shared=True)
     assert client.recall("office friday", "bot", "ann")[0].id == shared.id
     assert client.get("bot", "bob", shared.id).user_id == "*"
     with pytest.raises(NotFound):

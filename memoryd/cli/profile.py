@@ -1,0 +1,126 @@
+"""`memoryd profile show|edit|patch|history`: the two profile documents of a scope."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from memoryd.models.profiles import ProfileType
+from memoryd.models.schemas import Ident
+from memoryd.settings import Settings
+
+
+class ProfileArgs(BaseModel):
+    agent_id: Ident
+    user_id: Ident
+    type: ProfileType
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser("profile", help="show or change a scope's user/work profile")
+    actions = parser.add_subparsers(dest="action", required=True)
+    for name, fn, help_ in [
+        ("show", cmd_show, "the document as JSON, or --prompt as a system prompt renders it"),
+        ("edit", cmd_edit, "replace the document: from --file, else in $EDITOR"),
+        ("patch", cmd_patch, "apply a JSON Merge Patch (RFC 7396) given as an argument"),
+        ("history", cmd_history, "every change, oldest first"),
+    ]:
+        p = actions.add_parser(name, help=help_)
+        p.set_defaults(fn=fn)
+        p.add_argument("--agent", required=True)
+        p.add_argument("--user", required=True)
+        p.add_argument("--type", default="user", choices=[t.value for t in ProfileType])
+        p.add_argument("--shared", action="store_true", help="change the agent's '*' scope")
+        if name == "show":
+            p.add_argument("--prompt", action="store_true")
+        elif name == "edit":
+            p.add_argument("--file", help="the whole document as JSON ('-' for stdin)")
+        elif name == "patch":
+            p.add_argument("patch", help='e.g. \'{"timezone": "Europe/Lisbon"}\'')
+
+
+def _args(ns: argparse.Namespace) -> ProfileArgs:
+    return ProfileArgs(agent_id=ns.agent, user_id=ns.user, type=ns.type)
+
+
+def _client(settings: Settings) -> Any:
+    from memoryd.client import MemoryClient
+
+    return MemoryClient(settings, dispatch=False)
+
+
+def _print(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+def cmd_show(settings: Settings, ns: argparse.Namespace) -> int:
+    a = _args(ns)
+    client = _client(settings)
+    if ns.prompt:
+        print(client.build_profile_prompt(a.agent_id, a.user_id, a.type))
+    else:
+        _print(client.profile(a.agent_id, a.user_id, a.type).model_dump(mode="json"))
+    return 0
+
+
+def cmd_edit(settings: Settings, ns: argparse.Namespace) -> int:
+    a = _args(ns)
+    client = _client(settings)
+    if ns.file == "-":
+        text = sys.stdin.read()
+    elif ns.file:
+        text = Path(ns.file).read_text(encoding="utf-8")
+    else:
+        text = _in_editor(client.profile(a.agent_id, a.user_id, a.type).content)
+    saved = client.put_profile(a.agent_id, a.user_id, a.type, _json(text), shared=ns.shared)
+    print(f"{a.type} profile of {a.agent_id}/{a.user_id} saved: version {saved.version}")
+    return 0
+
+
+def cmd_patch(settings: Settings, ns: argparse.Namespace) -> int:
+    a = _args(ns)
+    saved = _client(settings).patch_profile(
+        a.agent_id, a.user_id, a.type, _json(ns.patch), shared=ns.shared
+    )
+    _print(saved.content)
+    return 0
+
+
+def cmd_history(settings: Settings, ns: argparse.Namespace) -> int:
+    a = _args(ns)
+    for event in _client(settings).profile_history(a.agent_id, a.user_id, a.type):
+        change = json.dumps(event.patch, ensure_ascii=False, default=str)
+        print(f"v{event.version}  {event.created_at:%Y-%m-%d %H:%M:%S}  {event.actor:<9} {change}")
+    return 0
+
+
+def _json(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object")
+    return value
+
+
+def _in_editor(content: dict[str, Any]) -> str:
+    """Open the current document in $EDITOR (like `git commit`) and return what was saved."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as fh:
+        json.dump(content, fh, ensure_ascii=False, indent=2)
+        path = fh.name
+    try:
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        subprocess.run([*shlex.split(editor), path], check=True)
+        return Path(path).read_text(encoding="utf-8")
+    finally:
+        os.unlink(path)

@@ -1,0 +1,123 @@
+"""The declarative base, column types and enums every table shares."""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Integer,
+    MetaData,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.types import TypeDecorator
+
+# SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets a bigint identity.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+SHARED_USER = "*"  # user_id of an agent's shared workspace scope, readable by all its users
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: memoryd stores UTC-aware datetimes")
+        if dialect.name == "sqlite":
+            return value.astimezone(UTC).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSON(),
+        list[str]: JSON(),
+        list[int]: JSON(),
+        list[float]: JSON(),
+    }
+
+
+class TurnStatus(enum.StrEnum):
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Tier(enum.StrEnum):
+    SHORT = "short"
+    LONG = "long"
+
+
+class MemoryStatus(enum.StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    ARCHIVED = "archived"
+    EXPIRED = "expired"
+    DELETED = "deleted"
+
+
+class Category(enum.StrEnum):
+    USER = "user"
+    PROJECT = "project"
+    FEEDBACK = "feedback"
+    REFERENCE = "reference"
+    EPISODE = "episode"
+    PROCEDURE = "procedure"
+
+
+class EventKind(enum.StrEnum):
+    CREATED = "created"
+    CONFIRMED = "confirmed"
+    UPDATED = "updated"
+    SUPERSEDED = "superseded"
+    PROMOTED = "promoted"
+    EXPIRED = "expired"
+    ARCHIVED = "archived"
+    RESTORED = "restored"
+    DELETED = "deleted"
+
+
+class Actor(enum.StrEnum):
+    EXTRACTOR = "extractor"
+    MAINTENANCE = "maintenance"
+    API = "api"
+
+
+class FailureKind(enum.StrEnum):
+    TRANSIENT = "transient"
+    PERMANENT = "permanent"
+    BUG = "bug"
+
+
+class BatchStatus(enum.StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    ABANDONED = "abandoned"  # its lease expired or was taken over
