@@ -109,7 +109,14 @@ def default_extractor_answer(messages: list[dict[str, Any]]) -> str:
         return json.dumps({"synopsis": " || ".join([*kept, *new])})
     turns, memories = parse_prompt(messages)
     facts = offline.extract_facts(turns, memories)
-    return json.dumps({"facts": [f.model_dump(mode="json") for f in facts]}, ensure_ascii=False)
+    updates = offline.extract_profile_updates(turns, None)
+    return json.dumps(
+        {
+            "facts": [f.model_dump(mode="json", exclude_none=True) for f in facts],
+            "profile_updates": [u.model_dump(mode="json") for u in updates],
+        },
+        ensure_ascii=False,
+    )
 
 
 EMBEDDING_DIMS = 64

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
@@ -28,6 +29,7 @@ from memoryd.extraction.extractors import (
     cut_to_budget,
     fit_memories,
     get_extractor,
+    render_profiles,
     turn_budget,
     turn_cost,
 )
@@ -44,12 +46,16 @@ from memoryd.ingest.leases import (
     return_turns,
 )
 from memoryd.llm import circuit
+from memoryd.memories.profile_updates import apply_updates
+from memoryd.memories.profiles import ensure_profiles, get_profile
 from memoryd.memories.reconcile import reconcile_facts, relevant_memories
 from memoryd.models.db import lease_now, lock_scope, session_scope, utcnow
 from memoryd.models.keys import SessionKey
+from memoryd.models.profiles import ProfileType
 from memoryd.models.tables import BatchStatus, ExtractionBatch, FailureKind
 from memoryd.recall import embeddings
 from memoryd.settings import Settings
+from memoryd.text import estimate_tokens
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +93,7 @@ class Prepared:
     turns: list[TurnView]
     memories: list[MemoryView]
     aliases: dict[int, int]  # prompt alias -> memory id
+    profiles: dict[str, dict[str, Any]]  # the scope's documents as they are now
 
 
 def extract_session(
@@ -107,7 +114,9 @@ def extract_session(
         started = time.perf_counter()
         try:
             with kept_alive(settings, _renewal(settings, claim), f"batch-{claim.batch_id}"):
-                proposal = extractor.extract(prepared.turns, prepared.memories)
+                proposal = extractor.extract(
+                    prepared.turns, prepared.memories, profiles=prepared.profiles
+                )
         except LLMTransientError as exc:
             kind = FailureKind.TRANSIENT
             _fail(settings, stats, claim, kind, str(exc), clock(), llm_down=extractor.uses_llm)
@@ -182,10 +191,17 @@ def _claim(
             log.warning("turn %s is over the prompt budget: extracting its head", claim.turns[0].id)
         batch_text = "\n".join(t.content for t in turns)
         shown = relevant_memories(session, key.scope, batch_text, settings.prefetch_limit)
+        documents = {
+            kind.value: get_profile(session, key.scope, kind, now).content for kind in ProfileType
+        }
+        # The profiles and the memories shown share extract_memory_tokens of the prompt.
+        left = settings.extract_memory_tokens - estimate_tokens(
+            render_profiles(documents, settings)
+        )
         views = [MemoryView(i, m.category, m.name, m.content) for i, m in enumerate(shown, 1)]
-        views = fit_memories(views, settings.extract_memory_tokens)
+        views = fit_memories(views, left)
         aliases = {v.alias: shown[v.alias - 1].id for v in views}
-    return Prepared(claim, turns, views, aliases)
+    return Prepared(claim, turns, views, aliases, documents)
 
 
 def _renewal(settings: Settings, claim: Claim) -> Callable[[Session, datetime], bool]:
@@ -208,7 +224,9 @@ def apply_proposal(
     if not release_lease(session, claim):
         raise LeaseLost(f"batch {claim.batch_id}: lease lost, its turns went back to pending")
     lock_scope(session, claim.key.scope)
-    accepted, rejected = gate_facts(proposal.facts, settings)
+    ensure_profiles(session, claim.key.scope, now)  # both documents, from the first batch on
+    facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
+    accepted, rejected = gate_facts(facts, settings)
     counts = reconcile_facts(
         session,
         settings,
@@ -220,6 +238,17 @@ def apply_proposal(
         source_turn_ids=[t.id for t in claim.turns],
         metadata={"extractor": proposal.extractor},
     )
+    said_at = max(t.created_at for t in claim.turns)  # when the user said it
+    profile_updates, profile_rejected = apply_updates(
+        session,
+        settings,
+        claim.key.scope,
+        proposal.profile_updates,
+        said_at,
+        now,
+        batch_id=claim.batch_id,
+    )
+    rejected.update({f"profile_{reason}": n for reason, n in profile_rejected.items()})
     if finish_turns(session, claim) != len(claim.turns):
         raise LeaseLost(f"batch {claim.batch_id}: its turns are no longer claimed by it")
     clear_back_off(session, claim.key)
@@ -236,13 +265,14 @@ def apply_proposal(
             tokens_in=proposal.tokens_in,
             tokens_out=proposal.tokens_out,
             llm_calls=proposal.llm_calls,
-            facts_proposed=len(proposal.facts),
+            facts_proposed=len(facts),
             facts_accepted=len(accepted),
             facts_rejected=sum(rejected.values()),
             rejections=dict(rejected) or None,
             memories_created=counts.created,
             memories_confirmed=counts.confirmed,
             memories_superseded=counts.superseded,
+            profile_updates=profile_updates,
             finished_at=now,
             duration_ms=proposal.duration_ms,
         )

@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 
 from memoryd.extraction import offline
 from memoryd.llm.client import LLMClient
-from memoryd.models.schemas import ExtractionOutput, Fact
+from memoryd.models.profiles import ProfileType, ProfileUpdate
+from memoryd.models.schemas import Experience, ExtractionOutput, Fact
 from memoryd.prompts import load_prompt
+from memoryd.recall.profile_prompt import render_profile
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
 
-EXTRACT_PROMPT = "extract.v1"
+EXTRACT_PROMPT = "extract.v2"
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,22 @@ class Proposal:
     tokens_out: int = 0
     llm_calls: int = 0
     duration_ms: float = 0.0
+    experiences: list[Experience] = field(default_factory=list)
+    profile_updates: list[ProfileUpdate] = field(default_factory=list)
+
+
+Profiles = Mapping[str, dict[str, Any]]  # the scope's current documents, by type
 
 
 class Extractor(Protocol):
     uses_llm: bool  # its calls count for (and are stopped by) the LLM circuit
 
-    def extract(self, turns: Sequence[TurnView], memories: Sequence[MemoryView]) -> Proposal: ...
+    def extract(
+        self,
+        turns: Sequence[TurnView],
+        memories: Sequence[MemoryView],
+        profiles: Profiles | None = None,
+    ) -> Proposal: ...
 
 
 def _as_data(obj: dict[str, object]) -> str:
@@ -76,6 +88,14 @@ def render_memories(memories: Sequence[MemoryView]) -> str:
     return "\n".join(render_memory(m) for m in memories) or "(none yet)"
 
 
+def render_profiles(profiles: Profiles, settings: Settings) -> str:
+    """The scope's documents as system prompts show them (most useful first, empty fields
+    left out), within half of the memories' part of the prompt."""
+    budget = settings.extract_memory_tokens // 2 // max(len(profiles), 1)
+    blocks = [render_profile(ProfileType(k), doc, budget) for k, doc in profiles.items()]
+    return "\n".join(b for b in blocks if b) or "(none yet)"
+
+
 # ------------------------------------------------------------------------- prompt budget
 # A batch's prompt is the fixed prompt, the memories shown (at most extract_memory_tokens)
 # and its turns (the rest of extract_max_prompt_tokens), all by the local token estimate.
@@ -92,7 +112,9 @@ def turn_cost(role: str, content: str) -> int:
 @cache
 def prompt_overhead() -> int:
     """Tokens of the extraction prompt around its turns and memories."""
-    messages = load_prompt(EXTRACT_PROMPT).render(turns="", memories="(none yet)")
+    messages = load_prompt(EXTRACT_PROMPT).render(
+        turns="", memories="(none yet)", profiles="(none yet)"
+    )
     return sum(estimate_tokens(m["content"]) + 4 for m in messages)
 
 
@@ -132,14 +154,25 @@ class LLMExtractor:
         self.client = LLMClient(settings)
         self.prompt = load_prompt(EXTRACT_PROMPT)
 
-    def extract(self, turns: Sequence[TurnView], memories: Sequence[MemoryView]) -> Proposal:
+    def extract(
+        self,
+        turns: Sequence[TurnView],
+        memories: Sequence[MemoryView],
+        profiles: Profiles | None = None,
+    ) -> Proposal:
         started = time.perf_counter()
-        messages = self.prompt.render(turns=render_turns(turns), memories=render_memories(memories))
+        messages = self.prompt.render(
+            turns=render_turns(turns),
+            memories=render_memories(memories),
+            profiles=render_profiles(profiles or {}, self.settings),
+        )
         result = self.client.complete_json(
             self.settings.extraction_model, messages, ExtractionOutput
         )
         return Proposal(
             facts=result.value.facts,
+            experiences=result.value.experiences,
+            profile_updates=result.value.profile_updates,
             extractor="llm",
             model=result.model,
             prompt_version=self.prompt.version,
@@ -153,14 +186,19 @@ class LLMExtractor:
 class OfflineExtractor:
     uses_llm = False
 
-    def extract(self, turns: Sequence[TurnView], memories: Sequence[MemoryView]) -> Proposal:
+    def extract(
+        self,
+        turns: Sequence[TurnView],
+        memories: Sequence[MemoryView],
+        profiles: Profiles | None = None,
+    ) -> Proposal:
         started = time.perf_counter()
-        facts = offline.extract_facts(
-            [(t.role, t.content) for t in turns],
-            {m.alias: (m.name, m.content) for m in memories},
-        )
+        said = [(t.role, t.content) for t in turns]
+        facts = offline.extract_facts(said, {m.alias: (m.name, m.content) for m in memories})
+        user_profile = (profiles or {}).get("user")
         return Proposal(
             facts=facts,
+            profile_updates=offline.extract_profile_updates(said, user_profile),
             extractor=offline.EXTRACTOR_NAME,
             model=None,
             prompt_version=offline.PROMPT_VERSION,

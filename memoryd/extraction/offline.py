@@ -1,7 +1,8 @@
 """Rule-based extractor used when no LLM is configured: explicit statements and links only.
 
 It understands "remember that …", "I prefer …", "call me …", "I live in …", their Chinese
-counterparts, and URLs. Everything it produces is marked `extractor: offline`.
+counterparts, and URLs; and for the user profile: how to address the user, timezone,
+language and occupation. Everything it produces is marked `extractor: offline`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from memoryd.models.profiles import ProfileUpdate
 from memoryd.models.schemas import Fact
 from memoryd.models.tables import Category
 
@@ -158,3 +161,79 @@ def extract_facts(
                     )
                 )
     return facts
+
+
+# ------------------------------------------------------------------------- profile fields
+# The easy fields of the user profile: how to address the user (as a rule for the agent:
+# seed 001's document has no name field), timezone, language and occupation.
+
+CALL_PREFIX = "Call the user "
+_NAME = [
+    _r(r"\b(?:call me|my name is)\s+(?P<x>[\w\- ]{1,40}?)(?=[.!?,]|$)"),
+    _r(r"(?:叫我|我叫)(?P<x>[^，。！？,.!?\s]{1,20}?)(?=就行|就好|吧|[，。！？,.!?\s]|$)"),
+]
+_TIMEZONE = [
+    _r(r"\bmy time\s?zone is\s+(?P<x>[A-Za-z_/]+(?:[+-]\d{1,2}(?::\d\d)?)?)"),
+    _r(r"\b(?:I am|I'm) in (?P<x>(?:UTC|GMT)[+-]\d{1,2}(?::\d\d)?)"),
+    _r(r"我的时区是(?P<x>[A-Za-z_/+\-:0-9]+)"),
+]
+_LANGUAGE = [
+    _r(r"\bmy (?:native|first|primary|mother) (?:language|tongue) is\s+(?P<x>[A-Za-z]+)"),
+    _r(r"我的母语是(?P<x>[^，。！？,.!?\s]{1,10})"),
+]
+_OCCUPATION = [
+    _r(r"\bI work as an? (?P<x>[a-z][a-z \-]{2,40}?)(?=[.!?,]| at | in | for |$)"),
+    _r(r"\bI(?:'m| am) an? (?P<x>[a-z][a-z \-]{2,40}?) by profession"),
+    _r(r"我的职业是(?P<x>[^，。！？,.!?\s]{2,15})"),
+]
+
+
+def extract_profile_updates(
+    turns: Sequence[tuple[str, str]], user_profile: dict[str, Any] | None
+) -> list[ProfileUpdate]:
+    """Profile updates in the user's turns. A new "call me" replaces the old rule."""
+    rules = list((user_profile or {}).get("custom_rules") or [])
+    updates: list[ProfileUpdate] = []
+
+    def first(patterns: list[re.Pattern[str]], content: str) -> str | None:
+        for pattern in patterns:
+            if match := pattern.search(content):
+                return match.group("x").strip()
+        return None
+
+    for role, content in turns:
+        if role != "user":
+            continue
+        if name := first(_NAME, content):
+            rule = f"{CALL_PREFIX}{name}."
+            for old in [r for r in rules if r.startswith(CALL_PREFIX) and r != rule]:
+                updates.append(_update("user", "remove", "custom_rules", old, 0.95, changed=True))
+                rules.remove(old)
+            if rule not in rules:
+                updates.append(_update("user", "add", "custom_rules", rule, 0.95))
+                rules.append(rule)
+        if timezone := first(_TIMEZONE, content):
+            updates.append(_update("user", "set", "timezone", timezone, 0.9))
+        if language := first(_LANGUAGE, content):
+            updates.append(_update("user", "set", "primary_language", language, 0.9))
+        if occupation := first(_OCCUPATION, content):
+            for kind in ("user", "work"):
+                updates.append(_update(kind, "set", "occupation", occupation, 0.85))
+    return updates
+
+
+def _update(
+    kind: str, op: str, path: str, value: str, confidence: float, changed: bool = False
+) -> ProfileUpdate:
+    key = value if op == "remove" else None
+    return ProfileUpdate.model_validate(
+        {
+            "profile": kind,
+            "op": op,
+            "path": path,
+            "key": key,
+            "value": value,
+            "confidence": confidence,
+            "changed": changed,
+        }
+    )

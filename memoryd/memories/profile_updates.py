@@ -14,9 +14,8 @@ import typing
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session
 
 from memoryd.errors import ProfileRejected
@@ -24,24 +23,16 @@ from memoryd.memories import merge_patch
 from memoryd.memories.profiles import ITEM_KEY, commit_change, ensure_profiles, load, validated
 from memoryd.memories.store import check_writable
 from memoryd.models.keys import Scope
-from memoryd.models.profiles import CONTENT_MODELS, ItemMeta, ProfileStatus, ProfileType
+from memoryd.models.profiles import (
+    CONTENT_MODELS,
+    ItemMeta,
+    ProfileStatus,
+    ProfileType,
+    ProfileUpdate,
+)
 from memoryd.models.tables import Actor
 from memoryd.settings import Settings
 from memoryd.text import holds_secret
-
-
-class ProfileUpdate(BaseModel):
-    """One change to a profile document, as the extractor proposes it."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    profile: ProfileType
-    op: Literal["set", "add", "update", "remove"]
-    path: str = Field(min_length=1, max_length=100, pattern=r"^[a-z_]+(\.[a-z_]+)?$")
-    key: str | None = Field(None, max_length=200)  # the item's name, for update/remove
-    value: Any = None
-    confidence: float = Field(ge=0, le=1)
-    changed: bool = False  # the turn says the value changed: it may replace a surer one
 
 
 def apply_updates(

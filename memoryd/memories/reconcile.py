@@ -117,7 +117,8 @@ def reconcile_facts(
             counts.confirmed += 1
             kept = same
         else:
-            kept = create_memory(session, settings, scope, fact, now, metadata=metadata, **kw)
+            detail = {**(metadata or {}), **(fact.detail or {})} or None
+            kept = create_memory(session, settings, scope, fact, now, metadata=detail, **kw)
             candidates.append(kept)
             counts.created += 1
         counts.kept.append(kept)

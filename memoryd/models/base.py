@@ -90,6 +90,7 @@ class Category(enum.StrEnum):
     REFERENCE = "reference"
     EPISODE = "episode"
     PROCEDURE = "procedure"
+    EXPERIENCE = "experience"  # a problem solved: pain → solution → outcome (seed 002)
 
 
 class EventKind(enum.StrEnum):

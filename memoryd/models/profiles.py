@@ -176,6 +176,20 @@ def default_content(kind: ProfileType) -> dict[str, Any]:
     return CONTENT_MODELS[kind]().model_dump(mode="json")
 
 
+class ProfileUpdate(BaseModel):
+    """One change to a profile document, as the extractor proposes it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    profile: ProfileType
+    op: Literal["set", "add", "update", "remove"]
+    path: str = Field(min_length=1, max_length=100, pattern=r"^[a-z_]+(\.[a-z_]+)?$")
+    key: str | None = Field(None, max_length=200)  # the item's name, for update/remove
+    value: Any = None
+    confidence: float = Field(ge=0, le=1)
+    changed: bool = False  # the turn says the value changed: it may replace a surer one
+
+
 class ProfileOut(BaseModel):
     """A profile document as the API returns it."""
 

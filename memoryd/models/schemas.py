@@ -14,6 +14,7 @@ from pydantic import (
     field_validator,
 )
 
+from memoryd.models.profiles import ProfileUpdate
 from memoryd.models.tables import Category
 
 if TYPE_CHECKING:
@@ -144,6 +145,8 @@ class Fact(BaseModel):
     temporary: Literal["no", "short", "followup", "mood"] = "no"
     replaces: int | None = None
     same_as: int | None = None
+    # Structured detail kept in the memory's metadata (an experience's pain/solution/…).
+    detail: dict[str, Any] | None = None
 
     @field_validator("category", mode="before")
     @classmethod
@@ -163,12 +166,44 @@ class Fact(BaseModel):
         return value
 
 
+class Experience(BaseModel):
+    """A problem the conversation solved (seed 002): pain → solution → outcome."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    pain: str = Field(min_length=1, max_length=300)
+    solution: str = Field(min_length=1, max_length=300)
+    outcome: str | None = Field(None, max_length=300)
+    tags: list[str] = Field(default_factory=list)
+    confidence: float = Field(ge=0, le=1)
+
+    def as_fact(self) -> Fact:
+        """Stored as a memory of category `experience`, deduplicated like any fact."""
+        outcome = f" ({self.outcome.rstrip('.')})" if self.outcome else ""
+        return Fact(
+            content=f"{self.pain.rstrip('.')}: {self.solution.rstrip('.')}{outcome}",
+            category=Category.EXPERIENCE,
+            name=self.pain[:200],
+            tags=self.tags,
+            confidence=self.confidence,
+            detail={
+                "experience": {
+                    "pain": self.pain,
+                    "solution": self.solution,
+                    "outcome": self.outcome,
+                }
+            },
+        )
+
+
 class ExtractionOutput(BaseModel):
-    """The whole answer of one extraction call."""
+    """The whole answer of one extraction call: facts, experiences and profile updates."""
 
     model_config = ConfigDict(extra="ignore")
 
     facts: list[Fact] = Field(default_factory=list)
+    experiences: list[Experience] = Field(default_factory=list)
+    profile_updates: list[ProfileUpdate] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------ read side

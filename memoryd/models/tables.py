@@ -306,6 +306,7 @@ class ExtractionBatch(Base):
     memories_created: Mapped[int] = mapped_column(Integer, default=0)
     memories_confirmed: Mapped[int] = mapped_column(Integer, default=0)
     memories_superseded: Mapped[int] = mapped_column(Integer, default=0)
+    profile_updates: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Turns cut to fit extract_max_prompt_tokens (their full text stays in `turns`).
     truncated_turns: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     started_at: Mapped[datetime]

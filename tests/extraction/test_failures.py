@@ -247,7 +247,7 @@ class _BrokenExtractor:
 
     uses_llm = False
 
-    def extract(self, turns: object, memories: object) -> object:
+    def extract(self, turns: object, memories: object, profiles: object = None) -> object:
         raise ZeroDivisionError("bug in the extractor")
 
 

@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import select, update
 
@@ -106,11 +107,13 @@ def test_a_batch_that_outlived_its_lease_writes_nothing(settings: Settings) -> N
     overtaken = threading.Event()
 
     class HungThenBack(OfflineExtractor):
-        def extract(self, turns: Sequence[TurnView], memories: Sequence[MemoryView]) -> Proposal:
+        def extract(
+            self, turns: Sequence[TurnView], memories: Sequence[MemoryView], profiles: Any = None
+        ) -> Proposal:
             expire_lease(settings)  # the lease ran out while the call was hanging
             assert extract_session(settings, KEY).turns == 1  # another worker took over
             overtaken.set()
-            return super().extract(turns, memories)
+            return super().extract(turns, memories, profiles)
 
     late = extract_session(settings, KEY, extractor=HungThenBack())
     assert overtaken.is_set()
@@ -133,10 +136,12 @@ def test_a_slow_but_live_call_renews_its_lease_and_is_not_taken_over(
     started = threading.Event()
 
     class Slow(OfflineExtractor):
-        def extract(self, turns: Sequence[TurnView], memories: Sequence[MemoryView]) -> Proposal:
+        def extract(
+            self, turns: Sequence[TurnView], memories: Sequence[MemoryView], profiles: Any = None
+        ) -> Proposal:
             started.set()
             time.sleep(3.0)
-            return super().extract(turns, memories)
+            return super().extract(turns, memories, profiles)
 
     stats: list[object] = []
     worker = threading.Thread(

@@ -1,4 +1,4 @@
-"""profiles: the user and work documents of every scope, and their history
+"""profiles: the user and work documents of every scope, their history, batch counts
 
 Revision ID: 0007
 Revises: 0004
@@ -56,8 +56,14 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("profile_events", schema=None) as batch_op:
         batch_op.create_index("ix_profile_events_profile", ["profile_id", "version"], unique=False)
+    with op.batch_alter_table("extraction_batches", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("profile_updates", sa.Integer(), server_default="0", nullable=False)
+        )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("extraction_batches", schema=None) as batch_op:
+        batch_op.drop_column("profile_updates")
     op.drop_table("profile_events")
     op.drop_table("profiles")
