@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -66,6 +67,7 @@ QUICK = Size(
 )
 
 Run = Callable[[Harness, Size, list[Conversation]], None]
+LOGS = Path(tempfile.gettempdir()) / "memoryd-chaos-logs"  # a failed scenario's logs
 
 
 def settle(h: Harness, size: Size, name: str) -> Outcome:
@@ -84,7 +86,8 @@ def baseline(h: Harness, size: Size, convs: list[Conversation]) -> None:
 
 
 def kill_workers(h: Harness, size: Size, convs: list[Conversation]) -> None:
-    """SIGKILL a worker every few seconds (mid LLM call, mid write) and start another."""
+    """SIGKILL a worker every few seconds (mid LLM call, mid write); the supervisor starts
+    another, as compose would."""
     h.llm.delay = 0.5
     h.start_workers()
     h.feed(convs, size.feed_seconds)
@@ -93,7 +96,6 @@ def kill_workers(h: Harness, size: Size, convs: list[Conversation]) -> None:
         victims = h.workers()
         if victims:
             random.choice(victims).kill()
-        h.add_worker()
 
     repeatedly(2.0, size.kills, kill).join()
 
@@ -256,6 +258,7 @@ def run_scenario(name: str, backend: str, size: Size, servers: Servers) -> Outco
     run, _backends, overrides = SCENARIOS[name]
     convs = generate(size.users, size.sessions, size.turns, seed=zlib.crc32(name.encode()))
     h = Harness(backend, servers, **overrides)
+    outcome = None
     try:
         run(h, size, convs)
         outcome = settle(h, size, name)
@@ -265,7 +268,10 @@ def run_scenario(name: str, backend: str, size: Size, servers: Servers) -> Outco
             outcome.notes.append(f"{outcome.llm_calls} LLM calls for {outcome.batches} batches")
         return outcome
     finally:
-        h.stop()
+        logs = LOGS / f"{name}-{backend}" if outcome is None or not outcome.ok else None
+        if logs is not None:
+            print(f"  logs of {name} on {backend} kept in {logs}", file=sys.stderr)
+        h.stop(keep_logs_in=logs)
 
 
 def main() -> None:

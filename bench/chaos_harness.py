@@ -158,6 +158,7 @@ class Harness:
             "circuit_open_seconds": 2.0,
             "circuit_open_max_seconds": 8.0,
             "startup_wait_seconds": 60.0,
+            "consumer_watchdog_seconds": 10.0,
             "worker_concurrency": 8,
         }
         if backend == "postgres":
@@ -167,6 +168,8 @@ class Harness:
         self.settings = Settings(**{**base, **overrides})
         upgrade(self.settings)
         self.procs: list[Proc] = []
+        self.replaced: set[int] = set()  # pids of exited workers already replaced
+        self.stopping = threading.Event()
         self.feeder: threading.Thread | None = None
         self.conversations: list[Conversation] = []
         self.started = time.monotonic()
@@ -177,6 +180,16 @@ class Harness:
         for _ in range(n):
             self.add_worker()
         self.procs.append(start_beat(self.settings, self.folder))
+        threading.Thread(target=self._supervise, name="chaos-supervisor", daemon=True).start()
+
+    def _supervise(self) -> None:
+        """What compose's `restart: unless-stopped` does: a worker that exited (killed,
+        or ended by its consumer watchdog) is replaced."""
+        while not self.stopping.wait(0.5):
+            for proc in self.workers(alive=False):
+                if proc.process.pid not in self.replaced:
+                    self.replaced.add(proc.process.pid)
+                    self.add_worker()
 
     def add_worker(self) -> Proc:
         name = f"w{uuid.uuid4().hex[:6]}"
@@ -186,14 +199,22 @@ class Harness:
         self.procs.append(proc)
         return proc
 
-    def workers(self) -> list[Proc]:
-        return [p for p in self.procs if p.alive() and p.log_path.name.startswith("w")]
+    def workers(self, alive: bool = True) -> list[Proc]:
+        return [
+            p for p in list(self.procs) if p.alive() == alive and p.log_path.name.startswith("w")
+        ]
 
-    def stop(self) -> None:
+    def stop(self, keep_logs_in: Path | None = None) -> None:
+        """Stop everything; a failed scenario's worker and beat logs are kept."""
+        self.stopping.set()
         for proc in self.procs:
             proc.stop()
         self.llm.__exit__()
         dispose_engines()
+        if keep_logs_in is not None:
+            keep_logs_in.mkdir(parents=True, exist_ok=True)
+            for log in self.folder.glob("*.log"):
+                shutil.copy(log, keep_logs_in / log.name)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     # ---------------------------------------------------------------------------- load

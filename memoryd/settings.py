@@ -136,6 +136,9 @@ class Settings(BaseSettings):
 
     # --- Celery worker ------------------------------------------------------------------
     worker_concurrency: int = Field(16, ge=1)
+    consumer_watchdog_seconds: float = Field(
+        120.0, ge=0, description="A worker receiving nothing this long pings itself; 0 = off"
+    )
     startup_wait_seconds: float = Field(
         30.0, ge=0, description="How long a worker or `migrate` waits for the database"
     )

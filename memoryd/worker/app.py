@@ -7,13 +7,14 @@ import sys
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init
+from celery.signals import task_received, worker_init, worker_process_init, worker_ready
 from pydantic import ValidationError
 
 from memoryd.errors import DatabaseUnavailable
 from memoryd.models.db import dispose_engines
 from memoryd.settings import Settings, explain, get_settings
 from memoryd.worker.config import celery_config
+from memoryd.worker.watchdog import ConsumerWatchdog, install
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,7 @@ TASK_MODULES = [
     "memoryd.tasks.ingest",
     "memoryd.tasks.extraction",
     "memoryd.tasks.maintenance",
+    "memoryd.tasks.worker",
 ]
 
 
@@ -65,6 +67,24 @@ def _refuse_to_start_without_a_database(**_kw: Any) -> None:
         print(f"memoryd worker: {exc}", file=sys.stderr)
         raise SystemExit(3) from None
     dispose_engines()  # no connection opened here may be shared with forked children
+
+
+_watchdog: ConsumerWatchdog | None = None
+
+
+@worker_ready.connect
+def _watch_the_consumer(sender: Any = None, **_kw: Any) -> None:
+    """See worker/watchdog.py: a worker whose consumer wedges exits to be replaced."""
+    global _watchdog
+    seconds = _settings_or_exit().consumer_watchdog_seconds
+    if seconds > 0 and sender is not None:
+        _watchdog = install(sender.app, sender.hostname, seconds)
+
+
+@task_received.connect
+def _consumer_took_a_message(**_kw: Any) -> None:
+    if _watchdog is not None:
+        _watchdog.saw_message()
 
 
 @worker_process_init.connect

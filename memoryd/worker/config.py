@@ -52,6 +52,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
+        # A queue of its own per worker: the consumer watchdog pings itself through it.
+        "worker_direct": True,
         # Flower shows every task: sent, started, succeeded, failed.
         "worker_send_task_events": True,
         "task_send_sent_event": True,

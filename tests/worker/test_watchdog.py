@@ -1,0 +1,48 @@
+"""A worker whose consumer stops taking messages exits (to be replaced); a healthy one,
+idle or busy, never does. Real worker processes on Redis and the filesystem broker."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from celery.utils.nodenames import worker_direct
+
+from memoryd.worker import make_celery
+from memoryd.worker.watchdog import EXIT_WEDGED
+from tests.conftest import make_settings
+from tests.workers import start_worker, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_worker_whose_consumer_wedges_exits_and_a_healthy_one_stays(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    settings = make_settings(backend, tmp_path, request, consumer_watchdog_seconds=1.5)
+    healthy = start_worker(settings, tmp_path, name="healthy", concurrency=2)
+    wedged = start_worker(settings, tmp_path, name="wedged", concurrency=2)
+    try:
+        app = make_celery(settings)
+        wait_until(
+            lambda: len(app.control.ping(timeout=0.5) or []) == 2,
+            60,
+            what="both workers up",
+            procs=(healthy, wedged),
+        )
+        time.sleep(6)  # several idle rounds: each pings itself and carries on
+        assert healthy.alive() and wedged.alive()
+        # Stop one worker's consumer from taking anything, its own queue included: what a
+        # broker client wedged after a reconnection looks like from the outside.
+        (name,) = [n for n in app.control.ping(timeout=1) if next(iter(n)).startswith("wedged")]
+        hostname = next(iter(name))
+        for queue in ("extraction", "maintenance", worker_direct(hostname).name):
+            app.control.cancel_consumer(queue, destination=[hostname], reply=True)
+        wait_until(lambda: not wedged.alive(), 30, what="the wedged worker exits", procs=(wedged,))
+        assert wedged.process.returncode == EXIT_WEDGED
+        assert "exiting so that a fresh worker replaces it" in wedged.log()
+        assert healthy.alive()
+    finally:
+        healthy.stop()
+        wedged.stop()
