@@ -19,6 +19,8 @@ from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from memoryd.agents import config as agent_config
+from memoryd.agents.config import NoExtraction
 from memoryd.errors import LeaseLost, LLMError, LLMTransientError
 from memoryd.extraction.extractors import (
     Extractor,
@@ -97,7 +99,10 @@ def extract_session(
     clock: Clock = utcnow,
 ) -> ExtractStats:
     """Process up to `extract_batches_per_task` batches of one session, oldest first."""
-    extractor = extractor or get_extractor(settings)
+    # Per-agent memory settings (memoryd/agents): prefetch, categories, memory on or off.
+    settings = agent_config.extraction_settings(settings, key.agent_id)
+    if extractor is None:
+        extractor = get_extractor(settings) if settings.memory_enabled else NoExtraction()
     stats = ExtractStats()
     for _ in range(settings.extract_batches_per_task):
         prepared = _claim(settings, key, extractor, stats)
@@ -209,6 +214,7 @@ def apply_proposal(
         raise LeaseLost(f"batch {claim.batch_id}: lease lost, its turns went back to pending")
     lock_scope(session, claim.key.scope)
     accepted, rejected = gate_facts(proposal.facts, settings)
+    accepted = agent_config.keep_categories(settings, accepted, rejected)  # per-agent
     counts = reconcile_facts(
         session,
         settings,
