@@ -128,12 +128,12 @@ class Settings(BaseSettings):
     # --- per-agent defaults (each agent may override them: memoryd/agents) ------------
     memory_enabled: bool = Field(True, description="Extract and inject memories at all")
     context_token_budget: int = Field(800, ge=1, description="Default build_context budget")
-    memory_categories: list[str] | None = Field(
+    memory_categories: tuple[str, ...] | None = Field(
         None, description="Categories extracted and recalled; unset means all"
     )
     inject_min_score: float = Field(0.0, ge=0, description="Hits under it stay out of context")
     inject_max_items: int | None = Field(None, ge=1, description="Most memories in a context")
-    inject_tiers: list[str] | None = Field(
+    inject_tiers: tuple[str, ...] | None = Field(
         None, description="Tiers a context may use (e.g. only long); unset means both"
     )
 
@@ -189,7 +189,7 @@ class Settings(BaseSettings):
 
     @field_validator("memory_categories")
     @classmethod
-    def _known_categories(cls, value: list[str] | None) -> list[str] | None:
+    def _known_categories(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         known = ("user", "project", "feedback", "reference", "episode", "procedure")
         unknown = [c for c in value or [] if c not in known]
         if unknown:
@@ -198,7 +198,7 @@ class Settings(BaseSettings):
 
     @field_validator("inject_tiers")
     @classmethod
-    def _known_tiers(cls, value: list[str] | None) -> list[str] | None:
+    def _known_tiers(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if any(t not in ("short", "long") for t in value or []):
             raise ValueError(f"tiers are short and long, got {value}")
         return value

@@ -74,6 +74,8 @@ def stored(session: Session, agent_id: str) -> AgentSettings:
 def for_agent(session: Session, settings: Settings, agent_id: str) -> Settings:
     """The Settings an agent's memory runs with: the defaults plus its overrides."""
     overrides = stored(session, agent_id).model_dump(exclude_none=True, mode="json")
+    # Settings are frozen and hashable (extractors are cached by them): lists go in as tuples.
+    overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
     return settings.model_copy(update=overrides) if overrides else settings
 
 

@@ -34,7 +34,10 @@ class Conflict(BaseModel):
 
 def _open_pairs() -> Any:  # Select of (superseded, replacement)
     new = aliased(Memory)
-    reviewed = select(ConflictReview.memory_id).where(ConflictReview.memory_id == Memory.id)
+    reviewed = select(ConflictReview.memory_id).where(
+        ConflictReview.memory_id == Memory.id,
+        ConflictReview.superseded_by_id == Memory.superseded_by_id,
+    )
     return (
         select(Memory, new)
         .join(new, new.id == Memory.superseded_by_id)
@@ -62,14 +65,18 @@ def resolve(
     now: datetime,
 ) -> Conflict:
     """Keep one side of the replacement of `old_id`; the pair leaves the conflicts list."""
-    old = session.get(Memory, old_id)
+    scope = session.execute(select(Memory.agent_id, Memory.user_id).where(Memory.id == old_id))
+    row = scope.first()
+    if row is not None:
+        lock_scope(session, Scope(row.agent_id, row.user_id))
+    old = session.scalars(lock_rows(session, select(Memory).where(Memory.id == old_id))).first()
     if old is None or old.status != MemoryStatus.SUPERSEDED or old.superseded_by_id is None:
         raise NotFound(f"memory {old_id} is not a superseded memory")
-    lock_scope(session, Scope(old.agent_id, old.user_id))
-    pair = session.scalars(
-        lock_rows(session, select(Memory).where(Memory.id.in_([old.id, old.superseded_by_id])))
-    ).all()
-    new = next(m for m in pair if m.id == old.superseded_by_id)
+    new = session.scalars(
+        lock_rows(session, select(Memory).where(Memory.id == old.superseded_by_id))
+    ).one()
+    if session.get(ConflictReview, (old.id, new.id)) is not None:
+        return Conflict(old=MemoryOut.from_memory(old), new=MemoryOut.from_memory(new))
     if keep == "old":
         if new.status != MemoryStatus.ACTIVE:
             raise ValueError(f"memory {new.id} is {new.status}: restore it before choosing")
@@ -79,8 +86,15 @@ def resolve(
         set_weight(old, INITIAL_WEIGHT, now, settings)
         record_event(session, old, EventKind.RESTORED, Actor.API, now, detail={"kept_over": new.id})
         supersede_memory(session, new, old, now, actor=Actor.API)
-        session.add(ConflictReview(memory_id=new.id, kept_id=old.id, reviewed_at=now))
+        # The swapped pair (new superseded by old) was decided by this same review.
+        session.add(
+            ConflictReview(
+                memory_id=new.id, superseded_by_id=old.id, kept_id=old.id, reviewed_at=now
+            )
+        )
     kept = old if keep == "old" else new
-    session.add(ConflictReview(memory_id=old.id, kept_id=kept.id, reviewed_at=now))
+    session.add(
+        ConflictReview(memory_id=old.id, superseded_by_id=new.id, kept_id=kept.id, reviewed_at=now)
+    )
     session.flush()
     return Conflict(old=MemoryOut.from_memory(old), new=MemoryOut.from_memory(new))

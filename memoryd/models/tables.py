@@ -445,13 +445,15 @@ class AgentConfig(Base):
 
 
 class ConflictReview(Base):
-    """A person looked at a replacement (the superseded memory and the one that replaced
-    it) and kept one side; reviewed pairs leave the conflicts list."""
+    """A person looked at a replacement (a superseded memory and the one that replaced
+    it) and kept one side; reviewed pairs leave the conflicts list. A later replacement
+    of the same memory is a new pair, to be reviewed again."""
 
     __tablename__ = "conflict_reviews"
 
     memory_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("memories.id", ondelete="CASCADE"), primary_key=True
     )
+    superseded_by_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     kept_id: Mapped[int] = mapped_column(BigInteger)
     reviewed_at: Mapped[datetime]

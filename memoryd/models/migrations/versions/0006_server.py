@@ -47,6 +47,7 @@ def upgrade() -> None:
     op.create_table(
         "conflict_reviews",
         sa.Column("memory_id", sa.BigInteger(), nullable=False),
+        sa.Column("superseded_by_id", sa.BigInteger(), nullable=False),
         sa.Column("kept_id", sa.BigInteger(), nullable=False),
         sa.Column("reviewed_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
@@ -55,7 +56,7 @@ def upgrade() -> None:
             name=op.f("fk_conflict_reviews_memory_id_memories"),
             ondelete="CASCADE",
         ),
-        sa.PrimaryKeyConstraint("memory_id", name=op.f("pk_conflict_reviews")),
+        sa.PrimaryKeyConstraint("memory_id", "superseded_by_id", name=op.f("pk_conflict_reviews")),
     )
     with op.batch_alter_table("turns", schema=None) as batch_op:
         batch_op.create_index(
