@@ -46,4 +46,5 @@ def test_the_committed_openapi_document_is_the_served_one(live: LiveServer) -> N
 def test_the_typescript_example_in_readme_is_generated_from_the_document() -> None:
     doc = json.loads(typescript.OPENAPI_FILE.read_text())
     readme = typescript.README.read_text()
+    assert "```typescript\n// Generated from docs/openapi.json" in readme
     assert typescript.readme_with(readme, typescript.typescript_client(doc)) == readme, REFRESH
