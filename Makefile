@@ -33,7 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/maintenance.py
 	$(BIN)/python bench/recall.py
-	$(BIN)/python bench/http.py
+	$(BIN)/python bench/http_overhead.py
 
 migrate: $(STAMP)
 	$(BIN)/memoryd migrate

@@ -199,7 +199,9 @@ class MemoryClient:
                 query_vector=vector,
             )
             hits = agent_config.injectable(settings, hits)
-            block, included = render_context(hits, token_budget or settings.context_token_budget)
+            block, included = render_context(
+                hits, settings.context_token_budget if token_budget is None else token_budget
+            )
             log_retrieval(session, settings, included, query, session_id, now)
         return block
 
