@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/maintenance.py
 	$(BIN)/python bench/recall.py
+	$(BIN)/python bench/http.py
 
 migrate: $(STAMP)
 	$(BIN)/memoryd migrate

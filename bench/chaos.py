@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
 from sqlalchemy import select
 
 from bench.chaos_harness import Conversation, Harness, Outcome, Servers, generate, repeatedly

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
+if str(REPO_ROOT) not in sys.path:  # imported by a script that did not put it there
     sys.path.insert(0, str(REPO_ROOT))
 
 from sqlalchemy import create_engine, text  # noqa: E402

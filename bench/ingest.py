@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
 from bench.common import REDIS_URL, emit, percentile, print_table, scratch_database
 from memoryd.client import MemoryClient
 from memoryd.settings import Settings

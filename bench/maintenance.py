@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select, text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
 from bench.common import emit, print_table, scratch_database
 from memoryd.maintenance.cycle import run_cycle
 from memoryd.memories.weights import effective_weight

@@ -27,7 +27,7 @@ from pathlib import Path
 import redis
 from sqlalchemy import func, select, text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
 from bench.common import REDIS_URL, emit, print_table, scratch_database
 from memoryd.client import MemoryClient
 from memoryd.models.db import get_engine, session_scope

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
 from bench.common import emit, percentile, print_table, scratch_database
 from memoryd.client import MemoryClient
 from memoryd.models.db import get_engine

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memoryd.agents import config as agent_config
 from memoryd.client_profiles import ProfileMethods
 from memoryd.errors import MemorydError, TurnRejected
 from memoryd.ingest.buffer import end_session, ingest, payload_items
@@ -146,9 +147,14 @@ class MemoryClient(ProfileMethods):
         vector = embeddings.embed_query(self.settings, query)  # before any transaction opens
         now = utcnow()
         with session_scope(self.settings) as session:
+            # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories.
+            settings = agent_config.for_agent(session, self.settings, agent_id)
+            categories = agent_config.categories_for(settings, categories)
+            if not settings.memory_enabled or categories == []:
+                return []
             hits = recall(
                 session,
-                self.settings,
+                settings,
                 agent_id,
                 user_id,
                 query,
@@ -158,7 +164,7 @@ class MemoryClient(ProfileMethods):
                 now=now,
                 query_vector=vector,
             )
-            log_retrieval(session, self.settings, hits, query, session_id, now)
+            log_retrieval(session, settings, hits, query, session_id, now)
         return hits
 
     def build_context(
@@ -166,14 +172,19 @@ class MemoryClient(ProfileMethods):
         query: str,
         agent_id: str,
         user_id: str,
-        token_budget: int = 800,
+        token_budget: int | None = None,
         session_id: str | None = None,
         profile: ProfileType | str | None = None,
     ) -> str:
-        """The `<memory-context>` block for the next prompt, within `token_budget`, or ""
-        when nothing relevant fits. It is never written to the chat history. With
-        `profile` ("user" or "work"), that document comes first, within half the budget."""
+        """The `<memory-context>` block for the next prompt, within `token_budget` (the
+        agent's `context_token_budget` by default), or "" when nothing relevant fits. It
+        is never written to the chat history. With `profile` ("user" or "work"), that
+        document comes first, within half the budget."""
         if profile is not None:
+            if token_budget is None:
+                with session_scope(self.settings, readonly=True) as session:
+                    agent = agent_config.for_agent(session, self.settings, agent_id)
+                token_budget = agent.context_token_budget
             head = self.build_profile_prompt(agent_id, user_id, profile, token_budget // 2)
             rest = token_budget - (estimate_tokens(head) + 1 if head else 0)
             block = self.build_context(query, agent_id, user_id, rest, session_id)
@@ -183,11 +194,28 @@ class MemoryClient(ProfileMethods):
         vector = embeddings.embed_query(self.settings, query)  # before any transaction opens
         now = utcnow()
         with session_scope(self.settings) as session:
+            # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories,
+            # token budget and injection rules (minimum score, most items, tiers).
+            settings = agent_config.for_agent(session, self.settings, agent_id)
+            categories = agent_config.categories_for(settings, None)
+            if not settings.memory_enabled:
+                return ""
             hits = recall(
-                session, self.settings, agent_id, user_id, query, now=now, query_vector=vector
+                session,
+                settings,
+                agent_id,
+                user_id,
+                query,
+                categories=categories,
+                tiers=settings.inject_tiers,
+                now=now,
+                query_vector=vector,
             )
-            block, included = render_context(hits, token_budget)
-            log_retrieval(session, self.settings, included, query, session_id, now)
+            hits = agent_config.injectable(settings, hits)
+            block, included = render_context(
+                hits, settings.context_token_budget if token_budget is None else token_budget
+            )
+            log_retrieval(session, settings, included, query, session_id, now)
         return block
 
     def mark_referenced(

@@ -125,6 +125,24 @@ class Settings(BaseSettings):
     )
     embedding_min_similarity: float = Field(0.3, ge=-1, le=1)
 
+    # --- per-agent defaults (each agent may override them: memoryd/agents) ------------
+    memory_enabled: bool = Field(True, description="Extract and inject memories at all")
+    context_token_budget: int = Field(800, ge=1, description="Default build_context budget")
+    memory_categories: tuple[str, ...] | None = Field(
+        None, description="Categories extracted and recalled; unset means all"
+    )
+    inject_min_score: float = Field(0.0, ge=0, description="Hits under it stay out of context")
+    inject_max_items: int | None = Field(None, ge=1, description="Most memories in a context")
+    inject_tiers: tuple[str, ...] | None = Field(
+        None, description="Tiers a context may use (e.g. only long); unset means both"
+    )
+
+    # --- HTTP server (memoryd serve) ----------------------------------------------------
+    max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest HTTP body")
+    api_key_cache_seconds: float = Field(
+        5.0, ge=0, description="How long a looked-up API key is trusted (revocation delay)"
+    )
+
     # --- sessions -----------------------------------------------------------------------
     compress_trigger_tokens: int = Field(4000, ge=1)
     keep_recent_turns: int = Field(10, ge=0)
@@ -170,6 +188,22 @@ class Settings(BaseSettings):
                 f"not a broker URL: {value!r}; expected one of "
                 + ", ".join(f"{s}://" for s in BROKER_SCHEMES)
             )
+        return value
+
+    @field_validator("memory_categories")
+    @classmethod
+    def _known_categories(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        known = ("user", "project", "feedback", "reference", "episode", "procedure")
+        unknown = [c for c in value or [] if c not in known]
+        if unknown:
+            raise ValueError(f"unknown categories {unknown}; known: {', '.join(known)}")
+        return value
+
+    @field_validator("inject_tiers")
+    @classmethod
+    def _known_tiers(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if any(t not in ("short", "long") for t in value or []):
+            raise ValueError(f"tiers are short and long, got {value}")
         return value
 
     @model_validator(mode="after")

@@ -41,3 +41,11 @@ def test_flower_is_behind_basic_auth() -> None:
 def test_unset_llm_variables_reach_memoryd_as_empty_which_means_unset() -> None:
     env = yaml.safe_load(COMPOSE.read_text())["x-memoryd-env"]
     assert env["OPENAI_BASE_URL"] == "${OPENAI_BASE_URL:-}"  # see test_an_empty_variable...
+
+
+def test_the_server_waits_for_migrate_and_is_checked_over_tcp() -> None:
+    server = services()["server"]
+    assert server["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    check = " ".join(server["healthcheck"]["test"])
+    assert "http://127.0.0.1:8080/v1/health" in check
+    assert "--host" in server["command"] and "0.0.0.0" in server["command"]

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from memoryd.cli import profile
+from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
 from memoryd.models.db import describe_db_error
 from memoryd.models.schemas import Ident
@@ -316,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", help="write here instead of standard output")
     p = add("import", cmd_import, "add memories from a JSON lines file (an export)")
     p.add_argument("--file", required=True)
+    add_server_commands(add)
     return parser
 
 

@@ -20,10 +20,12 @@ from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from memoryd.agents import config as agent_config
 from memoryd.errors import LeaseLost, LLMError, LLMTransientError
 from memoryd.extraction.extractors import (
     Extractor,
     MemoryView,
+    NoExtraction,
     Proposal,
     TurnView,
     cut_to_budget,
@@ -104,7 +106,10 @@ def extract_session(
     clock: Clock = utcnow,
 ) -> ExtractStats:
     """Process up to `extract_batches_per_task` batches of one session, oldest first."""
-    extractor = extractor or get_extractor(settings)
+    # Per-agent memory settings (memoryd/agents): prefetch, categories, memory on or off.
+    settings = agent_config.extraction_settings(settings, key.agent_id)
+    if extractor is None:
+        extractor = get_extractor(settings) if settings.memory_enabled else NoExtraction()
     stats = ExtractStats()
     for _ in range(settings.extract_batches_per_task):
         prepared = _claim(settings, key, extractor, stats)
@@ -227,6 +232,7 @@ def apply_proposal(
     ensure_profiles(session, claim.key.scope, now)  # both documents, from the first batch on
     facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
     accepted, rejected = gate_facts(facts, settings)
+    accepted = agent_config.keep_categories(settings, accepted, rejected)  # per-agent
     counts = reconcile_facts(
         session,
         settings,

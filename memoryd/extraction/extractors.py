@@ -206,6 +206,21 @@ class OfflineExtractor:
         )
 
 
+class NoExtraction:
+    """Memory is off for the agent: batches still run (turns are marked done, the batch is
+    recorded as extractor "disabled"), but nothing is proposed and no LLM is called."""
+
+    uses_llm = False
+
+    def extract(
+        self,
+        turns: Sequence[TurnView],
+        memories: Sequence[MemoryView],
+        profiles: Profiles | None = None,
+    ) -> Proposal:
+        return Proposal(facts=[], extractor="disabled", model=None, prompt_version="none")
+
+
 @lru_cache(maxsize=4)
 def get_extractor(settings: Settings) -> Extractor:
     """One extractor per settings per process, so HTTP connections are reused."""

@@ -1,7 +1,7 @@
 """profiles: the user and work documents of every scope, their history, batch counts
 
 Revision ID: 0007
-Revises: 0004
+Revises: 0006
 Create Date: 2026-11-23
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0007"
-down_revision: str | None = "0004"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

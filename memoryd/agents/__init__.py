@@ -1,0 +1,1 @@
+"""Per-agent memory settings (seed 000 §8): stored per agent, defaults from Settings."""

@@ -1,0 +1,100 @@
+"""Conflicts: replacements (a superseded memory and the one that replaced it) that no
+person has reviewed yet. Keeping the new side records the review; keeping the old side
+brings it back and retires the new one, history kept either way."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, aliased
+
+from memoryd.errors import NotFound
+from memoryd.memories.store import lock_rows, record_event, supersede_memory
+from memoryd.memories.weights import INITIAL_WEIGHT, set_weight
+from memoryd.models.db import lock_scope
+from memoryd.models.keys import Scope
+from memoryd.models.schemas import MemoryOut
+from memoryd.models.tables import (
+    Actor,
+    ConflictReview,
+    EventKind,
+    Memory,
+    MemoryStatus,
+)
+from memoryd.settings import Settings
+
+
+class Conflict(BaseModel):
+    old: MemoryOut  # superseded
+    new: MemoryOut  # what replaced it
+
+
+def _open_pairs() -> Any:  # Select of (superseded, replacement)
+    new = aliased(Memory)
+    reviewed = select(ConflictReview.memory_id).where(
+        ConflictReview.memory_id == Memory.id,
+        ConflictReview.superseded_by_id == Memory.superseded_by_id,
+    )
+    return (
+        select(Memory, new)
+        .join(new, new.id == Memory.superseded_by_id)
+        .where(Memory.status == MemoryStatus.SUPERSEDED, ~reviewed.exists())
+    )
+
+
+def open_conflicts(session: Session, limit: int = 50) -> list[Conflict]:
+    rows = session.execute(_open_pairs().order_by(Memory.updated_at.desc()).limit(limit))
+    return [
+        Conflict(old=MemoryOut.from_memory(old), new=MemoryOut.from_memory(new))
+        for old, new in rows
+    ]
+
+
+def count_open(session: Session) -> int:
+    return int(session.scalar(select(func.count()).select_from(_open_pairs().subquery())) or 0)
+
+
+def resolve(
+    session: Session,
+    settings: Settings,
+    old_id: int,
+    keep: Literal["old", "new"],
+    now: datetime,
+) -> Conflict:
+    """Keep one side of the replacement of `old_id`; the pair leaves the conflicts list."""
+    scope = session.execute(select(Memory.agent_id, Memory.user_id).where(Memory.id == old_id))
+    row = scope.first()
+    if row is not None:
+        lock_scope(session, Scope(row.agent_id, row.user_id))
+    old = session.scalars(lock_rows(session, select(Memory).where(Memory.id == old_id))).first()
+    if old is None or old.status != MemoryStatus.SUPERSEDED or old.superseded_by_id is None:
+        raise NotFound(f"memory {old_id} is not a superseded memory")
+    new = session.scalars(
+        lock_rows(session, select(Memory).where(Memory.id == old.superseded_by_id))
+    ).one()
+    if session.get(ConflictReview, (old.id, new.id)) is not None:
+        return Conflict(old=MemoryOut.from_memory(old), new=MemoryOut.from_memory(new))
+    if keep == "old":
+        if new.status != MemoryStatus.ACTIVE:
+            raise ValueError(f"memory {new.id} is {new.status}: restore it before choosing")
+        old.status = MemoryStatus.ACTIVE
+        old.superseded_by_id = None
+        old.updated_at = now
+        set_weight(old, INITIAL_WEIGHT, now, settings)
+        record_event(session, old, EventKind.RESTORED, Actor.API, now, detail={"kept_over": new.id})
+        supersede_memory(session, new, old, now, actor=Actor.API)
+        # The swapped pair (new superseded by old) was decided by this same review.
+        session.add(
+            ConflictReview(
+                memory_id=new.id, superseded_by_id=old.id, kept_id=old.id, reviewed_at=now
+            )
+        )
+    kept = old if keep == "old" else new
+    session.add(
+        ConflictReview(memory_id=old.id, superseded_by_id=new.id, kept_id=kept.id, reviewed_at=now)
+    )
+    session.flush()
+    return Conflict(old=MemoryOut.from_memory(old), new=MemoryOut.from_memory(new))

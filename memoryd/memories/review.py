@@ -1,0 +1,90 @@
+"""The review queue: short-tier memories the extractor was not sure of. A person approves
+one (it is promoted to the long tier) or declines it (soft-deleted, restorable). Also the
+health panel's clean-up of memories about to expire."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from memoryd.errors import NotFound
+from memoryd.memories import edits
+from memoryd.memories.store import lock_rows, promote_memory, record_event
+from memoryd.models.db import lock_scope
+from memoryd.models.keys import Scope
+from memoryd.models.schemas import MemoryOut
+from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus, Tier
+from memoryd.settings import Settings
+
+EXPIRING_WINDOW = timedelta(days=1)
+MAX_CLEAN_UP = 5000
+
+
+def review_queue(session: Session, settings: Settings, limit: int = 50) -> list[MemoryOut]:
+    """Active short-tier memories under the long-term confidence, least sure first."""
+    rows = session.scalars(
+        select(Memory)
+        .where(
+            Memory.status == MemoryStatus.ACTIVE,
+            Memory.tier == Tier.SHORT,
+            Memory.confidence < settings.long_term_confidence,
+        )
+        .order_by(Memory.confidence, Memory.id)
+        .limit(limit)
+    )
+    return [MemoryOut.from_memory(m) for m in rows]
+
+
+def _scope_of(session: Session, memory_id: int) -> Scope:
+    row = session.execute(
+        select(Memory.agent_id, Memory.user_id).where(Memory.id == memory_id)
+    ).first()
+    if row is None:
+        raise NotFound(f"no memory {memory_id}")
+    return Scope(row.agent_id, row.user_id)
+
+
+def approve(session: Session, settings: Settings, memory_id: int, now: datetime) -> MemoryOut:
+    """A person vouches for it: long tier, confidence raised to the long-term level."""
+    lock_scope(session, _scope_of(session, memory_id))
+    memory = session.scalars(lock_rows(session, select(Memory).where(Memory.id == memory_id))).one()
+    if memory.status != MemoryStatus.ACTIVE:
+        raise ValueError(f"memory {memory_id} is {memory.status}; restore it first")
+    memory.confidence = max(memory.confidence, settings.long_term_confidence)
+    if memory.tier == Tier.SHORT:
+        promote_memory(session, settings, memory, now, actor=Actor.API, reason="approved")
+    session.flush()
+    return MemoryOut.from_memory(memory)
+
+
+def decline(session: Session, memory_id: int, now: datetime) -> MemoryOut:
+    """Not worth keeping: soft-deleted like any deletion (restorable, history kept)."""
+    return edits.forget(session, _scope_of(session, memory_id), memory_id, now)
+
+
+def expire_soon(session: Session, now: datetime, window: timedelta = EXPIRING_WINDOW) -> int:
+    """The health panel's clean-up: short-tier memories whose TTL ends within `window`
+    expire now instead of at the next maintenance run."""
+    rows = session.scalars(
+        lock_rows(
+            session,
+            select(Memory)
+            .where(
+                Memory.status == MemoryStatus.ACTIVE,
+                Memory.tier == Tier.SHORT,
+                Memory.expires_at <= now + window,
+            )
+            .order_by(Memory.id)
+            .limit(MAX_CLEAN_UP),
+        )
+    ).all()
+    for memory in rows:
+        memory.status = MemoryStatus.EXPIRED
+        memory.updated_at = now
+        record_event(
+            session, memory, EventKind.EXPIRED, Actor.API, now, detail={"reason": "clean-up"}
+        )
+    session.flush()
+    return len(rows)

@@ -1,0 +1,1 @@
+"""What operators look at: batches, dead letters, the health panel, metric figures."""

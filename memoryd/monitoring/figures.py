@@ -1,0 +1,199 @@
+"""Read-only figures over the whole deployment (every worker's work is in the database):
+batches, dead letters, the health panel and the figures /metrics exports."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from memoryd.memories.conflicts import count_open
+from memoryd.memories.health import memory_health
+from memoryd.models.tables import ExtractionBatch, Turn, TurnStatus
+
+WEEK = timedelta(days=7)
+MAX_PAGE = 500
+
+
+class BatchOut(BaseModel):
+    """One extraction attempt, as the batches page and GET /v1/batches show it."""
+
+    id: int
+    agent_id: str
+    user_id: str
+    session_id: str
+    kind: str
+    status: str
+    turn_count: int
+    extractor: str | None
+    model: str | None
+    prompt_version: str | None
+    tokens_in: int
+    tokens_out: int
+    llm_calls: int
+    facts_proposed: int
+    facts_accepted: int
+    facts_rejected: int
+    rejections: dict[str, int] | None
+    memories_created: int
+    memories_confirmed: int
+    memories_superseded: int
+    started_at: datetime
+    finished_at: datetime | None
+    duration_ms: float | None
+    error: str | None
+    error_kind: str | None
+
+
+class DeadLetter(BaseModel):
+    """A dead-lettered turn: kept, re-drivable, with the error of its last batch."""
+
+    turn_id: int
+    agent_id: str
+    user_id: str
+    session_id: str
+    role: str
+    content: str  # the first 300 characters
+    attempts: int
+    created_at: datetime
+    error: str | None
+
+
+class HealthPanel(BaseModel):
+    """Seed 004 §6.2, plus the pipeline's backlog and spend."""
+
+    memories: int
+    average_confidence: float | None
+    expiring_soon: int
+    conflicts: int
+    pending_turns: int
+    dead_letters: int
+    tokens_this_week: int
+
+
+def list_batches(
+    session: Session,
+    *,
+    status: str | None = None,
+    agent_id: str | None = None,
+    before_id: int | None = None,
+    limit: int = 50,
+) -> list[BatchOut]:
+    """Newest first; `before_id` pages back."""
+    stmt = select(ExtractionBatch)
+    if status:
+        stmt = stmt.where(ExtractionBatch.status == status)
+    if agent_id:
+        stmt = stmt.where(ExtractionBatch.agent_id == agent_id)
+    if before_id:
+        stmt = stmt.where(ExtractionBatch.id < before_id)
+    stmt = stmt.order_by(ExtractionBatch.id.desc()).limit(min(max(limit, 1), MAX_PAGE))
+    return [
+        BatchOut.model_validate({name: getattr(b, name) for name in BatchOut.model_fields})
+        for b in session.scalars(stmt)
+    ]
+
+
+def dead_letters(
+    session: Session,
+    *,
+    agent_id: str | None = None,
+    user_id: str | None = None,
+    session_id: str | None = None,
+    limit: int = 100,
+) -> list[DeadLetter]:
+    stmt = (
+        select(Turn, ExtractionBatch.error)
+        .outerjoin(ExtractionBatch, ExtractionBatch.id == Turn.batch_id)
+        .where(Turn.status == TurnStatus.FAILED)
+    )
+    for column, value in (
+        (Turn.agent_id, agent_id),
+        (Turn.user_id, user_id),
+        (Turn.session_id, session_id),
+    ):
+        if value is not None:
+            stmt = stmt.where(column == value)
+    stmt = stmt.order_by(Turn.id).limit(min(max(limit, 1), MAX_PAGE))
+    return [
+        DeadLetter(
+            turn_id=turn.id,
+            agent_id=turn.agent_id,
+            user_id=turn.user_id,
+            session_id=turn.session_id,
+            role=turn.role,
+            content=turn.content[:300],
+            attempts=turn.attempts,
+            created_at=turn.created_at,
+            error=error,
+        )
+        for turn, error in session.execute(stmt)
+    ]
+
+
+def tokens_since(session: Session, since: datetime) -> int:
+    total = session.scalar(
+        select(
+            func.coalesce(func.sum(ExtractionBatch.tokens_in + ExtractionBatch.tokens_out), 0)
+        ).where(ExtractionBatch.started_at >= since)
+    )
+    return int(total or 0)
+
+
+def health_panel(session: Session, now: datetime) -> HealthPanel:
+    health = memory_health(session, now)
+    return HealthPanel(
+        memories=health.active,
+        average_confidence=health.average_confidence,
+        expiring_soon=health.expiring_soon,
+        conflicts=count_open(session),
+        pending_turns=health.pending_turns,
+        dead_letters=health.failed_turns,
+        tokens_this_week=tokens_since(session, now - WEEK),
+    )
+
+
+class PipelineFigures(BaseModel):
+    """What /metrics exports from the database, for every process of the deployment."""
+
+    batches: dict[str, int]  # by status
+    llm_calls: int
+    tokens_in: int
+    tokens_out: int
+    pending_turns: int
+    dead_letters: int
+    oldest_pending_seconds: float
+
+
+def pipeline_figures(session: Session, now: datetime) -> PipelineFigures:
+    batches = {
+        str(status): int(n)
+        for status, n in session.execute(
+            select(ExtractionBatch.status, func.count()).group_by(ExtractionBatch.status)
+        )
+    }
+    calls, tokens_in, tokens_out = session.execute(
+        select(
+            func.coalesce(func.sum(ExtractionBatch.llm_calls), 0),
+            func.coalesce(func.sum(ExtractionBatch.tokens_in), 0),
+            func.coalesce(func.sum(ExtractionBatch.tokens_out), 0),
+        )
+    ).one()
+
+    def turns(status: TurnStatus) -> int:  # each read through its partial index
+        return int(session.scalar(select(func.count()).where(Turn.status == status)) or 0)
+
+    oldest = session.scalar(
+        select(func.min(Turn.created_at)).where(Turn.status == TurnStatus.PENDING)
+    )
+    return PipelineFigures(
+        batches=batches,
+        llm_calls=int(calls),
+        tokens_in=int(tokens_in),
+        tokens_out=int(tokens_out),
+        pending_turns=turns(TurnStatus.PENDING) + turns(TurnStatus.CLAIMED),
+        dead_letters=turns(TurnStatus.FAILED),
+        oldest_pending_seconds=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
+    )

@@ -1,0 +1,151 @@
+"""The ASGI app of `memoryd serve`: the API routers, /metrics, the page, problem JSON.
+
+Handlers are thin: they validate with pydantic, check the key's scope and call the same
+plain functions and MemoryClient methods a Python backend uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, HTTPException
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import PlainTextResponse, Response
+from fastapi.staticfiles import StaticFiles
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memoryd.client import MemoryClient
+from memoryd.models.schemas import TurnIn
+from memoryd.server import metrics, page, problems
+from memoryd.server.routes import ROUTERS
+from memoryd.server.schemas import TurnsRequest
+from memoryd.server.state import KeyCache, ServerState
+from memoryd.settings import Settings, get_settings
+
+STATIC_DIR = Path(__file__).with_name("static")
+TITLE = "memoryd"
+VERSION = "1"
+DESCRIPTION = (
+    "Long-term memory for LLM chat agents. Send `Authorization: Bearer <key>` "
+    "(`memoryd keys create`). Errors are RFC 9457 problem details naming the field."
+)
+
+
+class BodyLimit:
+    """Refuse bodies over `max_bytes` with 413 before they are read into memory: by the
+    declared Content-Length at once, or while a chunked body streams in."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            response = problems.problem_response(
+                None, 413, "too-large", f"the body is over {self.max_bytes} bytes"
+            )
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise HTTPException(413, f"the body is over {self.max_bytes} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def create_app(settings: Settings | None = None, *, client: MemoryClient | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    client = client or MemoryClient(settings)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        client.close()
+
+    app = FastAPI(
+        title=TITLE,
+        version=VERSION,
+        description=DESCRIPTION,
+        docs_url=None,  # the interactive docs load scripts from a CDN; /openapi.json is here
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.memoryd = ServerState(
+        settings=settings, client=client, keys=KeyCache(settings, settings.api_key_cache_seconds)
+    )
+    problems.install(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    page.install(app)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    registry = metrics.metrics_registry(settings)
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus_metrics() -> Response:
+        return Response(metrics.render(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/problems/{slug}", include_in_schema=False)
+    def problem_type(slug: str) -> PlainTextResponse:
+        title, meaning = problems.PROBLEM_TYPES.get(slug, ("Unknown problem type", ""))
+        return PlainTextResponse(f"{title}\n\n{meaning}\n")
+
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    return app
+
+
+PROBLEM_RESPONSE = {
+    "content": {
+        problems.MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}},
+    },
+}
+ERROR_RESPONSES = {
+    "401": "No key, or an unknown or revoked one",
+    "403": "The key may not use this scope or endpoint",
+    "404": "Not found in the scopes this key may use",
+    "413": "The body is too large",
+    "422": "Invalid request: `errors` names each bad field",
+}
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, with the ingest body's models and problem-JSON error responses
+    in place of FastAPI's own validation error shape."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(title=TITLE, version=VERSION, description=DESCRIPTION, routes=app.routes)
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for model in (TurnIn, TurnsRequest, problems.Problem):
+        model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(model_schema.pop("$defs", {}))
+        components[model.__name__] = model_schema
+    components.pop("HTTPValidationError", None)
+    components.pop("ValidationError", None)
+    for path, operations in schema["paths"].items():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            for status, description in ERROR_RESPONSES.items():
+                if path == "/v1/health" and status != "422":
+                    continue
+                responses[status] = {"description": description, **PROBLEM_RESPONSE}
+    schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+    schema["security"] = [{"bearer": []}]
+    schema["paths"]["/v1/health"]["get"]["security"] = []  # liveness needs no key
+    app.openapi_schema = schema
+    return schema

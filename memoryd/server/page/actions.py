@@ -1,0 +1,173 @@
+"""The page's actions (htmx POSTs): each calls the same functions as the API or the CLI
+and answers with the HTML fragment to swap in."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse
+from pydantic import ValidationError
+
+from memoryd.agents import config
+from memoryd.agents.config import AgentSettings
+from memoryd.errors import field_errors
+from memoryd.ingest.sweeper import retry_failed
+from memoryd.memories import conflicts, review
+from memoryd.models.db import session_scope, utcnow
+from memoryd.server.page.render import Page, PageAdmin, memory_by_id
+from memoryd.server.schemas import AgentPath, MemoryIdPath, MemoryUpdate
+from memoryd.server.state import State
+
+router = APIRouter()
+
+FormText = Annotated[str, Form(max_length=10_000)]
+
+
+def _scope(state: State, memory_id: int) -> tuple[str, str]:
+    memory = memory_by_id(state, memory_id)
+    return memory.agent_id, memory.user_id
+
+
+def _problem(request: Request, exc: ValidationError, status: int = 422) -> HTMLResponse:
+    message = "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
+    return Page(request).render("_message.html", status=status, message=message, error=True)
+
+
+@router.post("/memories/{memory_id}/edit", response_class=HTMLResponse)
+def save(
+    request: Request,
+    state: State,
+    _admin: PageAdmin,
+    memory_id: MemoryIdPath,
+    content: FormText,
+    name: FormText = "",
+    category: FormText = "",
+    tags: FormText = "",
+) -> HTMLResponse:
+    try:
+        change = MemoryUpdate(
+            content=content,
+            name=name or None,
+            category=category or None,
+            tags=[t.strip() for t in tags.split(",") if t.strip()],
+        )
+    except ValidationError as exc:
+        memory = memory_by_id(state, memory_id)
+        message = "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
+        return Page(request).render("_edit.html", status=422, m=memory, error=message)
+    scope = memory_by_id(state, memory_id)
+    memory = state.client.update(
+        scope.agent_id,
+        scope.user_id,
+        memory_id,
+        content=change.content,
+        name=change.name,
+        category=change.category,
+        tags=change.tags,
+    )
+    return Page(request).render("_card.html", m=memory)
+
+
+@router.post("/memories/{memory_id}/delete", response_class=HTMLResponse)
+def delete(
+    request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
+) -> HTMLResponse:
+    memory = state.client.forget(*_scope(state, memory_id), memory_id)
+    return Page(request).render("_card.html", m=memory)
+
+
+@router.post("/memories/{memory_id}/restore", response_class=HTMLResponse)
+def restore(
+    request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
+) -> HTMLResponse:
+    memory = state.client.restore(*_scope(state, memory_id), memory_id)
+    return Page(request).render("_card.html", m=memory)
+
+
+@router.post("/conflicts/{memory_id}/keep/{side}", response_class=HTMLResponse)
+def keep(
+    request: Request,
+    state: State,
+    _admin: PageAdmin,
+    memory_id: MemoryIdPath,
+    side: Literal["old", "new"],
+) -> HTMLResponse:
+    with session_scope(state.settings) as session:
+        conflicts.resolve(session, state.settings, memory_id, side, utcnow())
+    return Page(request).render("_message.html", message_key="conflicts.done")
+
+
+@router.post("/review/{memory_id}/{decision}", response_class=HTMLResponse)
+def decide(
+    request: Request,
+    state: State,
+    _admin: PageAdmin,
+    memory_id: MemoryIdPath,
+    decision: Literal["approve", "decline"],
+) -> HTMLResponse:
+    with session_scope(state.settings) as session:
+        if decision == "approve":
+            review.approve(session, state.settings, memory_id, utcnow())
+        else:
+            review.decline(session, memory_id, utcnow())
+    return Page(request).render("_message.html", message_key="review.done")
+
+
+@router.post("/clean-up", response_class=HTMLResponse)
+def clean_up(request: Request, state: State, _admin: PageAdmin) -> HTMLResponse:
+    with session_scope(state.settings) as session:
+        count = review.expire_soon(session, utcnow())
+    return Page(request).render("_message.html", message_key="panel.cleaned", count=count)
+
+
+@router.post("/dead-letters/retry", response_class=HTMLResponse)
+def retry(
+    request: Request,
+    state: State,
+    _admin: PageAdmin,
+    agent_id: Annotated[str, Form(max_length=200)] = "",
+    user_id: Annotated[str, Form(max_length=200)] = "",
+    session_id: Annotated[str, Form(max_length=200)] = "",
+) -> HTMLResponse:
+    with session_scope(state.settings) as session:
+        count = retry_failed(
+            session,
+            utcnow(),
+            agent_id=agent_id or None,
+            user_id=user_id or None,
+            session_id=session_id or None,
+        )
+    return Page(request).render("_message.html", message_key="batches.retried", count=count)
+
+
+@router.post("/agents/{agent_id}/settings", response_class=HTMLResponse)
+def save_agent(
+    request: Request,
+    state: State,
+    _admin: PageAdmin,
+    agent_id: AgentPath,
+    memory_enabled: Annotated[str, Form(max_length=10)] = "",
+    prefetch_limit: Annotated[str, Form(max_length=20)] = "",
+    context_token_budget: Annotated[str, Form(max_length=20)] = "",
+    inject_min_score: Annotated[str, Form(max_length=20)] = "",
+    inject_max_items: Annotated[str, Form(max_length=20)] = "",
+    memory_categories: Annotated[list[str] | None, Form()] = None,
+    inject_tiers: Annotated[list[str] | None, Form()] = None,
+) -> HTMLResponse:
+    raw = {
+        "memory_enabled": {"on": True, "off": False}.get(memory_enabled),
+        "prefetch_limit": prefetch_limit.strip() or None,
+        "context_token_budget": context_token_budget.strip() or None,
+        "inject_min_score": inject_min_score.strip() or None,
+        "inject_max_items": inject_max_items.strip() or None,
+        "memory_categories": memory_categories or None,
+        "inject_tiers": inject_tiers or None,
+    }
+    try:
+        values = AgentSettings.model_validate(raw)
+    except ValidationError as exc:
+        return _problem(request, exc)
+    with session_scope(state.settings) as session:
+        config.put(session, agent_id, values, utcnow())
+    return Page(request).render("_message.html", message_key="agents.saved")

@@ -1,0 +1,100 @@
+"""Templates, language and the admin guard shared by the page's views and actions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+from memoryd.models.db import session_scope, utcnow
+from memoryd.models.schemas import MemoryOut
+from memoryd.models.tables import Category, MemoryStatus, Tier
+from memoryd.monitoring.browse import get_any
+from memoryd.server.auth import page_principal
+from memoryd.server.i18n import pick_language, translator
+from memoryd.server.keys import Principal
+from memoryd.server.state import State
+
+TEMPLATES = Jinja2Templates(directory=Path(__file__).parent.parent / "templates")
+LANG_COOKIE = "memoryd_lang"
+
+# (path, message key): the page's areas in the order the navigation shows them.
+NAV: list[tuple[str, str]] = [
+    ("/", "nav.memories"),
+    ("/conflicts", "nav.conflicts"),
+    ("/review", "nav.review"),
+    ("/batches", "nav.batches"),
+    ("/agents", "nav.agents"),
+]
+
+
+def memory_by_id(state: State, memory_id: int) -> MemoryOut:
+    """Any memory (the page is for admins), with its scope for the calls that need one."""
+    with session_scope(state.settings, readonly=True) as session:
+        return get_any(session, memory_id)
+
+
+class LoginRequired(Exception):
+    """No admin cookie: the page answers with the sign-in form."""
+
+
+def admin(request: Request, state: State) -> Principal:
+    principal = page_principal(request, state)
+    if principal is None:
+        raise LoginRequired
+    return principal
+
+
+PageAdmin = Annotated[Principal, Depends(admin)]
+
+
+def age(t: Any, when: datetime) -> str:
+    seconds = max((utcnow() - when).total_seconds(), 0)
+    if seconds < 60:
+        return str(t("age.now"))
+    if seconds < 3600:
+        return str(t("age.minutes", n=int(seconds // 60)))
+    if seconds < 86400:
+        return str(t("age.hours", n=int(seconds // 3600)))
+    return str(t("age.days", n=int(seconds // 86400)))
+
+
+@dataclass
+class Page:
+    """Renders templates in the request's language."""
+
+    request: Request
+
+    @property
+    def lang(self) -> str:
+        r = self.request
+        return pick_language(
+            r.query_params.get("lang"), r.cookies.get(LANG_COOKIE), r.headers.get("accept-language")
+        )
+
+    def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        lang = self.lang
+        t = translator(lang)
+        response = TEMPLATES.TemplateResponse(
+            self.request,
+            template,
+            {
+                "t": t,
+                "lang": lang,
+                "nav": NAV,
+                "age": lambda when: age(t, when),
+                "categories": [c.value for c in Category],
+                "tiers": [x.value for x in Tier],
+                "statuses": [s.value for s in MemoryStatus],
+                **context,
+            },
+            status_code=status,
+        )
+        if self.request.query_params.get("lang") == lang:
+            response.set_cookie(LANG_COOKIE, lang, max_age=365 * 86400, samesite="strict")
+        return response

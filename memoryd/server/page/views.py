@@ -1,0 +1,138 @@
+"""The page's screens (GET): memories with the health panel, conflicts, review queue,
+batches with dead letters, per-agent settings, and the sign-in form."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+
+from memoryd.agents import config
+from memoryd.memories.conflicts import open_conflicts
+from memoryd.memories.review import review_queue
+from memoryd.models.db import session_scope, utcnow
+from memoryd.monitoring.browse import BrowseFilter, browse
+from memoryd.monitoring.figures import dead_letters, health_panel, list_batches
+from memoryd.server.auth import PAGE_COOKIE
+from memoryd.server.page.render import Page, PageAdmin, memory_by_id
+from memoryd.server.schemas import MemoryIdPath
+from memoryd.server.state import State
+
+router = APIRouter()
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request) -> HTMLResponse:
+    return Page(request).render("login.html")
+
+
+@router.post("/login", response_class=HTMLResponse)
+def login(request: Request, state: State, key: Annotated[str, Form(max_length=200)]) -> Response:
+    principal = state.keys.principal(key.strip())
+    if principal is None or not principal.admin:
+        return Page(request).render("login.html", status=401, failed=True)
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(
+        PAGE_COOKIE,
+        key.strip(),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.post("/logout")
+def logout() -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(PAGE_COOKIE)
+    return response
+
+
+@router.get("/", response_class=HTMLResponse)
+def memories(
+    request: Request,
+    state: State,
+    _admin: PageAdmin,
+    q: Annotated[str, Query(max_length=500)] = "",
+    category: Annotated[str, Query(max_length=20)] = "",
+    tier: Annotated[str, Query(max_length=10)] = "",
+    status: Annotated[str, Query(max_length=12)] = "active",
+    agent: Annotated[str, Query(max_length=200)] = "",
+    user: Annotated[str, Query(max_length=200)] = "",
+) -> HTMLResponse:
+    try:
+        filters = BrowseFilter(
+            q=q, category=category, tier=tier, status=status, agent=agent, user=user
+        )
+    except ValidationError:
+        filters = BrowseFilter()
+    with session_scope(state.settings, readonly=True) as session:
+        panel = health_panel(session, utcnow())
+        found = browse(session, filters)
+        agents = config.known_agents(session)
+    return Page(request).render(
+        "memories.html", panel=panel, memories=found, filters=filters, agents=agents
+    )
+
+
+@router.get("/memories/{memory_id}/card", response_class=HTMLResponse)
+def card(
+    request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
+) -> HTMLResponse:
+    memory = memory_by_id(state, memory_id)
+    return Page(request).render("_card.html", m=memory)
+
+
+@router.get("/memories/{memory_id}/edit", response_class=HTMLResponse)
+def edit_form(
+    request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
+) -> HTMLResponse:
+    memory = memory_by_id(state, memory_id)
+    return Page(request).render("_edit.html", m=memory)
+
+
+@router.get("/memories/{memory_id}/history", response_class=HTMLResponse)
+def history(
+    request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
+) -> HTMLResponse:
+    memory = memory_by_id(state, memory_id)
+    events = state.client.history(memory.agent_id, memory.user_id, memory_id)
+    return Page(request).render("_history.html", m=memory, events=events)
+
+
+@router.get("/conflicts", response_class=HTMLResponse)
+def conflicts(request: Request, state: State, _admin: PageAdmin) -> HTMLResponse:
+    with session_scope(state.settings, readonly=True) as session:
+        pairs = open_conflicts(session)
+    return Page(request).render("conflicts.html", conflicts=pairs)
+
+
+@router.get("/review", response_class=HTMLResponse)
+def review(request: Request, state: State, _admin: PageAdmin) -> HTMLResponse:
+    with session_scope(state.settings, readonly=True) as session:
+        queue = review_queue(session, state.settings)
+    return Page(request).render("review.html", memories=queue)
+
+
+@router.get("/batches", response_class=HTMLResponse)
+def batches(request: Request, state: State, _admin: PageAdmin) -> HTMLResponse:
+    with session_scope(state.settings, readonly=True) as session:
+        rows = list_batches(session, limit=100)
+        dead = dead_letters(session, limit=200)
+    return Page(request).render("batches.html", batches=rows, dead=dead)
+
+
+@router.get("/agents", response_class=HTMLResponse)
+def agents(
+    request: Request,
+    state: State,
+    _admin: PageAdmin,
+    agent: Annotated[str, Query(max_length=200)] = "",
+) -> HTMLResponse:
+    with session_scope(state.settings, readonly=True) as session:
+        known = config.known_agents(session)
+        chosen = config.describe(session, state.settings, agent.strip()) if agent.strip() else None
+    return Page(request).render("agents.html", agents=known, chosen=chosen)

@@ -1,0 +1,179 @@
+"""Errors as RFC 9457 problem details (`application/problem+json`), naming the field.
+
+Every error a handler can meet maps to one problem type here, so no handler formats an
+error itself and no exception reaches the client as a bare 500 page.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memoryd.errors import NotFound, TurnRejected, field_errors
+
+log = logging.getLogger(__name__)
+
+MEDIA_TYPE = "application/problem+json"
+
+# type slug -> (title, what it means); each is documented at /problems/<slug>.
+PROBLEM_TYPES: dict[str, tuple[str, str]] = {
+    "invalid-request": (
+        "Invalid request",
+        "The body or a parameter failed validation; `errors` names each field.",
+    ),
+    "unauthorized": ("Unauthorized", "Send `Authorization: Bearer <key>` with a live API key."),
+    "forbidden": ("Forbidden", "The key is not bound to this agent or user, or is not admin."),
+    "not-found": ("Not found", "No such resource in the scopes this key may use."),
+    "conflict": ("Conflict", "The resource is in a state that does not allow this change."),
+    "too-large": ("Request too large", "The body exceeds MEMORYD_MAX_REQUEST_BYTES."),
+    "unavailable": ("Service unavailable", "The database cannot be reached; retry later."),
+    "internal": ("Internal error", "An unexpected error; the server log has the details."),
+    "http": ("HTTP error", "A protocol-level error (unknown path, wrong method)."),
+}
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details; `errors` lists each bad field for invalid requests."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    errors: list[FieldError] | None = None
+
+
+class ProblemError(Exception):
+    """Raised by handlers and dependencies; rendered as problem JSON."""
+
+    def __init__(
+        self,
+        status: int,
+        slug: str,
+        detail: str,
+        errors: list[FieldError] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.slug = slug
+        self.detail = detail
+        self.errors = errors
+        self.headers = headers
+
+
+def invalid(field: str, message: str) -> ProblemError:
+    return ProblemError(
+        422, "invalid-request", f"{field}: {message}", [FieldError(field=field, message=message)]
+    )
+
+
+def problem_response(
+    request: Request | None,
+    status: int,
+    slug: str,
+    detail: str,
+    errors: list[FieldError] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    title, _ = PROBLEM_TYPES[slug]
+    body = Problem(
+        type=f"/problems/{slug}",
+        title=title,
+        status=status,
+        detail=detail,
+        instance=request.url.path if request is not None else None,
+        errors=errors,
+    )
+    return JSONResponse(
+        body.model_dump(exclude_none=True), status, headers=headers, media_type=MEDIA_TYPE
+    )
+
+
+def _field_name(loc: tuple[Any, ...] | list[Any]) -> str:
+    """pydantic's location as a path: ("body", "turns", 0, "content") -> turns[0].content."""
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        parts = parts[1:]
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(body)"
+
+
+def _validation_problem(request: Request, errors: list[FieldError]) -> JSONResponse:
+    first = errors[0] if errors else FieldError(field="(body)", message="invalid")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    detail = f"{first.field}: {first.message}{more}"
+    return problem_response(request, 422, "invalid-request", detail, errors)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every error into problem JSON."""
+
+    @app.exception_handler(ProblemError)
+    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
+        return problem_response(request, exc.status, exc.slug, exc.detail, exc.errors, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _request_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            FieldError(
+                field=_field_name(e["loc"]), message=str(e["msg"]).removeprefix("Value error, ")
+            )
+            for e in exc.errors()
+        ]
+        return _validation_problem(request, errors)
+
+    @app.exception_handler(ValidationError)
+    async def _model_invalid(request: Request, exc: ValidationError) -> JSONResponse:
+        errors = [FieldError(field=f or "(body)", message=m) for f, m in field_errors(exc)]
+        return _validation_problem(request, errors)
+
+    @app.exception_handler(TurnRejected)
+    async def _turn_rejected(request: Request, exc: TurnRejected) -> JSONResponse:
+        return problem_response(request, 422, "invalid-request", str(exc))
+
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
+        return problem_response(request, 404, "not-found", str(exc))
+
+    @app.exception_handler(ValueError)
+    async def _conflict(request: Request, exc: ValueError) -> JSONResponse:
+        # The store raises ValueError for a change the memory's state does not allow
+        # (restoring a superseded memory): the request was well formed.
+        return problem_response(request, 409, "conflict", str(exc))
+
+    @app.exception_handler(OperationalError)
+    async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:
+        log.warning("database error on %s: %s", request.url.path, str(exc).splitlines()[0])
+        return problem_response(
+            request, 503, "unavailable", "the database is unavailable", headers={"Retry-After": "5"}
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        slug = {401: "unauthorized", 403: "forbidden", 404: "not-found", 413: "too-large"}
+        return problem_response(
+            request, exc.status_code, slug.get(exc.status_code, "http"), str(exc.detail)
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return problem_response(request, 500, "internal", f"unexpected {type(exc).__name__}")

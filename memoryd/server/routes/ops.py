@@ -1,0 +1,112 @@
+"""Operations: liveness, pipeline figures, batches, dead letters and their retry."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from memoryd.extraction.stats import pipeline_stats
+from memoryd.ingest.sweeper import retry_failed
+from memoryd.memories.health import memory_health
+from memoryd.models.db import get_engine, session_scope, utcnow
+from memoryd.models.tables import BatchStatus
+from memoryd.monitoring.figures import BatchOut, DeadLetter, dead_letters, list_batches
+from memoryd.server.auth import Admin, Caller, check_scope
+from memoryd.server.keys import Principal
+from memoryd.server.problems import ProblemError
+from memoryd.server.schemas import MAX_ID, HealthOut, RetryOut, RetryRequest, StatsOut
+from memoryd.server.state import State
+
+router = APIRouter(tags=["operations"])
+
+AgentQuery = Annotated[str | None, Query(min_length=1, max_length=200)]
+
+
+@router.get(
+    "/v1/health",
+    response_model=HealthOut,
+    responses={503: {"model": HealthOut}},
+    summary="Liveness and database reachability (no key needed)",
+)
+def health(state: State) -> HealthOut | JSONResponse:
+    try:
+        with get_engine(state.settings).connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        body = HealthOut(status="unavailable", database=reason)
+        return JSONResponse(body.model_dump(), status_code=503)
+    return HealthOut(status="ok", database="ok")
+
+
+@router.get("/v1/stats", response_model=StatsOut, summary="Pipeline figures and memory health")
+def stats(state: State, _admin: Admin) -> StatsOut:
+    with session_scope(state.settings, readonly=True) as session:
+        health = memory_health(session, utcnow())
+    return StatsOut(pipeline=pipeline_stats(state.settings), health=health.model_dump(mode="json"))
+
+
+@router.get(
+    "/v1/batches", response_model=list[BatchOut], summary="Extraction batches, newest first"
+)
+def batches(
+    state: State,
+    _admin: Admin,
+    status: Annotated[BatchStatus | None, Query()] = None,
+    agent_id: AgentQuery = None,
+    before_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> list[BatchOut]:
+    with session_scope(state.settings, readonly=True) as session:
+        return list_batches(
+            session, status=status, agent_id=agent_id, before_id=before_id, limit=limit
+        )
+
+
+@router.get("/v1/dead-letters", response_model=list[DeadLetter], summary="Dead-lettered turns")
+def list_dead_letters(
+    state: State,
+    principal: Caller,
+    agent_id: AgentQuery = None,
+    user_id: AgentQuery = None,
+    session_id: AgentQuery = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> list[DeadLetter]:
+    _check_filter(principal, agent_id, user_id)
+    with session_scope(state.settings, readonly=True) as session:
+        return dead_letters(
+            session, agent_id=agent_id, user_id=user_id, session_id=session_id, limit=limit
+        )
+
+
+@router.post(
+    "/v1/dead-letters/retry",
+    response_model=RetryOut,
+    summary="Re-drive dead-lettered turns (of an agent, user or session, or all)",
+)
+def retry_dead_letters(state: State, principal: Caller, body: RetryRequest) -> RetryOut:
+    _check_filter(principal, body.agent_id, body.user_id)
+    with session_scope(state.settings) as session:
+        count = retry_failed(
+            session,
+            utcnow(),
+            agent_id=body.agent_id,
+            user_id=body.user_id,
+            session_id=body.session_id,
+        )
+    return RetryOut(retried=count)
+
+
+def _check_filter(principal: Principal, agent_id: str | None, user_id: str | None) -> None:
+    """Admins may look at every dead letter; other keys name one of their agents."""
+    if principal.admin:
+        return
+    if agent_id is None:
+        raise ProblemError(403, "forbidden", "name an agent_id of this key (or use an admin key)")
+    if principal.user_id is not None and user_id is None:
+        raise ProblemError(403, "forbidden", "this key is bound to one user: name its user_id")
+    check_scope(principal, agent_id, user_id, write=False)

@@ -1,0 +1,96 @@
+"""Write side over HTTP: turns in, sessions ended."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
+
+from memoryd.ingest.buffer import payload_items
+from memoryd.models.schemas import IngestResult
+from memoryd.server import metrics
+from memoryd.server.auth import Caller, check_scope
+from memoryd.server.keys import Principal
+from memoryd.server.problems import FieldError, ProblemError
+from memoryd.server.schemas import AgentPath, SessionEnded, SessionPath, UserPath
+from memoryd.server.state import State
+
+router = APIRouter(tags=["turns"])
+
+TURNS_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "oneOf": [
+                        {"$ref": "#/components/schemas/TurnsRequest"},
+                        {"$ref": "#/components/schemas/TurnIn"},
+                    ]
+                }
+            }
+        },
+    }
+}
+
+
+def _check_items(principal: Principal, items: list[Any]) -> None:
+    """Every item's scope before anything is stored: one foreign item refuses the call."""
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue  # validation reports it
+        agent, user = item.get("agent_id"), item.get("user_id")
+        named = isinstance(agent, str) and isinstance(user, str)
+        if named and not principal.may_write(str(agent).strip(), str(user).strip()):
+            raise ProblemError(
+                403,
+                "forbidden",
+                f"turns[{index}]: this key may not write agent {agent!r}, user {user!r}",
+                [FieldError(field=f"turns[{index}].agent_id", message="not this key's scope")],
+            )
+
+
+@router.post(
+    "/v1/turns",
+    status_code=202,
+    response_model=IngestResult,
+    openapi_extra=TURNS_BODY,
+    summary="Store dialogue turns (one or many) for extraction",
+)
+def post_turns(
+    state: State, principal: Caller, payload: Annotated[Any, Body()] = None
+) -> IngestResult:
+    """Per item, like `enqueue_turns`: every valid item is stored, each invalid one is
+    listed in `rejected` with its fields. A call in which no item was valid is a 422."""
+    items = payload_items(payload)
+    _check_items(principal, items)
+    result = state.client.enqueue_turns(items)
+    metrics.count_ingest(result)
+    if result.rejected and not (result.accepted or result.duplicates):
+        errors = [
+            FieldError(field=f"turns[{r['index']}].{e['field']}".rstrip("."), message=e["message"])
+            for r in result.rejected
+            for e in r["errors"]
+        ]
+        raise ProblemError(
+            422, "invalid-request", f"{errors[0].field}: {errors[0].message}", errors
+        )
+    return result
+
+
+@router.post(
+    "/v1/sessions/{agent_id}/{user_id}/{session_id}/end",
+    response_model=SessionEnded,
+    summary="End a session: extract its remaining turns now",
+)
+def end_session(
+    state: State,
+    principal: Caller,
+    agent_id: AgentPath,
+    user_id: UserPath,
+    session_id: SessionPath,
+) -> SessionEnded:
+    check_scope(principal, agent_id, user_id, write=True)
+    if not state.client.end_session(agent_id, user_id, session_id):
+        raise ProblemError(404, "not-found", f"no session {session_id!r} for that scope")
+    return SessionEnded(ended=True)

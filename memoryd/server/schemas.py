@@ -1,0 +1,117 @@
+"""Request and response bodies of the HTTP API. Requests forbid unknown fields, so a typo
+is a 422 naming it instead of a silently ignored value."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Path
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from memoryd.models.schemas import Ident, MemoryOut, TurnIn, check_text
+from memoryd.models.tables import Category, Tier
+from memoryd.recall.rank import Hit
+from memoryd.recall.session_context import SessionContext
+
+MAX_ID = 2**63 - 1
+IDENT_PATTERN = r"^[^\x00-\x1f]+$"
+
+AgentPath = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
+UserPath = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
+SessionPath = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
+MemoryIdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+def _clean(value: str) -> str:
+    return check_text(value, "text")
+
+
+CleanText = Annotated[str, AfterValidator(_clean)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TurnsRequest(Strict):
+    """`POST /v1/turns`: many turns (a single turn object is accepted too)."""
+
+    turns: list[TurnIn] = Field(min_length=1)
+
+
+class SessionEnded(BaseModel):
+    ended: bool
+
+
+class SessionContextOut(SessionContext):
+    text: str
+
+
+class RecallRequest(Strict):
+    agent_id: Ident
+    user_id: Ident
+    query: CleanText = Field(max_length=10_000)
+    k: int | None = Field(None, ge=1, le=500, description="default: the agent's prefetch_limit")
+    categories: list[Category] | None = None
+    tiers: list[Tier] | None = None
+    session_id: Ident | None = None
+
+
+class RecallOut(BaseModel):
+    memories: list[Hit]
+
+
+class ContextRequest(Strict):
+    agent_id: Ident
+    user_id: Ident
+    query: CleanText = Field(max_length=10_000)
+    token_budget: int | None = Field(
+        None, ge=1, le=100_000, description="default: the agent's context_token_budget"
+    )
+    session_id: Ident | None = None
+
+
+class ContextOut(BaseModel):
+    context: str = Field(description='the <memory-context> block, or "" when nothing fits')
+
+
+Tag = Annotated[CleanText, Field(min_length=1, max_length=100)]
+
+
+class MemoryCreate(Strict):
+    content: CleanText = Field(min_length=1, max_length=4000)
+    category: Category = Category.USER
+    name: CleanText = Field("", max_length=200)
+    tags: list[Tag] = Field(default_factory=list, max_length=50)
+    replaces: int | None = Field(None, ge=1, le=MAX_ID)
+
+
+class MemoryUpdate(Strict):
+    content: CleanText | None = Field(None, min_length=1, max_length=4000)
+    name: CleanText | None = Field(None, max_length=200)
+    category: Category | None = None
+    tags: list[Tag] | None = Field(None, max_length=50)
+
+
+class MemoryList(BaseModel):
+    memories: list[MemoryOut]
+
+
+class RetryRequest(Strict):
+    agent_id: Ident | None = None
+    user_id: Ident | None = None
+    session_id: Ident | None = None
+
+
+class RetryOut(BaseModel):
+    retried: int
+
+
+class HealthOut(BaseModel):
+    status: str
+    database: str
+
+
+class StatsOut(BaseModel):
+    pipeline: dict[str, Any]
+    health: dict[str, Any]

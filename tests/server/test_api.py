@@ -1,0 +1,217 @@
+"""The HTTP API on both databases: what a Node or Go backend sees, bad input included."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from memoryd.models.db import session_scope
+from memoryd.settings import Settings
+from tests.factories import count_turns, turn_item
+from tests.server.conftest import Keys, bearer
+
+PROBLEM = "application/problem+json"
+
+
+def assert_problem(response: Any, status: int, field: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status and body["type"].startswith("/problems/") and body["detail"]
+    if field is not None:
+        assert field in [e["field"] for e in body["errors"]], body
+    return body
+
+
+def test_turns_are_stored_per_item_and_the_result_names_each_rejected_one(
+    api: TestClient, keys: Keys, db: Session
+) -> None:
+    body = {"turns": [turn_item(0), turn_item(1, content="  "), turn_item(2, turn_key="k2")]}
+    response = api.post("/v1/turns", json=body, headers=bearer(keys.bot))
+    assert response.status_code == 202, response.text
+    result = response.json()
+    assert (result["accepted"], result["duplicates"]) == (2, 0)
+    assert result["rejected"] == [
+        {"index": 1, "errors": [{"field": "content", "message": "content is blank"}]}
+    ]
+    again = api.post("/v1/turns", json=turn_item(3, turn_key="k2"), headers=bearer(keys.bot))
+    assert again.status_code == 202 and again.json()["duplicates"] == 1
+    assert count_turns(db) == 2
+
+
+BAD_BODIES: list[tuple[str, Any, str]] = [
+    ("wrong type", turn_item(content=42), "turns[0].content"),
+    ("wrong role", turn_item(role="robot"), "turns[0].role"),
+    ("unknown field", {**turn_item(), "contnet": "typo"}, "turns[0].contnet"),
+    ("blank", turn_item(content="\n"), "turns[0].content"),
+    ("NUL byte", turn_item(content="a\x00b"), "turns[0].content"),
+    (
+        "nested wrong type",
+        {"turns": [turn_item(metadata={"x": [1, {"y": None}]}, role=None)]},
+        "turns[0].role",
+    ),
+    (
+        "every item bad",
+        {"turns": [turn_item(user_id=""), turn_item(session_id=7)]},
+        "turns[1].session_id",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "field"), BAD_BODIES, ids=[c for c, _, _ in BAD_BODIES])
+def test_bad_turns_are_a_problem_naming_the_field_and_store_nothing(
+    api: TestClient, keys: Keys, db: Session, case: str, body: Any, field: str
+) -> None:
+    response = api.post("/v1/turns", json=body, headers=bearer(keys.bot))
+    assert_problem(response, 422, field)
+    assert count_turns(db) == 0
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"{not json", b"[1, 2", b"", json.dumps({"turns": "nope"}).encode(), b'"a string"'],
+)
+def test_a_body_that_is_not_a_turn_payload_is_a_problem(
+    api: TestClient, keys: Keys, db: Session, raw: bytes
+) -> None:
+    headers = {**bearer(keys.bot), "content-type": "application/json"}
+    response = api.post("/v1/turns", content=raw, headers=headers)
+    assert_problem(response, 422)
+    assert count_turns(db) == 0
+
+
+def test_a_huge_body_is_refused_before_it_is_read(
+    api: TestClient, keys: Keys, db: Session, api_settings: Settings
+) -> None:
+    limit = api_settings.max_request_bytes
+    huge = {"turns": [turn_item(content="x" * (limit + 10))]}
+    declared = api.post("/v1/turns", json=huge, headers=bearer(keys.bot))
+    body = assert_problem(declared, 413)
+    assert body["type"] == "/problems/too-large"
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it streams in
+        yield b'{"turns": [{"content": "'
+        for _ in range(limit // 65536 + 2):
+            yield b"x" * 65536
+        yield b'"}]}'
+
+    streamed = api.post(
+        "/v1/turns",
+        content=chunks(),
+        headers={**bearer(keys.bot), "content-type": "application/json"},
+    )
+    assert_problem(streamed, 413)
+    assert count_turns(db) == 0
+
+
+def test_another_agents_ids_are_forbidden_and_nothing_is_stored(
+    api: TestClient, keys: Keys, db: Session
+) -> None:
+    mixed = {"turns": [turn_item(0), turn_item(1, agent_id="other-bot")]}
+    response = api.post("/v1/turns", json=mixed, headers=bearer(keys.bot))
+    assert_problem(response, 403, "turns[1].agent_id")
+    other_user = api.post("/v1/turns", json=turn_item(user_id="bob"), headers=bearer(keys.ann))
+    assert_problem(other_user, 403)
+    assert count_turns(db) == 0
+    for path in ("/v1/memories/other-bot/ann", "/v1/memories/bot/bob"):
+        assert_problem(api.get(path, headers=bearer(keys.ann)), 403)
+
+
+def test_no_key_or_a_revoked_key_is_401(
+    api: TestClient, keys: Keys, api_settings: Settings
+) -> None:
+    assert_problem(api.post("/v1/turns", json=turn_item()), 401)
+    assert_problem(api.post("/v1/turns", json=turn_item(), headers=bearer("mk_nope")), 401)
+    from memoryd.models.db import utcnow
+    from memoryd.server.keys import list_keys, revoke_key
+
+    with session_scope(api_settings) as session:
+        bot = next(k for k in list_keys(session) if k.name == "bot")
+        revoke_key(session, bot.id, utcnow())
+    response = api.get("/v1/memories/bot/ann", headers=bearer(keys.bot))
+    assert_problem(response, 401)
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_sessions_end_and_their_context_reads_back(api: TestClient, keys: Keys) -> None:
+    turns = [turn_item(0, content="Call me Sam."), turn_item(1, role="assistant", content="Hi Sam")]
+    api.post("/v1/turns", json={"turns": turns}, headers=bearer(keys.ann))
+    ended = api.post("/v1/sessions/bot/ann/s1/end", headers=bearer(keys.ann))
+    assert ended.status_code == 200 and ended.json() == {"ended": True}
+    assert_problem(api.post("/v1/sessions/bot/ann/nope/end", headers=bearer(keys.ann)), 404)
+    context = api.get("/v1/sessions/bot/ann/s1/context?token_budget=500", headers=bearer(keys.ann))
+    assert context.json()["text"] == "user: Call me Sam.\nassistant: Hi Sam"
+    assert_problem(
+        api.get("/v1/sessions/bot/ann/s1/context?token_budget=0", headers=bearer(keys.ann)),
+        422,
+        "token_budget",
+    )
+
+
+def test_memories_are_created_read_edited_deleted_restored_with_history(
+    api: TestClient, keys: Keys
+) -> None:
+    auth = bearer(keys.ann)
+    created = api.post(
+        "/v1/memories/bot/ann", json={"content": "Vegetarian", "tags": ["food"]}, headers=auth
+    )
+    assert created.status_code == 201, created.text
+    memory = created.json()
+    assert (memory["tier"], memory["status"], memory["tags"]) == ("long", "active", ["food"])
+    base = f"/v1/memories/bot/ann/{memory['id']}"
+    assert api.get(base, headers=auth).json()["content"] == "Vegetarian"
+    edited = api.patch(base, json={"content": "Vegan since 2024"}, headers=auth)
+    assert edited.json()["content"] == "Vegan since 2024"
+    assert api.delete(base, headers=auth).json()["status"] == "deleted"
+    listed = api.get("/v1/memories/bot/ann", headers=auth).json()["memories"]
+    assert listed == []
+    deleted = api.get("/v1/memories/bot/ann?status=deleted", headers=auth).json()["memories"]
+    assert [m["id"] for m in deleted] == [memory["id"]]
+    assert api.post(f"{base}/restore", headers=auth).json()["status"] == "active"
+    kinds = [e["kind"] for e in api.get(f"{base}/history", headers=auth).json()]
+    assert kinds == ["created", "updated", "deleted", "restored"]
+    # Another user's key of the same agent: not found, never revealed.
+    bob = api.get(f"/v1/memories/bot/bob/{memory['id']}", headers=bearer(keys.bot))
+    assert_problem(bob, 404)
+    assert_problem(api.patch(base, json={"colour": "red"}, headers=auth), 422, "colour")
+    assert_problem(api.get("/v1/memories/bot/ann/0", headers=auth), 422, "memory_id")
+
+
+def test_recall_and_context_read_the_scope(api: TestClient, keys: Keys) -> None:
+    auth = bearer(keys.ann)
+    api.post("/v1/memories/bot/ann", json={"content": "Vegetarian since 2020"}, headers=auth)
+    api.post("/v1/memories/bot/ann", json={"content": "Lives in Lisbon"}, headers=auth)
+    query = {"agent_id": "bot", "user_id": "ann", "query": "vegetarian dinner"}
+    hits = api.post("/v1/recall", json={**query, "k": 5}, headers=auth).json()["memories"]
+    assert [h["content"] for h in hits] == ["Vegetarian since 2020"]
+    assert set(hits[0]["parts"]) >= {"keyword_rank", "similarity"}
+    block = api.post("/v1/context", json=query, headers=auth).json()["context"]
+    assert block.startswith("<memory-context>") and "[user] Vegetarian since 2020" in block
+    assert "Lisbon" not in block
+    nothing = api.post("/v1/context", json={**query, "query": "zzz"}, headers=auth)
+    assert nothing.json() == {"context": ""}
+    lone_surrogate = json.dumps({**query, "query": "\ud800"})  # valid JSON, not valid text
+    headers = {**auth, "content-type": "application/json"}
+    bad = api.post("/v1/recall", content=lone_surrogate, headers=headers)
+    assert_problem(bad, 422, "query")
+
+
+def test_health_needs_no_key_and_operations_need_an_admin(api: TestClient, keys: Keys) -> None:
+    assert api.get("/v1/health").json() == {"status": "ok", "database": "ok"}
+    assert_problem(api.get("/v1/stats", headers=bearer(keys.bot)), 403)
+    assert_problem(api.get("/v1/batches", headers=bearer(keys.bot)), 403)
+    stats = api.get("/v1/stats", headers=bearer(keys.admin)).json()
+    assert set(stats) == {"pipeline", "health"}
+    assert_problem(api.get("/v1/dead-letters", headers=bearer(keys.bot)), 403)
+    own = api.get("/v1/dead-letters?agent_id=bot", headers=bearer(keys.bot))
+    assert own.status_code == 200 and own.json() == []
+
+
+def test_unknown_paths_and_methods_are_problems_too(api: TestClient, keys: Keys) -> None:
+    assert_problem(api.get("/v1/nothing-here", headers=bearer(keys.bot)), 404)
+    assert_problem(api.put("/v1/turns", headers=bearer(keys.bot)), 405)

@@ -1,0 +1,136 @@
+"""The memory page in a real Chromium (Debian's package, never a downloaded browser):
+sign in, search, edit, delete and restore, resolve a conflict, approve a review item,
+switch to Chinese; the health panel's screenshot is saved for README."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from memoryd.client import MemoryClient
+from memoryd.models.db import session_scope
+from memoryd.models.tables import MemoryStatus, Tier
+from memoryd.settings import Settings
+from tests.factories import make_memory
+from tests.server.conftest import LiveServer, make_key
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail("the page tests need Chromium: run `apt-get install -y chromium`")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, live: LiveServer, api_settings: Settings) -> Iterator[Page]:
+    context = browser.new_context(base_url=live.url, viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.goto("/")
+    expect(page).to_have_url(re.compile(r"/login$"))
+    page.fill("input[name=key]", make_key(api_settings, "ops", admin=True))
+    page.click("button[type=submit]")
+    expect(page.locator("#health-panel")).to_be_visible()
+    yield page
+    context.close()
+
+
+def seed(settings: Settings) -> dict[str, int]:
+    client = MemoryClient(settings, dispatch=False)
+    lisbon = client.remember("bot", "ann", "Lives in Lisbon", tags=["home"])
+    porto = client.remember("bot", "ann", "Lives in Porto", replaces=lisbon.id)
+    tea = client.remember("bot", "ann", "Prefers green tea", category="user")
+    with session_scope(settings) as session:
+        jazz = make_memory(session, settings, "Maybe likes jazz", confidence=0.65).id
+    return {"lisbon": lisbon.id, "porto": porto.id, "tea": tea.id, "jazz": jazz}
+
+
+def test_the_page_searches_edits_deletes_restores_resolves_and_approves(
+    page: Page, api_settings: Settings
+) -> None:
+    ids = seed(api_settings)
+    client = MemoryClient(api_settings, dispatch=False)
+    page.reload()
+    panel = page.locator("#health-panel")
+    expect(panel.locator("[data-stat=memories] b")).to_have_text("3")
+    expect(panel.locator("[data-stat=conflicts] b")).to_have_text("1")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"page-{api_settings.resolved_database_url[:6]}.png"))
+    panel.screenshot(path=str(ARTIFACTS / "health-panel.png"))
+
+    # Search
+    page.fill("input[name=q]", "tea")
+    page.click("form[role=search] button[type=submit]")
+    expect(page.locator("article.card")).to_have_count(1)
+    card = page.locator(f"#memory-{ids['tea']}")
+    expect(card.locator(".content")).to_have_text("Prefers green tea")
+
+    # Edit
+    card.get_by_role("button", name="Edit").click()
+    page.fill(f"#memory-{ids['tea']} textarea[name=content]", "Prefers black tea")
+    page.click(f"#memory-{ids['tea']} button[type=submit]")
+    expect(page.locator(f"#memory-{ids['tea']} .content")).to_have_text("Prefers black tea")
+    assert client.get("bot", "ann", ids["tea"]).content == "Prefers black tea"
+
+    # Delete, then restore
+    page.locator(f"#memory-{ids['tea']}").get_by_role("button", name="Delete").click()
+    expect(page.locator(f"#memory-{ids['tea']} .status")).to_have_text("deleted")
+    assert client.get("bot", "ann", ids["tea"]).status == MemoryStatus.DELETED
+    page.locator(f"#memory-{ids['tea']}").get_by_role("button", name="Restore").click()
+    expect(page.locator(f"#memory-{ids['tea']} .status")).to_have_count(0)
+    assert client.get("bot", "ann", ids["tea"]).status == MemoryStatus.ACTIVE
+
+    # History
+    page.locator(f"#memory-{ids['tea']}").get_by_role("button", name="History").click()
+    expect(page.locator(f"#history-{ids['tea']} li")).to_have_count(4)
+
+    # Resolve a conflict: keep the old version
+    page.click("nav >> text=Conflicts")
+    conflict = page.locator(f"#conflict-{ids['lisbon']}")
+    expect(conflict.locator(".side-old .content")).to_have_text("Lives in Lisbon")
+    expect(conflict.locator(".side-new .content")).to_have_text("Lives in Porto")
+    conflict.get_by_role("button", name="Keep this (old)").click()
+    expect(page.locator(".message")).to_have_text("Resolved.")
+    assert client.get("bot", "ann", ids["lisbon"]).status == MemoryStatus.ACTIVE
+    assert client.get("bot", "ann", ids["porto"]).status == MemoryStatus.SUPERSEDED
+
+    # Approve a review item
+    page.click("nav >> text=Review")
+    page.locator(f"#review-{ids['jazz']}").get_by_role("button", name="Approve").click()
+    expect(page.locator(".message")).to_have_text("Done.")
+    assert client.get("bot", "ann", ids["jazz"]).tier == Tier.LONG
+
+    # In Chinese
+    page.goto("/?lang=zh")
+    expect(page.locator("[data-stat=memories] span")).to_have_text("总记忆条数")
+    page.goto("/review")  # the choice is remembered
+    expect(page.locator("h1")).to_have_text("低置信度短期记忆")
+
+
+def test_a_bad_edit_shows_the_field_and_changes_nothing(page: Page, api_settings: Settings) -> None:
+    tea = MemoryClient(api_settings, dispatch=False).remember("bot", "ann", "Prefers tea")
+    page.reload()
+    page.locator(f"#memory-{tea.id}").get_by_role("button", name="Edit").click()
+    page.fill(f"#memory-{tea.id} textarea[name=content]", "x" * 5000)
+    page.click(f"#memory-{tea.id} button[type=submit]")
+    expect(page.locator(f"#memory-{tea.id} .message.error")).to_contain_text("content")
+    client = MemoryClient(api_settings, dispatch=False)
+    assert client.get("bot", "ann", tea.id).content == "Prefers tea"
