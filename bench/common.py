@@ -14,9 +14,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # imported by a script that did not put it there
     sys.path.insert(0, str(REPO_ROOT))
 
-from sqlalchemy import create_engine, text  # noqa: E402
+from sqlalchemy import create_engine, text
 
-from memoryd.models.db import dispose_engines  # noqa: E402
+from memoryd.models.db import dispose_engines
 
 PG_SERVER = os.environ.get("MEMORYD_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
 REDIS_URL = os.environ.get("MEMORYD_BENCH_REDIS", "redis://127.0.0.1:6379/4")

@@ -16,21 +16,21 @@ from pathlib import Path
 # standard library's `http` package: the repository takes its place (every bench does so).
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-import argparse  # noqa: E402
-import http.client  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from typing import Any
 
-from bench.common import REDIS_URL, emit, percentile, print_table, scratch_database  # noqa: E402
-from memoryd.client import MemoryClient  # noqa: E402
-from memoryd.models.db import session_scope, utcnow  # noqa: E402
-from memoryd.server.keys import KeySpec, create_key  # noqa: E402
-from memoryd.settings import Settings  # noqa: E402
+from bench.common import REDIS_URL, emit, percentile, print_table, scratch_database
+from memoryd.client import MemoryClient
+from memoryd.models.db import session_scope, utcnow
+from memoryd.server.keys import KeySpec, create_key
+from memoryd.settings import Settings
 
 WARMUP = 200
 WORKERS = 4
