@@ -198,6 +198,11 @@ def _store_turns_pg(
         # The cursor is psycopg's own: report it as SQLAlchemy would have.
         wrapped = exc.DataError if isinstance(error, psycopg.DataError) else exc.IntegrityError
         raise wrapped("INSERT INTO turns", None, error) from error
+    except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+        # The server went away (a restart): SQLAlchemy did not see this error, so tell its
+        # pool, or the dead connection would be handed out again on every later call.
+        conn.invalidate(error)
+        raise exc.OperationalError("INSERT INTO turns", None, error) from error
 
 
 def _run_pg_store(

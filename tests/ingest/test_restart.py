@@ -1,0 +1,46 @@
+"""Ingest through a PostgreSQL restart: the call that meets the dead connection fails (the
+caller retries, with turn keys), and the next one stores again, on a new connection."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import OperationalError
+
+from memoryd.client import MemoryClient
+from memoryd.models.db import dispose_engines
+from memoryd.models.migrate import upgrade
+from memoryd.settings import Settings
+from tests.factories import turn_item
+from tests.services import PostgresCluster
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def cluster() -> Iterator[PostgresCluster]:
+    cluster = PostgresCluster().start()
+    yield cluster
+    dispose_engines()
+    cluster.remove()
+
+
+def test_ingest_recovers_after_the_server_restarts(cluster: PostgresCluster, tmp_path) -> None:
+    admin = create_engine(f"{cluster.server_url}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text("CREATE DATABASE memoryd"))
+    admin.dispose()
+    settings = Settings(database_url=f"{cluster.server_url}/memoryd", data_dir=tmp_path)
+    upgrade(settings)
+    client = MemoryClient(settings, dispatch=False)
+    assert client.enqueue_turn(turn_item(1, turn_key="k1")).accepted == 1  # pooled now
+    cluster.restart("immediate")
+    outcomes = []
+    for i in range(2, 5):
+        try:
+            outcomes.append(client.enqueue_turn(turn_item(i, turn_key=f"k{i}")).accepted)
+        except OperationalError:
+            outcomes.append("failed")
+    assert outcomes[-2:] == [1, 1]  # at most the first call after the restart fails
