@@ -61,3 +61,15 @@ def print_table(title: str, rows: list[tuple[str, float, str, float | None]]) ->
 
 def emit(figures: dict[str, float]) -> None:
     print(json.dumps({k: round(v, 3) for k, v in figures.items()}))
+
+
+def bench_turn(i: int, users: int = 100) -> dict[str, str]:
+    """The i-th turn of the ingest benches: `users` users, one session each."""
+    user = f"user-{i % users}"
+    return {
+        "agent_id": "bench",
+        "user_id": user,
+        "session_id": f"{user}-s",
+        "role": "user" if i % 2 == 0 else "assistant",
+        "content": f"Message {i}: I would like my answers short and in English, please.",
+    }

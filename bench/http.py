@@ -26,7 +26,7 @@ import subprocess
 import time
 from typing import Any
 
-from bench.common import REDIS_URL, emit, percentile, print_table, scratch_database
+from bench.common import REDIS_URL, bench_turn, emit, percentile, print_table, scratch_database
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope, utcnow
 from memoryd.server.keys import KeySpec, create_key
@@ -44,17 +44,6 @@ FACTS = [
     "Runs every morning before work",
 ]
 QUERIES = ["what should I cook tonight", "where do I live", "how should you answer me"]
-
-
-def turn(i: int) -> dict[str, str]:
-    user = f"user-{i % USERS}"
-    return {
-        "agent_id": "bench",
-        "user_id": user,
-        "session_id": f"{user}-s",
-        "role": "user" if i % 2 == 0 else "assistant",
-        "content": f"Message {i}: I would like my answers short and in English, please.",
-    }
 
 
 def timed(fn: Any, n: int) -> list[float]:
@@ -113,7 +102,7 @@ def main() -> None:
             _, key = create_key(session, KeySpec(name="bench", agent_ids=["bench"]), utcnow())
 
         # In process: what a Python backend pays.
-        local_ingest = timed(lambda i: client.enqueue_turn(turn(i)), args.ingest)
+        local_ingest = timed(lambda i: client.enqueue_turn(bench_turn(i, USERS)), args.ingest)
         local_context = timed(
             lambda i: client.build_context(QUERIES[i % 3], "bench", f"user-{i % USERS}"),
             args.context,
@@ -133,7 +122,9 @@ def main() -> None:
                     raise SystemExit(f"{path}: {response.status}")
 
             offset = args.ingest + WARMUP  # fresh turns, not duplicates of the local ones
-            http_ingest = timed(lambda i: post("/v1/turns", turn(offset + i)), args.ingest)
+            http_ingest = timed(
+                lambda i: post("/v1/turns", bench_turn(offset + i, USERS)), args.ingest
+            )
             http_context = timed(
                 lambda i: post(
                     "/v1/context",

@@ -20,22 +20,11 @@ import psycopg
 import redis
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
-from bench.common import REDIS_URL, emit, percentile, print_table, scratch_database
+from bench.common import REDIS_URL, bench_turn, emit, percentile, print_table, scratch_database
 from memoryd.client import MemoryClient
 from memoryd.settings import Settings
 
 WARMUP = 200
-
-
-def turn(i: int, users: int = 100) -> dict[str, str]:
-    user = f"user-{i % users}"
-    return {
-        "agent_id": "bench",
-        "user_id": user,
-        "session_id": f"{user}-s",
-        "role": "user" if i % 2 == 0 else "assistant",
-        "content": f"Message {i}: I would like my answers short and in English, please.",
-    }
 
 
 def bare_insert_latencies(url: str, n: int) -> list[float]:
@@ -43,7 +32,7 @@ def bare_insert_latencies(url: str, n: int) -> list[float]:
     latencies = []
     with psycopg.connect(dsn) as conn:
         for i in range(n + WARMUP):
-            t = turn(i)
+            t = bench_turn(i)
             start = time.perf_counter()
             conn.execute(
                 "INSERT INTO turns (agent_id, user_id, session_id, role, content, created_at,"
@@ -70,7 +59,7 @@ def enqueue_latencies(client: MemoryClient, n: int) -> tuple[list[float], int]:
     latencies = []
     dispatched = 0
     for i in range(n + WARMUP):
-        t = turn(i)
+        t = bench_turn(i)
         start = time.perf_counter()
         result = client.enqueue_turn(t)
         if i >= WARMUP:
@@ -83,7 +72,7 @@ def bulk_rate(client: MemoryClient, calls: int, size: int = 1000) -> float:
     offset = 10_000_000
     start = time.perf_counter()
     for c in range(calls):
-        batch = [turn(offset + c * size + i, users=2000) for i in range(size)]
+        batch = [bench_turn(offset + c * size + i, users=2000) for i in range(size)]
         result = client.enqueue_turns(batch)
         assert result.accepted == size, result
     return calls * size / (time.perf_counter() - start)

@@ -61,7 +61,8 @@ def approve(session: Session, settings: Settings, memory_id: int, now: datetime)
 
 def decline(session: Session, memory_id: int, now: datetime) -> MemoryOut:
     """Not worth keeping: soft-deleted like any deletion (restorable, history kept)."""
-    return edits.forget(session, _scope_of(session, memory_id), memory_id, now)
+    # An admin action on the memory in hand, a shared one included.
+    return edits.forget(session, _scope_of(session, memory_id), memory_id, now, shared=True)
 
 
 def expire_soon(session: Session, now: datetime, window: timedelta = EXPIRING_WINDOW) -> int:

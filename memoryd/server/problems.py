@@ -16,7 +16,13 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memoryd.errors import NotFound, TurnRejected, field_errors
+from memoryd.errors import (
+    NotFound,
+    ProfileRejected,
+    SharedScopeError,
+    TurnRejected,
+    field_errors,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +38,10 @@ PROBLEM_TYPES: dict[str, tuple[str, str]] = {
     "forbidden": ("Forbidden", "The key is not bound to this agent or user, or is not admin."),
     "not-found": ("Not found", "No such resource in the scopes this key may use."),
     "conflict": ("Conflict", "The resource is in a state that does not allow this change."),
+    "scope-needed": (
+        "Scope needed",
+        "The key is not bound to one agent and one user: name them with agent_id and user_id.",
+    ),
     "too-large": ("Request too large", "The body exceeds MEMORYD_MAX_REQUEST_BYTES."),
     "unavailable": ("Service unavailable", "The database cannot be reached; retry later."),
     "internal": ("Internal error", "An unexpected error; the server log has the details."),
@@ -148,6 +158,17 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(TurnRejected)
     async def _turn_rejected(request: Request, exc: TurnRejected) -> JSONResponse:
         return problem_response(request, 422, "invalid-request", str(exc))
+
+    @app.exception_handler(ProfileRejected)
+    async def _profile_rejected(request: Request, exc: ProfileRejected) -> JSONResponse:
+        errors = [
+            FieldError(field=f"content.{e['field']}", message=e["message"]) for e in exc.errors
+        ]
+        return _validation_problem(request, errors)
+
+    @app.exception_handler(SharedScopeError)
+    async def _shared_scope(request: Request, exc: SharedScopeError) -> JSONResponse:
+        return problem_response(request, 403, "forbidden", str(exc))
 
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound) -> JSONResponse:

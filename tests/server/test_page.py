@@ -134,3 +134,28 @@ def test_a_bad_edit_shows_the_field_and_changes_nothing(page: Page, api_settings
     expect(page.locator(f"#memory-{tea.id} .message.error")).to_contain_text("content")
     client = MemoryClient(api_settings, dispatch=False)
     assert client.get("bot", "ann", tea.id).content == "Prefers tea"
+
+
+def test_the_profiles_panel_shows_and_edits_both_documents(
+    page: Page, api_settings: Settings
+) -> None:
+    MemoryClient(api_settings, dispatch=False).patch_profile(
+        "bot", "ann", "user", {"timezone": "Europe/Lisbon"}
+    )
+    page.click("nav >> text=Profiles")
+    page.fill("input[name=agent]", "bot")
+    page.fill("input[name=user]", "ann")
+    page.click("form.filters button[type=submit]")
+    user = page.locator("#profile-user")
+    expect(user.locator("pre.prompt")).to_contain_text("Timezone: Europe/Lisbon")
+    # A typo is refused, naming the field; the document is unchanged.
+    user.locator("textarea").fill('{"timezone": "Europe/Lisbon", "ocupation": "nurse"}')
+    user.locator("button[type=submit]").click()
+    expect(page.locator("#profile-user .error")).to_contain_text("ocupation")
+    page.locator("#profile-user textarea").fill('{"timezone": "Asia/Tokyo", "occupation": "nurse"}')
+    page.locator("#profile-user button[type=submit]").click()
+    expect(page.locator("#profile-user pre.prompt")).to_contain_text("Occupation: nurse")
+    expect(page.locator("#profile-user h2 small")).to_contain_text("v2")
+    profile = MemoryClient(api_settings, dispatch=False).profile("bot", "ann", "user")
+    assert (profile.content["timezone"], profile.content["occupation"]) == ("Asia/Tokyo", "nurse")
+    expect(page.locator("#profile-work pre.prompt")).to_contain_text("nothing known yet")

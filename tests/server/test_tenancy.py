@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from memoryd.memories.edits import remember
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.tables import AgentConfig, Memory, MemoryEvent, Turn
+from memoryd.models.tables import AgentConfig, Memory, MemoryEvent, ProfileEvent, Turn
 from memoryd.settings import Settings
 from tests.factories import turn_item
 from tests.server.conftest import bearer, make_key
@@ -40,6 +40,16 @@ ENDPOINTS: list[tuple[str, str, Any]] = [
     ("PUT", "/v1/agents/{a}/settings", lambda a, u: {"prefetch_limit": 1}),
     ("GET", "/v1/dead-letters?agent_id={a}&user_id={u}", None),
     ("POST", "/v1/dead-letters/retry", lambda a, u: {"agent_id": a, "user_id": u}),
+    ("GET", "/v1/profiles/{a}/{u}/user", None),
+    ("PATCH", "/v1/profiles/{a}/{u}/work", lambda a, u: {"content": {"team_context": "x"}}),
+    ("PUT", "/v1/profiles/{a}/{u}/user", lambda a, u: {"content": {"timezone": "UTC"}}),
+    ("GET", "/v1/profiles/{a}/{u}/user/history", None),
+    ("GET", "/api/v1/memories?agent_id={a}&user_id={u}", None),
+    (
+        "PATCH",
+        "/api/v1/memories/user?agent_id={a}&user_id={u}",
+        lambda a, u: {"content": {"occupation": "x"}},
+    ),
 ]
 
 
@@ -53,7 +63,7 @@ def snapshot(settings: Settings) -> tuple[Any, ...]:
         ).all()
         counts = [
             session.scalar(select(func.count()).select_from(table))
-            for table in (Turn, MemoryEvent, AgentConfig)
+            for table in (Turn, MemoryEvent, AgentConfig, ProfileEvent)
         ]
     return (tuple(memories), *counts)
 

@@ -1,17 +1,16 @@
 """The memory page: server-rendered HTML (Jinja2) with a little htmx, for admins.
 
-NAV lists the page's areas; a new area (profiles) adds its router to PAGE_ROUTERS and
-its entry to NAV."""
+NAV (render.py) lists the page's areas; each area's routes are in PAGE_ROUTERS."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
-from memoryd.server.page import actions, views
+from memoryd.server.page import actions, profiles, views
 from memoryd.server.page.render import LoginRequired
 
-PAGE_ROUTERS: list[APIRouter] = [views.router, actions.router]
+PAGE_ROUTERS: list[APIRouter] = [views.router, actions.router, profiles.router]
 
 
 def install(app: FastAPI) -> None:

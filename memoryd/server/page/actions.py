@@ -65,6 +65,7 @@ def save(
         name=change.name,
         category=change.category,
         tags=change.tags,
+        shared=True,  # an admin editing the card in hand, the shared scope's included
     )
     return Page(request).render("_card.html", m=memory)
 
@@ -73,7 +74,7 @@ def save(
 def delete(
     request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
 ) -> HTMLResponse:
-    memory = state.client.forget(*_scope(state, memory_id), memory_id)
+    memory = state.client.forget(*_scope(state, memory_id), memory_id, shared=True)
     return Page(request).render("_card.html", m=memory)
 
 
@@ -81,7 +82,7 @@ def delete(
 def restore(
     request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
 ) -> HTMLResponse:
-    memory = state.client.restore(*_scope(state, memory_id), memory_id)
+    memory = state.client.restore(*_scope(state, memory_id), memory_id, shared=True)
     return Page(request).render("_card.html", m=memory)
 
 

@@ -28,6 +28,7 @@ NAV: list[tuple[str, str]] = [
     ("/", "nav.memories"),
     ("/conflicts", "nav.conflicts"),
     ("/review", "nav.review"),
+    ("/profiles", "nav.profiles"),
     ("/batches", "nav.batches"),
     ("/agents", "nav.agents"),
 ]

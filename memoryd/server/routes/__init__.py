@@ -1,15 +1,16 @@
-"""One router per area of the API. A new area (profiles) adds its router to ROUTERS."""
+"""One router per area of the API."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from memoryd.server.routes import agents, memories, ops, read, turns
+from memoryd.server.routes import agents, memories, ops, profiles, read, turns
 
 ROUTERS: list[APIRouter] = [
     turns.router,
     read.router,
     memories.router,
+    profiles.router,
     agents.router,
     ops.router,
 ]

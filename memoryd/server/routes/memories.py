@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from memoryd.models.schemas import EventOut, MemoryOut
-from memoryd.models.tables import Category, MemoryStatus, Tier
+from memoryd.models.tables import SHARED_USER, Category, MemoryStatus, Tier
 from memoryd.server.auth import Caller, check_scope
 from memoryd.server.schemas import (
     AgentPath,
@@ -60,6 +60,7 @@ def create_memory(
         name=body.name,
         tags=body.tags,
         replaces=body.replaces,
+        shared=user_id == SHARED_USER,  # the path names the shared scope: explicit enough
     )
 
 
@@ -89,6 +90,7 @@ def update_memory(
         name=body.name,
         category=body.category,
         tags=body.tags,
+        shared=user_id == SHARED_USER,
     )
 
 
@@ -97,7 +99,7 @@ def delete_memory(
     state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath, memory_id: MemoryIdPath
 ) -> MemoryOut:
     check_scope(principal, agent_id, user_id, write=True)
-    return state.client.forget(agent_id, user_id, memory_id)
+    return state.client.forget(agent_id, user_id, memory_id, shared=user_id == SHARED_USER)
 
 
 @router.post("/{memory_id}/restore", response_model=MemoryOut, summary="Bring a memory back")
@@ -105,7 +107,7 @@ def restore_memory(
     state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath, memory_id: MemoryIdPath
 ) -> MemoryOut:
     check_scope(principal, agent_id, user_id, write=True)
-    return state.client.restore(agent_id, user_id, memory_id)
+    return state.client.restore(agent_id, user_id, memory_id, shared=user_id == SHARED_USER)
 
 
 @router.get("/{memory_id}/history", response_model=list[EventOut], summary="A memory's history")
