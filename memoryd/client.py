@@ -252,7 +252,6 @@ class MemoryClient(ProfileMethods):
                 replaces=replaces,
                 shared=shared,
             )
-        embeddings.fill_missing(self.settings, Scope(agent_id, user_id))
         return saved
 
     def update(
@@ -280,7 +279,6 @@ class MemoryClient(ProfileMethods):
                 tags=tags,
                 shared=shared,
             )
-        embeddings.fill_missing(self.settings, Scope(agent_id, user_id))
         return saved
 
     def forget(

@@ -68,3 +68,7 @@ class SharedScopeError(MemorydError):
 
 class NotFound(MemorydError):
     """No such memory in this scope."""
+
+
+class ConfigError(MemorydError):
+    """A setting that names something unusable (a model that is not installed, say)."""

@@ -110,8 +110,12 @@ class Settings(BaseSettings):
     reinforce_observed: float = Field(0.3, ge=0)
 
     # --- recall ranking ---------------------------------------------------------------
-    recall_candidates: int = Field(200, ge=10, description="Recent memories scored per recall")
-    recall_min_similarity: float = Field(0.12, ge=0, le=1)
+    recall_min_similarity: float = Field(
+        0.3, ge=0, le=1, description="Least trigram word similarity that counts as a match"
+    )
+    fusion_weight_keyword: float = Field(1.0, ge=0, description="BM25 list's share in fusion")
+    fusion_weight_trigram: float = Field(0.5, ge=0, description="Trigram list's share")
+    fusion_weight_embedding: float = Field(1.0, ge=0, description="Embedding list's share")
     rank_weight_match: float = Field(1.0, ge=0)
     rank_weight_strength: float = Field(0.15, ge=0)
     rank_weight_recency: float = Field(0.1, ge=0)
@@ -120,10 +124,22 @@ class Settings(BaseSettings):
     referenced_similarity: float = Field(
         0.5, gt=0, le=1, description="Share of a memory's distinctive terms a reply must use"
     )
-    embedding_model: str | None = Field(
-        None, description="OpenAI embeddings model; unset means no embeddings"
+    embedding_provider: Literal["openai", "local"] = Field(
+        "openai", description="'openai': any OpenAI-compatible endpoint; 'local': on this host"
     )
-    embedding_min_similarity: float = Field(0.3, ge=-1, le=1)
+    embedding_model: str | None = Field(
+        None,
+        description="Model name ('openai'), or a path or installed package ('local'); "
+        "unset means no embeddings",
+    )
+    embedding_base_url: str | None = Field(None, description="Defaults to the LLM's")
+    embedding_api_key: str | None = Field(None, description="Defaults to the LLM's")
+    embedding_min_similarity: float = Field(
+        0.2, ge=-1, le=1, description="Least cosine that counts as a match"
+    )
+    embedding_query_cache: int = Field(
+        1024, ge=0, description="Query vectors kept in memory, so a repeat costs no call"
+    )
 
     # --- per-agent defaults (each agent may override them: memoryd/agents) ------------
     memory_enabled: bool = Field(True, description="Extract and inject memories at all")
@@ -190,6 +206,13 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("llm_base_url", "embedding_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL, e.g. http://localhost:11434/v1")
+        return value
+
     @field_validator("memory_categories")
     @classmethod
     def _known_categories(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -229,6 +252,19 @@ class Settings(BaseSettings):
     @property
     def llm_configured(self) -> bool:
         return not self.offline_extractor and bool(self.llm_api_key or self.llm_base_url)
+
+    @property
+    def embeddings_on(self) -> bool:
+        if not self.embedding_model:
+            return False
+        if self.embedding_provider == "local":
+            return True
+        return bool(
+            self.embedding_base_url
+            or self.embedding_api_key
+            or self.llm_base_url
+            or self.llm_api_key
+        )
 
     @property
     def broker_folder(self) -> Path:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from functools import lru_cache
+
+import snowballstemmer  # type: ignore[import-untyped]
 
 _SPACE = re.compile(r"\s+")
 _PUNCT_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
@@ -24,6 +27,16 @@ def trigrams(text: str) -> set[str]:
     """Character trigrams of the normalised text; work for unsegmented scripts (Chinese)."""
     norm = f"  {normalize(text)} "
     return {norm[i : i + 3] for i in range(len(norm) - 2)}
+
+
+def word_trigrams(text: str) -> set[str]:
+    """Trigrams of each word padded as pg_trgm pads them ("  c", " co", …, "ee "), so
+    the Python and PostgreSQL similarities agree on what a match is."""
+    grams: set[str] = set()
+    for word in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
+        padded = f"  {word} "
+        grams.update(padded[i : i + 3] for i in range(len(padded) - 2))
+    return grams
 
 
 def similarity(a: str, b: str) -> float:
@@ -50,36 +63,77 @@ def estimate_tokens(text: str) -> int:
 _UNSEGMENTED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
 MAX_QUERY_TOKENS = 32
+MAX_TERM_CHARS = 64  # longer "words" (hashes, base64) are cut: the index column is bounded
+
+# Words that carry no meaning of their own. A question is mostly made of them ("what did
+# the user say about ..."), so they would otherwise outweigh the one word that matters.
+STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been
+    before being below between both but by can could did do does doing down during each
+    few for from further had has have having he her here hers herself him himself his how
+    i if in into is it its itself just me more most my myself no nor not now of off on
+    once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves s t ll d re ve m don doesn didn isn aren
+    wasn weren won wouldn couldn shouldn tell know remember user users""".split()  # noqa: SIM905
+)
+# Single characters of unsegmented scripts that are grammar, not content (的 了 吗 …).
+STOP_CHARS = frozenset("的了吗呢吧啊呀是我你他她它们在和也就都有这那个么什怎")
+
+
+@lru_cache(maxsize=65_536)
+def stem(word: str) -> str:
+    """English stem ("preferences" -> "prefer"); other Latin-script words pass through
+    the same rules, which only ever shorten them consistently."""
+    return str(_STEMMER.stemWord(word))
+
+
+_STEMMER = snowballstemmer.stemmer("english")
 
 
 def search_tokens(text: str) -> list[str]:
-    """Index terms: lowercase words, and for unsegmented scripts every character and every
-    pair of neighbouring characters (so 2-character Chinese words match). Only letters and
-    digits survive, so no token can carry query syntax."""
+    """Index terms in order, repeats kept: stemmed words without stop words, and for
+    unsegmented scripts every content character and every pair of neighbouring
+    characters (so 2-character Chinese words match). Only letters and digits survive, so
+    no token can carry query syntax."""
     tokens: list[str] = []
+
+    def add_word(word: str) -> None:
+        if word not in STOP_WORDS:
+            tokens.append(stem(word[:MAX_TERM_CHARS]))
+
     for word in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
         last = 0
         for run in _UNSEGMENTED.finditer(word):
             if run.start() > last:
-                tokens.append(word[last : run.start()])
+                add_word(word[last : run.start()])
             chars = run.group()
-            tokens.extend(chars)
+            tokens.extend(ch for ch in chars if ch not in STOP_CHARS)
             tokens.extend(chars[i : i + 2] for i in range(len(chars) - 1))
             last = run.end()
         if last < len(word):
-            tokens.append(word[last:])
+            add_word(word[last:])
     return tokens
 
 
 def search_text(text: str) -> str:
-    """What the keyword index stores for a memory (its content and name)."""
-    return " ".join(dict.fromkeys(search_tokens(text)))
+    """What the keyword index stores for a memory: its terms, space separated, repeats
+    kept (term frequency and document length are part of BM25)."""
+    return " ".join(search_tokens(text))
 
 
 def query_tokens(query: str) -> list[str]:
     """Distinct search terms of a user query, longest first, at most MAX_QUERY_TOKENS."""
     unique = dict.fromkeys(t for t in search_tokens(query[:4000]) if t)
     return sorted(unique, key=len, reverse=True)[:MAX_QUERY_TOKENS]
+
+
+def content_words(text: str) -> str:
+    """The text without stop words, for character-trigram similarity: "what does she
+    drink" compares as "drink", so a question's grammar does not dilute the match."""
+    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    return " ".join(w for w in words if w not in STOP_WORDS)
 
 
 # ------------------------------------------------------------------------------ secrets

@@ -39,6 +39,9 @@ def test_embedded_defaults() -> None:
         ({"MEMORYD_BATCH_SIZE": "0"}, "batch_size"),
         ({"MEMORYD_MIN_CONFIDENCE": "1.5"}, "min_confidence"),
         ({"MEMORYD_LLM_RESPONSE_FORMAT": "xml"}, "llm_response_format"),
+        ({"MEMORYD_EMBEDDING_PROVIDER": "cohere"}, "embedding_provider"),
+        ({"MEMORYD_EMBEDDING_BASE_URL": "localhost:11434"}, "embedding_base_url"),
+        ({"OPENAI_BASE_URL": "api.openai.com/v1"}, "http:// or https://"),
         (
             {"MEMORYD_MIN_CONFIDENCE": "0.9", "MEMORYD_LONG_TERM_CONFIDENCE": "0.5"},
             "MEMORYD_LONG_TERM_CONFIDENCE must be >=",
@@ -85,3 +88,12 @@ def test_a_settings_mistake_is_one_line_naming_the_variable(
         Settings()
     lines = explain(caught.value)
     assert len(lines) == 1 and lines[0].startswith(line)
+
+
+def test_embeddings_turn_on_with_a_model_and_an_endpoint() -> None:
+    assert not Settings().embeddings_on
+    assert not Settings(embedding_model="nomic-embed-text").embeddings_on  # no endpoint
+    assert Settings(
+        embedding_model="nomic-embed-text", embedding_base_url="http://localhost:11434/v1"
+    ).embeddings_on
+    assert Settings(embedding_provider="local", embedding_model="/models/minilm").embeddings_on

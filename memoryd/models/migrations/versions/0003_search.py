@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memoryd.models import search_index
 from memoryd.text import search_text
 
 revision: str = "0003"
@@ -19,20 +20,7 @@ depends_on: str | Sequence[str] | None = None
 
 BACKFILL_CHUNK = 5000
 
-SQLITE_TRIGGERS = [
-    """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
-        INSERT INTO memories_fts(rowid, search_text) VALUES (new.id, new.search_text);
-    END""",
-    """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
-        INSERT INTO memories_fts(memories_fts, rowid, search_text)
-        VALUES ('delete', old.id, old.search_text);
-    END""",
-    """CREATE TRIGGER memories_fts_update AFTER UPDATE OF search_text ON memories BEGIN
-        INSERT INTO memories_fts(memories_fts, rowid, search_text)
-        VALUES ('delete', old.id, old.search_text);
-        INSERT INTO memories_fts(rowid, search_text) VALUES (new.id, new.search_text);
-    END""",
-]
+SQLITE_TRIGGERS = search_index.FTS_LEGACY_TRIGGERS
 
 
 def _backfill() -> None:

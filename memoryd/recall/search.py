@@ -1,0 +1,127 @@
+"""The two lexical ranked lists of recall, each over every active memory of the scope.
+
+- Keyword: BM25 (k1 1.2, b 0.75, Lucene's IDF) over the scope, computed here from the
+  postings that database triggers keep in `memory_terms`. The statistics come from the
+  same rows on both databases and the sum runs in a fixed order, so PostgreSQL and SQLite
+  rank the same data identically.
+- Trigram: word similarity (pg_trgm's on PostgreSQL; on SQLite, FTS5's trigram index
+  finds the candidates and the same padded-trigram share scores them).
+
+User text never reaches a query syntax raw: terms are letters and digits only
+(text.search_tokens), and trigrams are quoted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+
+from sqlalchemy import Float, Integer, column, func, literal, select, text
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
+
+from memoryd.memories.store import readable_users
+from memoryd.models.db import is_sqlite
+from memoryd.models.keys import Scope
+from memoryd.models.tables import Memory, MemoryTerm
+from memoryd.text import content_words, word_trigrams
+
+K1 = 1.2
+B = 0.75
+LIST_LIMIT = 50
+MAX_QUERY_TRIGRAMS = 48
+
+
+def bm25_ranked(
+    session: Session,
+    scope: Scope,
+    where: list[ColumnElement[bool]],
+    terms: list[str],
+    limit: int = LIST_LIMIT,
+) -> list[tuple[int, float]]:
+    """(memory id, BM25 score) of the memories holding any term, best first."""
+    if not terms:
+        return []
+    postings = session.execute(
+        select(MemoryTerm.memory_id, MemoryTerm.term, MemoryTerm.tf, Memory.search_length)
+        .join(Memory, Memory.id == MemoryTerm.memory_id)
+        .where(
+            MemoryTerm.agent_id == scope.agent_id,
+            MemoryTerm.user_id.in_(readable_users(scope)),
+            MemoryTerm.term.in_(terms),
+            *where,
+        )
+    ).all()
+    if not postings:
+        return []
+    docs, total_length = session.execute(
+        select(func.count(), func.coalesce(func.sum(Memory.search_length), 0)).where(*where)
+    ).one()
+    average = max(total_length / max(docs, 1), 1.0)
+    frequency = Counter(p.term for p in postings)
+    scores: defaultdict[int, float] = defaultdict(float)
+    for p in sorted(postings, key=lambda p: (p.memory_id, p.term)):
+        df = frequency[p.term]
+        idf = math.log(1 + (docs - df + 0.5) / (df + 0.5))
+        norm = K1 * (1 - B + B * p.search_length / average)
+        scores[p.memory_id] += idf * p.tf * (K1 + 1) / (p.tf + norm)
+    ranked = sorted(scores.items(), key=lambda item: (-round(item[1], 9), -item[0]))
+    return ranked[:limit]
+
+
+def share_of_trigrams(query_grams: set[str], body: str) -> float:
+    """Share of the query's padded word trigrams found in `body`."""
+    if not query_grams:
+        return 0.0
+    return len(query_grams & word_trigrams(body)) / len(query_grams)
+
+
+def trigram_ranked(
+    session: Session,
+    where: list[ColumnElement[bool]],
+    query: str,
+    min_similarity: float,
+    limit: int = LIST_LIMIT,
+) -> list[tuple[int, float]]:
+    """(memory id, similarity) of the memories whose words resemble the query's content
+    words (partial words, typos, unsegmented scripts), best first."""
+    words = content_words(query[:1000])
+    if not words:
+        return []
+    body = Memory.name + literal(" ") + Memory.content
+    if not is_sqlite(session):
+        score = func.word_similarity(words, body)
+        rows = session.execute(
+            select(Memory.id, score.label("score"))
+            .where(*where, score >= min_similarity)
+            .order_by(score.desc(), Memory.id.desc())
+            .limit(limit)
+        ).all()
+        return [(r.id, float(r.score)) for r in rows]
+    # FTS5's trigram index matches plain 3-character substrings; the score then uses
+    # pg_trgm's padded trigrams so both databases mean the same by "similar".
+    grams = list(
+        dict.fromkeys(w[i : i + 3] for w in words.split() if len(w) >= 3 for i in range(len(w) - 2))
+    )[:MAX_QUERY_TRIGRAMS]
+    if not grams:
+        return []
+    fts = (
+        text("SELECT rowid, rank FROM memories_trgm WHERE memories_trgm MATCH :q")
+        .columns(column("rowid", Integer), column("rank", Float))
+        .subquery("trgm")
+    )
+    rows = session.execute(
+        select(Memory.id, body.label("body"))
+        .join(fts, fts.c.rowid == Memory.id)
+        .where(*where)
+        .order_by(fts.c.rank)
+        .limit(limit * 4),
+        {"q": " OR ".join(f'"{g}"' for g in grams)},
+    ).all()
+    query_grams = word_trigrams(words)
+    scored = [(r.id, share_of_trigrams(query_grams, r.body)) for r in rows]
+    ranked = sorted(
+        (item for item in scored if item[1] >= min_similarity),
+        key=lambda item: (-item[1], -item[0]),
+    )
+    return ranked[:limit]

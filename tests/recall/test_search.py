@@ -1,0 +1,126 @@
+"""Keyword BM25 and trigram similarity over the whole scope, alike on both databases."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from memoryd.client import MemoryClient
+from memoryd.models.db import session_scope, utcnow
+from memoryd.models.keys import Scope
+from memoryd.models.tables import MemoryTerm
+from memoryd.recall.rank import _filters
+from memoryd.recall.search import bm25_ranked
+from memoryd.settings import Settings
+from memoryd.text import query_tokens, search_tokens
+from tests.conftest import make_settings
+from tests.factories import make_memory
+
+FIXED_SET = [
+    "Prefers green tea in the morning",
+    "Drinks black coffee before meetings",
+    "Tea ceremony lessons on Saturdays, green and matcha tea",
+    "Ran the Lisbon marathon in 2024",
+    "Runs five kilometres every morning before work",
+    "Training for a half marathon in spring",
+    "Allergic to peanuts and tree nuts",
+    "Uses vim as the main editor, with a dark theme",
+    "Works on the payment module refactor with Ana",
+    "The payment module release is planned for Friday",
+    "喜欢喝龙井茶",
+    "每周三下午开项目周会",
+    "住在杭州西湖附近",
+    "正在学习日语，每周两节课",
+    "Prefers short, direct answers",
+    "Has a daughter, Mia, who plays the violin",
+    "Plays the cello on Sundays",
+    "Wants reminders about the dentist appointment",
+    "Dislikes meetings before 10am",
+    "Learning Portuguese for a move to Lisbon",
+]
+QUERIES = [
+    "what did the user drink in the morning",
+    "green tea",
+    "half marathon training",
+    "payment module",
+    "龙井茶",
+    "周会",
+    "Lisbon",
+    "what instrument does her daughter play",
+    "meetings",
+    "allergic",
+    "teas",
+]
+
+
+def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:
+    scope = Scope("bot", "ann")
+    with session_scope(settings, readonly=True) as session:
+        return bm25_ranked(session, scope, _filters("bot", "ann", None, None), query_tokens(query))
+
+
+def test_both_databases_rank_a_fixed_set_identically(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    rankings = {}
+    for backend in ("sqlite", "postgres"):
+        settings = make_settings(backend, tmp_path / backend, request)
+        client = MemoryClient(settings, dispatch=False)
+        ids = [client.remember("bot", "ann", fact).id for fact in FIXED_SET]
+        client.remember("bot", "bob", "Prefers green tea, always green tea")  # not ann's
+        rankings[backend] = [
+            [(FIXED_SET[ids.index(mid)], score) for mid, score in keyword_order(settings, q)]
+            for q in QUERIES
+        ]
+    assert rankings["sqlite"] == rankings["postgres"]
+    assert all(ranking for ranking in rankings["sqlite"])  # every query found something
+
+
+def test_bm25_weighs_rare_terms_and_short_memories(settings: Settings) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    for fact in FIXED_SET:
+        client.remember("bot", "ann", fact)
+    top = [client.recall(q, "bot", "ann")[0].content for q in QUERIES]
+    assert top[0] in ("Prefers green tea in the morning", "Drinks black coffee before meetings")
+    assert top[2] == "Training for a half marathon in spring"
+    assert top[4] == "喜欢喝龙井茶"
+    assert top[5] == "每周三下午开项目周会"
+    assert top[7] == "Has a daughter, Mia, who plays the violin"
+    # "teas" stems to "tea"; the memory that says tea twice ranks with the one-line fact.
+    assert "tea" in top[10].casefold()
+
+
+def test_a_question_made_of_stop_words_does_not_drown_its_one_word() -> None:
+    assert query_tokens("What did the user do about the dentist?") == ["dentist"]
+    assert search_tokens("Preferences preferred PREFERS") == ["prefer"] * 3
+    assert "喜欢" in search_tokens("我喜欢喝茶") and "我" not in search_tokens("我喜欢喝茶")
+
+
+def test_postings_follow_status_and_content(settings: Settings) -> None:
+    """Triggers keep the postings: edits reindex, retired memories leave the index."""
+    client = MemoryClient(settings, dispatch=False)
+    tea = client.remember("bot", "ann", "Prefers green tea")
+    client.update("bot", "ann", tea.id, content="Prefers oolong", name="Tea choice")
+    assert keyword_order(settings, "green") == []
+    assert [m for m, _ in keyword_order(settings, "oolong")] == [tea.id]
+    client.forget("bot", "ann", tea.id)
+    with session_scope(settings, readonly=True) as session:
+        assert session.scalars(select(MemoryTerm.term)).all() == []
+    client.restore("bot", "ann", tea.id)
+    assert [m for m, _ in keyword_order(settings, "oolong")] == [tea.id]
+
+
+def test_every_memory_of_the_scope_is_a_candidate(settings: Settings, db: Session) -> None:
+    """An old memory is found by a partial word even behind many newer ones."""
+    long_ago = utcnow() - timedelta(days=400)
+    old = make_memory(db, settings, "Vegetarian since 2019", now=long_ago)
+    for i in range(300):
+        make_memory(db, settings, f"Note {i}: the weekly report number {i} was sent")
+    db.commit()
+    hits = MemoryClient(settings, dispatch=False).recall("vegetar", "bot", "ann")
+    assert [h.id for h in hits][:1] == [old.id]  # no whole word in common
+    assert hits[0].parts.similarity > 0
