@@ -24,6 +24,7 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 from bench.common import emit, percentile, print_table, scratch_database
 from memoryd.client import MemoryClient
 from memoryd.errors import ConfigError
+from memoryd.models import search_index
 from memoryd.models.db import get_engine
 from memoryd.recall import embeddings
 from memoryd.settings import Settings
@@ -131,7 +132,8 @@ def load(url: str, rows: int, users: int, agent: str, vectors: list[bytes] | Non
         conn.execute(
             text(
                 "CREATE TEMP TABLE vocab "
-                "(idx int, content text, hash text, terms text, length int, vector bytea)"
+                "(idx int, content text, hash text, terms text, length int, vector bytea) "
+                "ON COMMIT DROP"
             )
         )
         conn.execute(
@@ -149,8 +151,10 @@ def load(url: str, rows: int, users: int, agent: str, vectors: list[bytes] | Non
             ],
         )
         conn.execute(text("ALTER TABLE memories DISABLE TRIGGER memories_terms_insert"))
+        conn.execute(text("DROP INDEX ix_memories_trgm"))
         conn.execute(LOAD, {"agent": agent, "users": users, "rows": rows, "vocab": len(words)})
         conn.execute(text("ALTER TABLE memories ENABLE TRIGGER memories_terms_insert"))
+        conn.execute(text(search_index.PG_INSTALL[1]))  # the trigram index, built once
         conn.execute(
             text(
                 "INSERT INTO memory_terms (agent_id, user_id, term, memory_id, tf) "

@@ -34,6 +34,9 @@ END $$
 """
 PG_INSTALL = [
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    # Large scopes find trigram candidates through this index instead of scoring rows.
+    "CREATE INDEX IF NOT EXISTS ix_memories_trgm ON memories "
+    "USING gin ((name || ' ' || content) gin_trgm_ops)",
     _PG_FUNCTION,
     "DROP TRIGGER IF EXISTS memories_terms_insert ON memories",
     "DROP TRIGGER IF EXISTS memories_terms_update ON memories",
@@ -45,6 +48,7 @@ PG_INSTALL = [
        EXECUTE FUNCTION memoryd_index_terms()""",
 ]
 PG_DROP = [
+    "DROP INDEX IF EXISTS ix_memories_trgm",
     "DROP TRIGGER IF EXISTS memories_terms_insert ON memories",
     "DROP TRIGGER IF EXISTS memories_terms_update ON memories",
     "DROP FUNCTION IF EXISTS memoryd_index_terms()",

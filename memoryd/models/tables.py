@@ -196,7 +196,15 @@ class SessionSegment(Base):
 class Memory(Base):
     __tablename__ = "memories"
     __table_args__ = (
-        Index("ix_memories_scope_status", "agent_id", "user_id", "status", "updated_at"),
+        # search_length rides along so BM25's scope statistics are an index-only scan.
+        Index(
+            "ix_memories_scope_status",
+            "agent_id",
+            "user_id",
+            "status",
+            "updated_at",
+            postgresql_include=["search_length"],
+        ),
         Index("ix_memories_scope_hash", "agent_id", "user_id", "content_hash"),
         # Maintenance sweeps read only the rows that are due, through small partial
         # indexes, so a cycle costs what changes, not the size of the store.

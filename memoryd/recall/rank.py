@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.memories.store import readable
@@ -29,6 +29,7 @@ from memoryd.text import query_tokens
 
 RRF_K = 60
 EMBEDDING_POOL = 200  # nearest vectors read before category/tier filters apply
+UNUSED_COLUMNS = (defer(Memory.vector), defer(Memory.search_text))  # large, not in a Hit
 
 
 class ScoreParts(BaseModel):
@@ -96,10 +97,13 @@ def recall(
 
     if terms or nearest:
         ids = {mid for _, ranks in lists for mid in ranks} | {mid for mid, _ in nearest}
-        rows = session.scalars(select(Memory).where(Memory.id.in_(ids), *where)).all()
+        rows = session.scalars(
+            select(Memory).options(*UNUSED_COLUMNS).where(Memory.id.in_(ids), *where)
+        ).all()
     else:  # nothing to match on: the most recent memories, re-scored below
         rows = session.scalars(
             select(Memory)
+            .options(*UNUSED_COLUMNS)
             .where(*where)
             .order_by(Memory.updated_at.desc(), Memory.id.desc())
             .limit(max(k * 4, LIST_LIMIT))
@@ -112,32 +116,36 @@ def recall(
     similarity = dict(trigram)
     best_possible = sum(weight for weight, _ in lists) / (RRF_K + 1)
 
-    hits = []
+    # Plain tuples while scoring; models are built only for the k hits returned.
+    scored: list[tuple[float, Memory, dict[str, float]]] = []
     for mid, memory in by_id.items():
         fused = sum(weight / (RRF_K + ranks[mid]) for weight, ranks in lists if mid in ranks)
         if (terms or nearest) and not fused:
             continue
+        age_days = max((now - memory.updated_at).total_seconds(), 0) / 86_400
+        signals = {
+            "fused": round(fused / best_possible, 6) if best_possible else 0.0,
+            "strength": min(effective_weight(memory, now, settings) / MAX_WEIGHT * 2, 1.0),
+            "recency": 0.5 ** (age_days / settings.recency_half_life_days),
+            "confidence": memory.confidence,
+        }
+        score = (
+            settings.rank_weight_match * signals["fused"]
+            + settings.rank_weight_strength * signals["strength"]
+            + settings.rank_weight_recency * signals["recency"]
+            + settings.rank_weight_confidence * signals["confidence"]
+        )
+        scored.append((round(score, 6), memory, signals))
+    scored.sort(key=lambda item: (-item[0], -item[1].id))
+    hits = []
+    for score, memory, signals in scored[:k]:
+        mid = memory.id
         parts = ScoreParts(
             keyword_rank=lists[0][1].get(mid),
             bm25=round(bm25[mid], 4) if mid in bm25 else None,
             similarity=round(similarity.get(mid, 0.0), 4),
             embedding=round(closeness[mid], 4) if mid in closeness else None,
-            fused=round(fused / best_possible, 6) if best_possible else 0.0,
-            strength=min(effective_weight(memory, now, settings) / MAX_WEIGHT * 2, 1.0),
-            recency=0.5
-            ** (
-                max((now - memory.updated_at).total_seconds(), 0)
-                / 86_400
-                / settings.recency_half_life_days
-            ),
-            confidence=memory.confidence,
+            **signals,
         )
-        score = (
-            settings.rank_weight_match * parts.fused
-            + settings.rank_weight_strength * parts.strength
-            + settings.rank_weight_recency * parts.recency
-            + settings.rank_weight_confidence * parts.confidence
-        )
-        hits.append(Hit.from_memory(memory, score=round(score, 6), parts=parts))
-    hits.sort(key=lambda h: (-h.score, -h.id))
-    return hits[:k]
+        hits.append(Hit.from_memory(memory, score=score, parts=parts))
+    return hits

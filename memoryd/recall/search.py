@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 
-from sqlalchemy import Float, Integer, column, func, literal, select, text
+from sqlalchemy import Float, Integer, String, column, func, literal, literal_column, select, text
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -88,12 +88,18 @@ def trigram_ranked(
     words = content_words(query[:1000])
     if not words:
         return []
-    body = Memory.name + literal(" ") + Memory.content
+    # Written out as the trigram index's expression, so PostgreSQL can match the two.
+    body = literal_column("(memories.name || ' ' || memories.content)", String)
     if not is_sqlite(session):
+        # `<%` is word_similarity >= the threshold set here for this transaction; it can
+        # use the trigram GIN index when a scope is large, the scope index when small.
+        session.execute(
+            select(func.set_config("pg_trgm.word_similarity_threshold", str(min_similarity), True))
+        )
         score = func.word_similarity(words, body)
         rows = session.execute(
             select(Memory.id, score.label("score"))
-            .where(*where, score >= min_similarity)
+            .where(*where, literal(words, String).op("<%", is_comparison=True)(body))
             .order_by(score.desc(), Memory.id.desc())
             .limit(limit)
         ).all()

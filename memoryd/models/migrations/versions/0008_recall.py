@@ -80,11 +80,24 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("vector", sa.LargeBinary(), nullable=True))
         batch_op.drop_column("embedding")
     _reindex_terms()
+    if postgres:
+        op.drop_index("ix_memories_scope_status", table_name="memories")
+        op.create_index(
+            "ix_memories_scope_status",
+            "memories",
+            ["agent_id", "user_id", "status", "updated_at"],
+            postgresql_include=["search_length"],
+        )
     search_index.install(op.get_bind())
 
 
 def downgrade() -> None:
     search_index.uninstall(op.get_bind())
+    if op.get_bind().dialect.name == "postgresql":
+        op.drop_index("ix_memories_scope_status", table_name="memories")
+        op.create_index(
+            "ix_memories_scope_status", "memories", ["agent_id", "user_id", "status", "updated_at"]
+        )
     with op.batch_alter_table("memories", schema=None) as batch_op:
         batch_op.add_column(sa.Column("embedding", sa.JSON(), nullable=True))
         batch_op.drop_column("vector")
