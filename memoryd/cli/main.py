@@ -239,6 +239,22 @@ def cmd_import(settings: Settings, ns: argparse.Namespace) -> int:
     return 1 if result["errors"] else 0
 
 
+def cmd_embed(settings: Settings, ns: argparse.Namespace) -> int:
+    from memoryd.recall import embeddings
+
+    if not settings.embeddings_on:
+        raise ValueError("embeddings are off: set MEMORYD_EMBEDDING_MODEL (and a provider)")
+    if ns.reset:
+        print(f"cleared {embeddings.reset_vectors(settings)} vectors")
+    total = 0
+    while filled := embeddings.fill_missing(settings):
+        total += filled
+        print(f"embedded {total} memories", file=sys.stderr)
+    with_vector, without = embeddings.coverage(settings)
+    _print_json({"embedded": total, "active_with_vector": with_vector, "missing": without})
+    return 1 if without else 0
+
+
 # ----------------------------------------------------------------------------------- parser
 
 
@@ -317,6 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", help="write here instead of standard output")
     p = add("import", cmd_import, "add memories from a JSON lines file (an export)")
     p.add_argument("--file", required=True)
+    p = add("embed", cmd_embed, "embed every active memory that has no vector yet")
+    p.add_argument("--reset", action="store_true", help="re-embed all (after a model change)")
     add_server_commands(add)
     return parser
 

@@ -290,3 +290,24 @@ def fill_missing(settings: Settings, scope: Scope | None = None, limit: int = 51
                 )
         filled += len(rows)
     return filled
+
+
+def reset_vectors(settings: Settings) -> int:
+    """Drop every vector (after a model change); the next fill re-embeds them all."""
+    with session_scope(settings) as session:
+        result = session.execute(
+            update(Memory).where(Memory.vector.is_not(None)).values(vector=None)
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
+
+
+def coverage(settings: Settings) -> tuple[int, int]:
+    """(active memories with a vector, without one)."""
+    with session_scope(settings, readonly=True) as session:
+        rows = session.execute(
+            select(Memory.vector.is_not(None), func.count())
+            .where(Memory.status == MemoryStatus.ACTIVE)
+            .group_by(Memory.vector.is_not(None))
+        ).all()
+    counts = {bool(has): int(n) for has, n in rows}
+    return counts.get(True, 0), counts.get(False, 0)

@@ -12,7 +12,8 @@ import redis
 from sqlalchemy import select, update
 
 from memoryd.settings import Settings
-from tests.conftest import make_settings
+from tests.conftest import make_settings, with_llm
+from tests.fakellm import FakeLLM
 from tests.workers import settings_env
 
 
@@ -209,3 +210,19 @@ def test_export_and_import_carry_profiles(settings: Settings, tmp_path: Path) ->
     work = client.profile("bot", "ann", "work")
     assert work.content["team_context"] == "Infra"
     assert work.field_meta["team_context"].source == "api"
+
+
+def test_embed_fills_and_resets_vectors(settings: Settings, fake_llm: FakeLLM) -> None:
+    off = memoryd(settings, "embed")
+    assert off.returncode == 1 and "MEMORYD_EMBEDDING_MODEL" in off.stderr
+    s = with_llm(settings, fake_llm, embedding_model="text-embedding-3-small")
+    from memoryd.client import MemoryClient
+
+    MemoryClient(s).remember("bot", "ann", "Prefers green tea")
+    MemoryClient(s).remember("bot", "bob", "Lives in Lisbon")
+    first = memoryd(s, "embed")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {"embedded": 2, "active_with_vector": 2, "missing": 0}
+    again = memoryd(s, "embed", "--reset")
+    assert again.stdout.startswith("cleared 2 vectors")
+    assert '"embedded": 2' in again.stdout
