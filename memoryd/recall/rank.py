@@ -23,7 +23,7 @@ from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embeddings import closest
-from memoryd.recall.search import LIST_LIMIT, bm25_ranked, trigram_ranked
+from memoryd.recall.search import LIST_LIMIT, bm25_ranked, scope_stats, trigram_ranked
 from memoryd.settings import Settings
 from memoryd.text import query_tokens
 
@@ -81,8 +81,9 @@ def recall(
     scope = Scope(agent_id, user_id)
     where = _filters(agent_id, user_id, categories, tiers)
     terms = query_tokens(query)
-    keyword = bm25_ranked(session, scope, where, terms)
-    trigram = trigram_ranked(session, where, query, settings.recall_min_similarity)
+    stats = scope_stats(session, where)
+    keyword = bm25_ranked(session, scope, where, terms, stats)
+    trigram = trigram_ranked(session, where, query, settings.recall_min_similarity, stats)
     nearest = (
         closest(session, settings, scope, query_vector, EMBEDDING_POOL)
         if query_vector is not None

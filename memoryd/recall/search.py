@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Float, Integer, String, column, func, literal, literal_column, select, text
 from sqlalchemy.orm import Session
@@ -30,6 +33,20 @@ K1 = 1.2
 B = 0.75
 LIST_LIMIT = 50
 MAX_QUERY_TRIGRAMS = 48
+SQLITE_SCAN_LIMIT = 1000  # scopes up to this size are scored without the trigram index
+
+
+@dataclass(frozen=True)
+class ScopeStats:
+    docs: int  # active memories the query may return
+    total_length: int  # their terms, all together
+
+
+def scope_stats(session: Session, where: list[ColumnElement[bool]]) -> ScopeStats:
+    docs, total_length = session.execute(
+        select(func.count(), func.coalesce(func.sum(Memory.search_length), 0)).where(*where)
+    ).one()
+    return ScopeStats(int(docs), int(total_length))
 
 
 def bm25_ranked(
@@ -37,10 +54,11 @@ def bm25_ranked(
     scope: Scope,
     where: list[ColumnElement[bool]],
     terms: list[str],
+    stats: ScopeStats,
     limit: int = LIST_LIMIT,
 ) -> list[tuple[int, float]]:
     """(memory id, BM25 score) of the memories holding any term, best first."""
-    if not terms:
+    if not terms or not stats.docs:
         return []
     postings = session.execute(
         select(MemoryTerm.memory_id, MemoryTerm.term, MemoryTerm.tf, Memory.search_length)
@@ -54,10 +72,8 @@ def bm25_ranked(
     ).all()
     if not postings:
         return []
-    docs, total_length = session.execute(
-        select(func.count(), func.coalesce(func.sum(Memory.search_length), 0)).where(*where)
-    ).one()
-    average = max(total_length / max(docs, 1), 1.0)
+    docs = stats.docs
+    average = max(stats.total_length / docs, 1.0)
     frequency = Counter(p.term for p in postings)
     scores: defaultdict[int, float] = defaultdict(float)
     for p in sorted(postings, key=lambda p: (p.memory_id, p.term)):
@@ -81,12 +97,13 @@ def trigram_ranked(
     where: list[ColumnElement[bool]],
     query: str,
     min_similarity: float,
+    stats: ScopeStats,
     limit: int = LIST_LIMIT,
 ) -> list[tuple[int, float]]:
     """(memory id, similarity) of the memories whose words resemble the query's content
     words (partial words, typos, unsegmented scripts), best first."""
     words = content_words(query[:1000])
-    if not words:
+    if not words or not stats.docs:
         return []
     # Written out as the trigram index's expression, so PostgreSQL can match the two.
     body = literal_column("(memories.name || ' ' || memories.content)", String)
@@ -104,8 +121,30 @@ def trigram_ranked(
             .limit(limit)
         ).all()
         return [(r.id, float(r.score)) for r in rows]
-    # FTS5's trigram index matches plain 3-character substrings; the score then uses
-    # pg_trgm's padded trigrams so both databases mean the same by "similar".
+    query_grams = word_trigrams(words)
+    if stats.docs <= SQLITE_SCAN_LIMIT:
+        # A small scope is scored row by row: cheaper than an index shared by all scopes.
+        rows = session.execute(select(Memory.id, body.label("body")).where(*where)).all()
+    else:
+        rows = _sqlite_trigram_candidates(session, where, body, words, limit * 4)
+    scored = [(r.id, share_of_trigrams(query_grams, r.body)) for r in rows]
+    ranked = sorted(
+        (item for item in scored if item[1] >= min_similarity),
+        key=lambda item: (-item[1], -item[0]),
+    )
+    return ranked[:limit]
+
+
+def _sqlite_trigram_candidates(
+    session: Session,
+    where: list[ColumnElement[bool]],
+    body: ColumnElement[str],
+    words: str,
+    limit: int,
+) -> Sequence[Any]:
+    """A large scope's candidates from FTS5's trigram index, which matches plain
+    3-character substrings; the caller scores them with pg_trgm's padded trigrams so
+    both databases mean the same by "similar"."""
     grams = list(
         dict.fromkeys(w[i : i + 3] for w in words.split() if len(w) >= 3 for i in range(len(w) - 2))
     )[:MAX_QUERY_TRIGRAMS]
@@ -116,18 +155,11 @@ def trigram_ranked(
         .columns(column("rowid", Integer), column("rank", Float))
         .subquery("trgm")
     )
-    rows = session.execute(
+    return session.execute(
         select(Memory.id, body.label("body"))
         .join(fts, fts.c.rowid == Memory.id)
         .where(*where)
         .order_by(fts.c.rank)
-        .limit(limit * 4),
+        .limit(limit),
         {"q": " OR ".join(f'"{g}"' for g in grams)},
     ).all()
-    query_grams = word_trigrams(words)
-    scored = [(r.id, share_of_trigrams(query_grams, r.body)) for r in rows]
-    ranked = sorted(
-        (item for item in scored if item[1] >= min_similarity),
-        key=lambda item: (-item[1], -item[0]),
-    )
-    return ranked[:limit]

@@ -13,8 +13,9 @@ from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import MemoryTerm
+from memoryd.recall import search
 from memoryd.recall.rank import _filters
-from memoryd.recall.search import bm25_ranked
+from memoryd.recall.search import bm25_ranked, scope_stats
 from memoryd.settings import Settings
 from memoryd.text import query_tokens, search_tokens
 from tests.conftest import make_settings
@@ -60,7 +61,8 @@ QUERIES = [
 def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:
     scope = Scope("bot", "ann")
     with session_scope(settings, readonly=True) as session:
-        return bm25_ranked(session, scope, _filters("bot", "ann", None, None), query_tokens(query))
+        where = _filters("bot", "ann", None, None)
+        return bm25_ranked(session, scope, where, query_tokens(query), scope_stats(session, where))
 
 
 def test_both_databases_rank_a_fixed_set_identically(
@@ -114,8 +116,13 @@ def test_postings_follow_status_and_content(settings: Settings) -> None:
     assert [m for m, _ in keyword_order(settings, "oolong")] == [tea.id]
 
 
-def test_every_memory_of_the_scope_is_a_candidate(settings: Settings, db: Session) -> None:
-    """An old memory is found by a partial word even behind many newer ones."""
+@pytest.mark.parametrize("scan_limit", [search.SQLITE_SCAN_LIMIT, 50])
+def test_every_memory_of_the_scope_is_a_candidate(
+    settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch, scan_limit: int
+) -> None:
+    """An old memory is found by a partial word even behind many newer ones: SQLite
+    scores a small scope row by row and a large one through its trigram index."""
+    monkeypatch.setattr(search, "SQLITE_SCAN_LIMIT", scan_limit)
     long_ago = utcnow() - timedelta(days=400)
     old = make_memory(db, settings, "Vegetarian since 2019", now=long_ago)
     for i in range(300):
