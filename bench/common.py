@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -59,8 +59,9 @@ def print_table(title: str, rows: list[tuple[str, float, str, float | None]]) ->
         print(f"{name:<44} {value:>12.3f} {unit:<8} {shown}")
 
 
-def emit(figures: dict[str, float]) -> None:
-    print(json.dumps({k: round(v, 3) for k, v in figures.items()}))
+def emit(figures: Mapping[str, float | None]) -> None:
+    """The bench's last line: one JSON object; None (not measured) becomes null."""
+    print(json.dumps({k: None if v is None else round(v, 3) for k, v in figures.items()}))
 
 
 def bench_turn(i: int, users: int = 100) -> dict[str, str]:
