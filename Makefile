@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 
-.PHONY: install demo test lint bench chaos worker beat flower migrate clean
+.PHONY: install demo test lint bench bench-quality chaos worker beat flower migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/maintenance.py
 	$(BIN)/python bench/recall.py
 	$(BIN)/python bench/http.py
+
+# Recall quality (hit@k) on RealMem and MADial-Bench against BM25 and published models.
+bench-quality: $(STAMP)
+	$(BIN)/python bench/quality.py
 
 migrate: $(STAMP)
 	$(BIN)/memoryd migrate
