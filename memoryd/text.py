@@ -62,7 +62,7 @@ def estimate_tokens(text: str) -> int:
 # Han, Hiragana, Katakana, Hangul: scripts written without spaces between words.
 _UNSEGMENTED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
-MAX_QUERY_TOKENS = 32
+MAX_QUERY_TOKENS = 256  # a pasted dialogue as the query keeps most of its words
 MAX_TERM_CHARS = 64  # longer "words" (hashes, base64) are cut: the index column is bounded
 
 # Words that carry no meaning of their own. A question is mostly made of them ("what did

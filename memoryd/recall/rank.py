@@ -27,7 +27,6 @@ from memoryd.recall.search import LIST_LIMIT, bm25_ranked, scope_stats, trigram_
 from memoryd.settings import Settings
 from memoryd.text import query_tokens
 
-RRF_K = 60
 EMBEDDING_POOL = 200  # nearest vectors read before category/tier filters apply
 UNUSED_COLUMNS = (defer(Memory.vector), defer(Memory.search_text))  # large, not in a Hit
 
@@ -115,12 +114,13 @@ def recall(
         lists[-1][1].update({mid: r for r, mid in enumerate(list(closeness)[:LIST_LIMIT], 1)})
     bm25 = dict(keyword)
     similarity = dict(trigram)
-    best_possible = sum(weight for weight, _ in lists) / (RRF_K + 1)
+    rrf_k = settings.fusion_rrf_k
+    best_possible = sum(weight for weight, _ in lists) / (rrf_k + 1)
 
     # Plain tuples while scoring; models are built only for the k hits returned.
     scored: list[tuple[float, Memory, dict[str, float]]] = []
     for mid, memory in by_id.items():
-        fused = sum(weight / (RRF_K + ranks[mid]) for weight, ranks in lists if mid in ranks)
+        fused = sum(weight / (rrf_k + ranks[mid]) for weight, ranks in lists if mid in ranks)
         if (terms or nearest) and not fused:
             continue
         age_days = max((now - memory.updated_at).total_seconds(), 0) / 86_400
