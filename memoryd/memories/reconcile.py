@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.store import (
+    as_day_start,
     confirm_memory,
     create_memory,
     find_by_hash,
@@ -89,8 +90,11 @@ def reconcile_facts(
     batch_id: int | None = None,
     source_turn_ids: list[int] | None = None,
     metadata: dict[str, Any] | None = None,
+    said_at: datetime | None = None,
 ) -> ReconcileCounts:
-    """Confirm duplicates, create new memories, retire the ones a new fact replaces."""
+    """Confirm duplicates, create new memories, retire the ones a new fact replaces.
+    `said_at`: when the facts' source turns were said (extraction: the batch's newest
+    turn); None for direct saves, which are said now."""
     counts = ReconcileCounts()
     candidates = active_memories(session, scope, NEAR_DUP_CANDIDATES)
     for fact in facts:
@@ -114,11 +118,14 @@ def reconcile_facts(
         }
         if same is not None and same is not replaced:
             confirm_memory(session, settings, same, fact, now, **kw)
+            _add_time(same, fact, said_at)
             counts.confirmed += 1
             kept = same
         else:
             detail = {**(metadata or {}), **(fact.detail or {})} or None
-            kept = create_memory(session, settings, scope, fact, now, metadata=detail, **kw)
+            kept = create_memory(
+                session, settings, scope, fact, now, metadata=detail, said_at=said_at, **kw
+            )
             candidates.append(kept)
             counts.created += 1
         counts.kept.append(kept)
@@ -126,6 +133,19 @@ def reconcile_facts(
             supersede_memory(session, replaced, kept, now, actor=actor, batch_id=batch_id)
             counts.superseded += 1
     return counts
+
+
+def said_time(memory: Memory) -> datetime:
+    """When a memory's source was said; rows from before said_at existed use created_at."""
+    return memory.said_at or memory.created_at
+
+
+def _add_time(memory: Memory, fact: Fact, said_at: datetime | None) -> None:
+    """A confirmation may date a memory later, and give an episode the day it lacked."""
+    if said_at is not None and said_at > said_time(memory):
+        memory.said_at = said_at
+    if memory.occurred_at is None and fact.occurred_at is not None:
+        memory.occurred_at = as_day_start(fact.occurred_at)
 
 
 def _near_duplicate(candidates: Sequence[Memory], fact: Fact, settings: Settings) -> Memory | None:
