@@ -1,5 +1,5 @@
-"""Time: the extractor sees when each turn was said, and episodes carry the day they
-happened."""
+"""Time: the extractor sees when each turn was said, episodes carry the day they happened,
+and a fact said earlier never replaces one said later."""
 
 from __future__ import annotations
 
@@ -21,11 +21,14 @@ from memoryd.extraction.extractors import (
     today_line,
     turn_cost,
 )
+from memoryd.ingest.sweeper import retry_failed
+from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
-from memoryd.models.tables import Category, ExtractionBatch, Memory
+from memoryd.models.tables import Category, ExtractionBatch, Memory, MemoryStatus
 from memoryd.prompts import load_prompt
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
+from tests import fakellm
 from tests.conftest import with_llm
 from tests.fakellm import FakeLLM, answer
 
@@ -193,3 +196,43 @@ def test_the_llm_path_stores_the_episode_date(
         datetime(2026, 11, 1, tzinfo=UTC),
     )
     assert MemoryClient(s).get("bot", "ann", memory.id).occurred_at == memory.occurred_at
+
+
+# --------------------------------------------------------------------------- replacement
+
+
+def test_a_redriven_old_turn_never_replaces_a_newer_fact(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """Berlin was said on 1 November but dead-lettered; Lisbon, said on the 5th, was
+    extracted meanwhile. Re-driven, the Berlin turn proposes replacing Lisbon: Lisbon stays
+    active, and Berlin is kept as history that Lisbon superseded."""
+    s = with_llm(settings, fake_llm, max_attempts=1)
+    berlin = say(s, "s1", ("2026-11-01T09:00:00Z", "I live in Berlin."))
+    fake_llm.push(fakellm.bad_request())
+    assert extract_session(s, berlin).dead_lettered == 1
+    extract_session(s, say(s, "s2", ("2026-11-05T09:00:00Z", "I moved to Lisbon.")))
+
+    with session_scope(s) as session:
+        assert retry_failed(session, utcnow()) == 1  # `memoryd retry`
+    stats = extract_session(s, berlin)
+    assert fakellm.parse_prompt(fake_llm.requests[-1]["messages"])[1]  # Lisbon was shown
+    assert (stats.created, stats.superseded) == (1, 1)
+
+    old, lisbon = sorted(memories(db), key=lambda m: m.content)
+    assert (lisbon.content, lisbon.status) == ("Lives in Lisbon", MemoryStatus.ACTIVE)
+    assert (old.content, old.status) == ("Lives in Berlin", MemoryStatus.SUPERSEDED)
+    assert (old.superseded_by_id, lisbon.supersedes_id) == (lisbon.id, None)
+    assert old.said_at == datetime(2026, 11, 1, 9, tzinfo=UTC)
+    events = MemoryClient(s).history("bot", "ann", old.id)
+    assert [e.kind for e in events] == ["created", "superseded"]
+    assert events[1].detail == {"superseded_by": lisbon.id, "reason": "said before it"}
+    assert [m.content for m in MemoryClient(s).list("bot", "ann")] == ["Lives in Lisbon"]
+
+
+def test_a_later_turn_still_replaces_an_earlier_fact(settings: Settings, db: Session) -> None:
+    extract_session(settings, say(settings, "s1", ("2026-11-01T09:00:00Z", "I live in Berlin.")))
+    extract_session(settings, say(settings, "s2", ("2026-11-05T09:00:00Z", "I moved to Lisbon.")))
+    by_content = {m.content: m for m in memories(db)}
+    assert by_content["Lives in Berlin"].status == MemoryStatus.SUPERSEDED
+    assert by_content["Lives in Lisbon"].status == MemoryStatus.ACTIVE
