@@ -212,9 +212,8 @@ class MemoryClient(ProfileMethods):
                 query_vector=vector,
             )
             hits = agent_config.injectable(settings, hits)
-            block, included = render_context(
-                hits, settings.context_token_budget if token_budget is None else token_budget
-            )
+            budget = settings.context_token_budget if token_budget is None else token_budget
+            block, included = render_context(hits, budget, now)
             log_retrieval(session, settings, included, query, session_id, now)
         return block
 
