@@ -18,7 +18,7 @@ from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.profiles import ProfileType
 from memoryd.models.schemas import EventOut, IngestResult, MemoryOut, TurnIn
 from memoryd.models.tables import Category
-from memoryd.recall import embeddings
+from memoryd.recall import embeddings, inject
 from memoryd.recall.context import render as render_context
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.session_context import SessionContext, session_context
@@ -177,9 +177,10 @@ class MemoryClient(ProfileMethods):
         profile: ProfileType | str | None = None,
     ) -> str:
         """The `<memory-context>` block for the next prompt, within `token_budget` (the
-        agent's `context_token_budget` by default), or "" when nothing relevant fits. It
-        is never written to the chat history. With `profile` ("user" or "work"), that
-        document comes first, within half the budget."""
+        agent's `context_token_budget` by default), or "" when nothing relevant fits or
+        the agent's injection rules say no (memoryd/recall/inject.py). It is never
+        written to the chat history. With `profile` ("user" or "work"), that document
+        comes first, within half the budget, whatever the rules decide for memories."""
         if profile is not None:
             if token_budget is None:
                 with session_scope(self.settings, readonly=True) as session:
@@ -200,6 +201,11 @@ class MemoryClient(ProfileMethods):
             categories = agent_config.categories_for(settings, None)
             if not settings.memory_enabled:
                 return ""
+            # Injection rules (seed 003 §3.3): short queries, first rounds, triggers.
+            key = SessionKey(agent_id, user_id, session_id) if session_id else None
+            tiers = inject.tiers_for(settings, query)
+            if tiers == [] or inject.blocked(session, settings, query, key):
+                return ""
             hits = recall(
                 session,
                 settings,
@@ -207,14 +213,13 @@ class MemoryClient(ProfileMethods):
                 user_id,
                 query,
                 categories=categories,
-                tiers=settings.inject_tiers,
+                tiers=tiers,
                 now=now,
                 query_vector=vector,
             )
             hits = agent_config.injectable(settings, hits)
-            block, included = render_context(
-                hits, settings.context_token_budget if token_budget is None else token_budget
-            )
+            budget = settings.context_token_budget if token_budget is None else token_budget
+            block, included = render_context(hits, budget, now)
             log_retrieval(session, settings, included, query, session_id, now)
         return block
 

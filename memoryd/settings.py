@@ -155,6 +155,16 @@ class Settings(BaseSettings):
     inject_tiers: tuple[str, ...] | None = Field(
         None, description="Tiers a context may use (e.g. only long); unset means both"
     )
+    # Seed 003 §3.3's injection rules: whether a block is built at all, and from what.
+    inject_first_round_empty: bool = Field(
+        False, description="No context block before the session's first reply (needs session_id)"
+    )
+    inject_min_query_length: int = Field(
+        0, ge=0, description="Queries shorter than this (characters) get no context block"
+    )
+    inject_long_term_triggers: tuple[str, ...] | None = Field(
+        None, description="When set, long-tier memories are injected only for queries naming one"
+    )
 
     # --- HTTP server (memoryd serve) ----------------------------------------------------
     max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest HTTP body")
@@ -230,6 +240,13 @@ class Settings(BaseSettings):
     def _known_tiers(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if any(t not in ("short", "long") for t in value or []):
             raise ValueError(f"tiers are short and long, got {value}")
+        return value
+
+    @field_validator("inject_long_term_triggers")
+    @classmethod
+    def _triggers(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and not all(t.strip() for t in value):
+            raise ValueError("a trigger keyword is blank")
         return value
 
     @model_validator(mode="after")

@@ -17,12 +17,15 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from memoryd.extraction import offline
 
 _BLOCK = re.compile(r"<(turns|memories)>\n(.*?)\n</\1>", re.S)
+# A turn line of the extraction prompt: `[3] 2026-11-02 14:05 user: "content as JSON"`.
+_TURN = re.compile(r"\[(\d+)\] (\d{4}-\d\d-\d\d) (\d\d:\d\d) (\w+): (\".*\")")
 
 
 @dataclass
@@ -75,17 +78,24 @@ def parse_prompt(
     messages: list[dict[str, Any]],
 ) -> tuple[list[tuple[str, str]], dict[int, tuple[str, str]]]:
     """The turns (role, content) and memories {id: (name, content)} of an extraction prompt."""
+    turns, memories = parse_dated_prompt(messages)
+    return [(role, content) for role, content, _day in turns], memories
+
+
+def parse_dated_prompt(
+    messages: list[dict[str, Any]],
+) -> tuple[list[tuple[str, str, date]], dict[int, tuple[str, str]]]:
+    """As parse_prompt, each turn with the day the prompt says it was said."""
     text = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
-    turns: list[tuple[str, str]] = []
+    turns: list[tuple[str, str, date]] = []
     memories: dict[int, tuple[str, str]] = {}
     for kind, block in _BLOCK.findall(text):
         for line in block.splitlines():
-            if not line.startswith("{"):
-                continue
-            item = json.loads(line)
-            if kind == "turns":
-                turns.append((item["role"], item["content"]))
-            else:
+            if kind == "turns" and (match := _TURN.fullmatch(line)):
+                day = date.fromisoformat(match.group(2))
+                turns.append((match.group(4), json.loads(match.group(5)), day))
+            elif kind == "memories" and line.startswith("{"):
+                item = json.loads(line)
                 memories[int(item["id"])] = (item.get("name", ""), item["content"])
     return turns, memories
 
@@ -107,8 +117,9 @@ def default_extractor_answer(messages: list[dict[str, Any]]) -> str:
         new = [json.loads(line)["summary"] for line in block.splitlines()]
         kept = [] if previous == "(empty)" else [previous]
         return json.dumps({"synopsis": " || ".join([*kept, *new])})
-    turns, memories = parse_prompt(messages)
-    facts = offline.extract_facts(turns, memories)
+    dated, memories = parse_dated_prompt(messages)
+    turns = [(role, content) for role, content, _day in dated]
+    facts = offline.extract_facts(turns, memories) + offline.extract_episodes(dated)
     updates = offline.extract_profile_updates(turns, None)
     return json.dumps(
         {

@@ -27,6 +27,15 @@ def test_memoryd_variables_win_and_field_names_work(monkeypatch: pytest.MonkeyPa
     assert Settings(llm_base_url="http://x/v1").llm_base_url == "http://x/v1"
 
 
+def test_injection_rules_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORYD_INJECT_LONG_TERM_TRIGGERS", '["deploy", "部署"]')
+    monkeypatch.setenv("MEMORYD_INJECT_FIRST_ROUND_EMPTY", "true")
+    monkeypatch.setenv("MEMORYD_INJECT_MIN_QUERY_LENGTH", "4")
+    settings = Settings()
+    assert settings.inject_long_term_triggers == ("deploy", "部署")
+    assert (settings.inject_first_round_empty, settings.inject_min_query_length) == (True, 4)
+
+
 def test_embedded_defaults() -> None:
     settings = Settings(data_dir="/tmp/memoryd-x")
     assert settings.resolved_database_url == "sqlite:////tmp/memoryd-x/memoryd.db"
@@ -46,6 +55,8 @@ def test_embedded_defaults() -> None:
             {"MEMORYD_MIN_CONFIDENCE": "0.9", "MEMORYD_LONG_TERM_CONFIDENCE": "0.5"},
             "MEMORYD_LONG_TERM_CONFIDENCE must be >=",
         ),
+        ({"MEMORYD_INJECT_LONG_TERM_TRIGGERS": '["deploy", " "]'}, "keyword is blank"),
+        ({"MEMORYD_INJECT_MIN_QUERY_LENGTH": "-1"}, "inject_min_query_length"),
     ],
 )
 def test_bad_settings_name_the_variable(

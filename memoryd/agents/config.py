@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -24,6 +24,9 @@ from memoryd.settings import Settings
 
 if TYPE_CHECKING:
     from memoryd.recall.rank import Hit
+
+
+Keyword = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
 
 
 class AgentSettings(BaseModel):
@@ -49,6 +52,18 @@ class AgentSettings(BaseModel):
     )
     inject_tiers: list[Tier] | None = Field(
         None, min_length=1, description="Tiers a context block may use; null means both"
+    )
+    inject_first_round_empty: bool | None = Field(
+        None, description="No context block before the session's first reply"
+    )
+    inject_min_query_length: int | None = Field(
+        None, ge=0, le=10_000, description="Queries shorter than this (characters) get no block"
+    )
+    inject_long_term_triggers: list[Keyword] | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Long-tier memories are injected only for queries containing one",
     )
 
 

@@ -185,7 +185,7 @@ def _claim(
                 stats.circuit_open = True
                 return None
             log.warning("LLM circuit half-open: batch %s probes the endpoint", claim.batch_id)
-        turns = [TurnView(t.role, t.content) for t in claim.turns]
+        turns = [TurnView(t.role, t.content, t.created_at) for t in claim.turns]
         if claim.oversized:
             turns = [cut_to_budget(turns[0], budget)]
             session.execute(
@@ -233,6 +233,7 @@ def apply_proposal(
     facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
     accepted, rejected = gate_facts(facts, settings)
     accepted = agent_config.keep_categories(settings, accepted, rejected)  # per-agent
+    said_at = max(t.created_at for t in claim.turns)  # when the user said it
     counts = reconcile_facts(
         session,
         settings,
@@ -243,8 +244,8 @@ def apply_proposal(
         batch_id=claim.batch_id,
         source_turn_ids=[t.id for t in claim.turns],
         metadata={"extractor": proposal.extractor},
+        said_at=said_at,
     )
-    said_at = max(t.created_at for t in claim.turns)  # when the user said it
     profile_updates, profile_rejected = apply_updates(
         session,
         settings,

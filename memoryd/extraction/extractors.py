@@ -7,11 +7,14 @@ aliases (1, 2, 3 …) so the model can only point at memories it was shown.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import cache, lru_cache
 from typing import Any, Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memoryd.extraction import offline
 from memoryd.llm.client import LLMClient
@@ -22,13 +25,14 @@ from memoryd.recall.profile_prompt import render_profile
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
 
-EXTRACT_PROMPT = "extract.v2"
+EXTRACT_PROMPT = "extract.v3"
 
 
 @dataclass(frozen=True)
 class TurnView:
     role: str
     content: str
+    at: datetime  # when it was said (the turn's timestamp, UTC)
 
 
 @dataclass(frozen=True)
@@ -67,17 +71,57 @@ class Extractor(Protocol):
     ) -> Proposal: ...
 
 
-def _as_data(obj: dict[str, object]) -> str:
-    """One JSON line; '<' escaped so turn text can never close the <turns> delimiter."""
+def _as_data(obj: object) -> str:
+    """JSON on one line; '<' escaped so turn text can never close the <turns> delimiter."""
     return json.dumps(obj, ensure_ascii=False).replace("<", "\\u003c")
 
 
-def render_turn(index: int, turn: TurnView) -> str:
-    return _as_data({"i": index, "role": turn.role, "content": turn.content})
+# ------------------------------------------------------------------------------ time
+# Turns are shown with when they were said, in the user's timezone when their profile
+# names one, so the model can turn "yesterday" into a date.
+
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_OFFSET = re.compile(r"(?:UTC|GMT)\s*([+-])(\d{1,2})(?::?(\d\d))?", re.IGNORECASE)
 
 
-def render_turns(turns: Sequence[TurnView]) -> str:
-    return "\n".join(render_turn(i, t) for i, t in enumerate(turns, 1))
+def user_zone(profiles: Profiles | None) -> tzinfo:
+    """The zone of the user profile's `timezone` ("Europe/Lisbon", "UTC+8"), else UTC."""
+    name = ((profiles or {}).get("user") or {}).get("timezone")
+    if not isinstance(name, str) or not name.strip():
+        return UTC
+    if match := _OFFSET.fullmatch(name.strip()):
+        sign, hours, minutes = match.groups()
+        offset = timedelta(hours=int(hours), minutes=int(minutes or 0))
+        return timezone(-offset if sign == "-" else offset) if offset < timedelta(hours=15) else UTC
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        return UTC
+
+
+def when(at: datetime, zone: tzinfo) -> str:
+    """Fixed width (16 characters for any year from 1000), so a turn's cost is known
+    before its time is."""
+    return f"{at.astimezone(zone):%Y-%m-%d %H:%M}"
+
+
+def today_line(turns: Sequence[TurnView], zone: tzinfo) -> str:
+    """The session's date: the newest turn's, with its weekday and the times' UTC offset."""
+    newest = max((t.at for t in turns), default=datetime.now(UTC)).astimezone(zone)
+    offset = newest.utcoffset() or timedelta()
+    sign, minutes = ("-" if offset < timedelta() else "+"), abs(offset) // timedelta(minutes=1)
+    label = f"UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    return f"{WEEKDAYS[newest.weekday()]} {newest:%Y-%m-%d}; turn times are {label}"
+
+
+def render_turn(index: int, turn: TurnView, zone: tzinfo = UTC) -> str:
+    """`[3] 2026-11-02 14:05 user: "…"`: the content as a JSON string, so it stays on
+    its line and cannot close the delimiter."""
+    return f"[{index}] {when(turn.at, zone)} {turn.role}: {_as_data(turn.content)}"
+
+
+def render_turns(turns: Sequence[TurnView], zone: tzinfo = UTC) -> str:
+    return "\n".join(render_turn(i, t, zone) for i, t in enumerate(turns, 1))
 
 
 def render_memory(m: MemoryView) -> str:
@@ -101,19 +145,23 @@ def render_profiles(profiles: Profiles, settings: Settings) -> str:
 # and its turns (the rest of extract_max_prompt_tokens), all by the local token estimate.
 
 MAX_INDEX = 10_000  # wider than any turn index a prompt shows, so a cost never falls short
+# Any time renders as wide as this one (`when`); Wednesday is the longest weekday name.
+SAMPLE_AT = datetime(2025, 12, 31, 23, 59, tzinfo=UTC)
 TRUNCATED = " […]"
 
 
 def turn_cost(role: str, content: str) -> int:
-    """Tokens one turn takes in the prompt, escaping and line break included."""
-    return estimate_tokens(render_turn(MAX_INDEX, TurnView(role, content))) + 1
+    """Tokens one turn takes in the prompt, time, escaping and line break included."""
+    return estimate_tokens(render_turn(MAX_INDEX, TurnView(role, content, SAMPLE_AT))) + 1
 
 
 @cache
 def prompt_overhead() -> int:
-    """Tokens of the extraction prompt around its turns and memories."""
+    """Tokens of the extraction prompt around its turns and memories (its date line at
+    its widest)."""
+    today = today_line([TurnView("user", "", SAMPLE_AT)], timezone(-timedelta(hours=12)))
     messages = load_prompt(EXTRACT_PROMPT).render(
-        turns="", memories="(none yet)", profiles="(none yet)"
+        turns="", memories="(none yet)", profiles="(none yet)", today=today
     )
     return sum(estimate_tokens(m["content"]) + 4 for m in messages)
 
@@ -143,7 +191,7 @@ def cut_to_budget(turn: TurnView, budget: int) -> TurnView:
             low = mid
         else:
             high = mid - 1
-    return TurnView(turn.role, turn.content[:low] + TRUNCATED)
+    return TurnView(turn.role, turn.content[:low] + TRUNCATED, turn.at)
 
 
 class LLMExtractor:
@@ -161,8 +209,10 @@ class LLMExtractor:
         profiles: Profiles | None = None,
     ) -> Proposal:
         started = time.perf_counter()
+        zone = user_zone(profiles)
         messages = self.prompt.render(
-            turns=render_turns(turns),
+            today=today_line(turns, zone),
+            turns=render_turns(turns, zone),
             memories=render_memories(memories),
             profiles=render_profiles(profiles or {}, self.settings),
         )
@@ -195,6 +245,10 @@ class OfflineExtractor:
         started = time.perf_counter()
         said = [(t.role, t.content) for t in turns]
         facts = offline.extract_facts(said, {m.alias: (m.name, m.content) for m in memories})
+        zone = user_zone(profiles)  # "yesterday" is the user's yesterday
+        facts += offline.extract_episodes(
+            [(t.role, t.content, t.at.astimezone(zone).date()) for t in turns]
+        )
         user_profile = (profiles or {}).get("user")
         return Proposal(
             facts=facts,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 from memoryd.models.schemas import Fact
 from memoryd.settings import Settings
 from memoryd.text import holds_secret
+
+log = logging.getLogger(__name__)
 
 
 def gate_facts(facts: list[Fact], settings: Settings) -> tuple[list[Fact], Counter[str]]:
@@ -26,5 +29,8 @@ def gate_facts(facts: list[Fact], settings: Settings) -> tuple[list[Fact], Count
         elif len(kept) >= settings.max_facts:
             rejected["over_max_facts"] += 1
         else:
+            if fact.occurred_at_problem:  # the fact stays, its date is dropped and counted
+                log.warning("dropped a proposed date: %s", fact.occurred_at_problem)
+                rejected["invalid_occurred_at"] += 1
             kept.append(fact.model_copy(update={"content": content}))
     return kept, rejected

@@ -1,8 +1,9 @@
 """Rule-based extractor used when no LLM is configured: explicit statements and links only.
 
 It understands "remember that …", "I prefer …", "call me …", "I live in …", their Chinese
-counterparts, and URLs; and for the user profile: how to address the user, timezone,
-language and occupation. Everything it produces is marked `extractor: offline`.
+counterparts, and URLs; events told as "yesterday I …" / "我昨天…", dated by their turn;
+and for the user profile: how to address the user, timezone, language and occupation.
+Everything it produces is marked `extractor: offline`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date, timedelta
 from typing import Any
 
 from memoryd.models.profiles import ProfileUpdate
@@ -17,7 +19,7 @@ from memoryd.models.schemas import Fact
 from memoryd.models.tables import Category
 
 EXTRACTOR_NAME = "offline"
-PROMPT_VERSION = "offline.v1"
+PROMPT_VERSION = "offline.v2"  # v2: dated episodes
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,59 @@ def extract_facts(
                         tags=[],
                         confidence=rule.confidence,
                         replaces=replaces,
+                    )
+                )
+    return facts
+
+
+# ------------------------------------------------------------------------------- episodes
+# "Yesterday I ran a half marathon": an event, dated by the day of the turn that tells it.
+
+_EPISODE_DAYS = {
+    "today": 0,
+    "this morning": 0,
+    "this afternoon": 0,
+    "this evening": 0,
+    "tonight": 0,
+    "yesterday": -1,
+    "last night": -1,
+    "今天": 0,
+    "今早": 0,
+    "今晚": 0,
+    "昨天": -1,
+    "昨晚": -1,
+}
+_WHEN_EN = "|".join(w for w in _EPISODE_DAYS if w.isascii())
+_WHEN_ZH = "|".join(w for w in _EPISODE_DAYS if not w.isascii())
+_EPISODES = [
+    _r(rf"(?:^|[.!?]\s+)(?P<when>{_WHEN_EN}),?\s+I\s+(?P<x>[^.!?\n]{{3,200}})"),
+    _r(rf"我(?P<when>{_WHEN_ZH})(?P<x>[^，。！？,.!?\n]{{2,60}})"),
+    _r(rf"(?P<when>{_WHEN_ZH})我(?P<x>[^，。！？,.!?\n]{{2,60}})"),
+]
+
+
+def extract_episodes(turns: Sequence[tuple[str, str, date]]) -> list[Fact]:
+    """Dated events in the user's turns. `turns` are (role, content, the day the turn was
+    said in the user's timezone); the event's day is that, or the day before."""
+    facts: list[Fact] = []
+    for role, content, said_on in turns:
+        if role != "user":
+            continue
+        for pattern in _EPISODES:
+            for match in pattern.finditer(content):
+                what = match.group("x").strip()
+                day = said_on + timedelta(days=_EPISODE_DAYS[match.group("when").lower()])
+                if what.isascii():
+                    text = f"{what[:1].upper()}{what[1:]} on {day}"
+                else:
+                    text = f"{day}{what}"
+                facts.append(
+                    Fact(
+                        content=text,
+                        category=Category.EPISODE,
+                        name=text[:60],
+                        confidence=0.85,
+                        occurred_at=day,
                     )
                 )
     return facts

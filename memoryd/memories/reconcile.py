@@ -15,15 +15,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.store import (
+    as_day_start,
     confirm_memory,
     create_memory,
     find_by_hash,
     lock_memory,
+    record_event,
     supersede_memory,
 )
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Fact
-from memoryd.models.tables import Actor, Memory, MemoryStatus
+from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus
 from memoryd.settings import Settings
 from memoryd.text import content_hash, similarity, trigrams
 
@@ -89,8 +91,15 @@ def reconcile_facts(
     batch_id: int | None = None,
     source_turn_ids: list[int] | None = None,
     metadata: dict[str, Any] | None = None,
+    said_at: datetime | None = None,
 ) -> ReconcileCounts:
-    """Confirm duplicates, create new memories, retire the ones a new fact replaces."""
+    """Confirm duplicates, create new memories, retire the ones a new fact replaces.
+
+    `said_at` is when the facts' source turns were said (extraction passes the batch's
+    newest turn). A fact then only replaces a memory said no later than it: a re-driven
+    old turn never retires a newer fact (see `_keep_as_history`). Direct saves pass
+    None: a person replacing a memory by hand always wins.
+    """
     counts = ReconcileCounts()
     candidates = active_memories(session, scope, NEAR_DUP_CANDIDATES)
     for fact in facts:
@@ -114,18 +123,71 @@ def reconcile_facts(
         }
         if same is not None and same is not replaced:
             confirm_memory(session, settings, same, fact, now, **kw)
+            _add_time(same, fact, said_at)
             counts.confirmed += 1
-            kept = same
+            kept, created = same, False
         else:
             detail = {**(metadata or {}), **(fact.detail or {})} or None
-            kept = create_memory(session, settings, scope, fact, now, metadata=detail, **kw)
+            kept = create_memory(
+                session, settings, scope, fact, now, metadata=detail, said_at=said_at, **kw
+            )
             candidates.append(kept)
             counts.created += 1
+            created = True
         counts.kept.append(kept)
-        if replaced is not None and replaced is not kept:
-            supersede_memory(session, replaced, kept, now, actor=actor, batch_id=batch_id)
-            counts.superseded += 1
+        if replaced is None or replaced is kept:
+            continue
+        if said_at is not None and said_at < said_time(replaced):
+            # Said before the memory it would replace: that one stays. (A confirmation
+            # still counted as evidence; only a new row needs retiring.)
+            if created:
+                _keep_as_history(session, kept, replaced, now, actor=actor, batch_id=batch_id)
+                counts.superseded += 1
+            continue
+        supersede_memory(session, replaced, kept, now, actor=actor, batch_id=batch_id)
+        counts.superseded += 1
     return counts
+
+
+def said_time(memory: Memory) -> datetime:
+    """When a memory's source was said; rows from before said_at existed use created_at."""
+    return memory.said_at or memory.created_at
+
+
+def _add_time(memory: Memory, fact: Fact, said_at: datetime | None) -> None:
+    """A confirmation may date a memory later, and give an episode the day it lacked."""
+    if said_at is not None and said_at > said_time(memory):
+        memory.said_at = said_at
+    if memory.occurred_at is None and fact.occurred_at is not None:
+        memory.occurred_at = as_day_start(fact.occurred_at)
+
+
+def _keep_as_history(
+    session: Session,
+    older: Memory,
+    newer: Memory,
+    now: datetime,
+    *,
+    actor: Actor,
+    batch_id: int | None,
+) -> None:
+    """A fact from turns said before the memory it would replace (a dead-lettered batch
+    re-driven late, or turns sent out of order): the newer memory stays active, and the
+    older fact is kept as what it is, history the newer one superseded. Dropping it would
+    lose what the user said; the timeline is what history is for."""
+    older.status = MemoryStatus.SUPERSEDED
+    older.superseded_by_id = newer.id
+    older.updated_at = now
+    record_event(
+        session,
+        older,
+        EventKind.SUPERSEDED,
+        actor,
+        now,
+        before=older.content,
+        batch_id=batch_id,
+        detail={"superseded_by": newer.id, "reason": "said before it"},
+    )
 
 
 def _near_duplicate(candidates: Sequence[Memory], fact: Fact, settings: Settings) -> Memory | None:

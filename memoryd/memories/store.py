@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Select, and_, select
@@ -82,6 +82,11 @@ def set_content(memory: Memory, content: str, name: str | None = None) -> None:
     memory.vector = None  # re-embedded off the chat path
 
 
+def as_day_start(day: date) -> datetime:
+    """How a date is stored in a datetime column: midnight UTC, so it reads back as itself."""
+    return datetime.combine(day, time(), tzinfo=UTC)
+
+
 def tier_for(fact: Fact, settings: Settings, now: datetime) -> tuple[Tier, datetime | None]:
     """Long tier for confident, durable facts; short tier with a TTL otherwise."""
     ttl_days = {
@@ -132,7 +137,9 @@ def create_memory(
     source_turn_ids: list[int] | None = None,
     metadata: dict[str, Any] | None = None,
     force_tier: Tier | None = None,
+    said_at: datetime | None = None,
 ) -> Memory:
+    """`said_at`: when its source turns were said (default `now`, a direct save)."""
     tier, expires_at = tier_for(fact, settings, now)
     if force_tier is not None:
         tier, expires_at = force_tier, None if force_tier == Tier.LONG else expires_at
@@ -149,6 +156,8 @@ def create_memory(
         access_count=0,
         expires_at=expires_at,
         source_turn_ids=list(source_turn_ids or []),
+        said_at=said_at or now,
+        occurred_at=as_day_start(fact.occurred_at) if fact.occurred_at else None,
         metadata_=metadata,
         created_at=now,
         updated_at=now,

@@ -66,6 +66,8 @@ class ImportRecord(BaseModel):
     tier: Tier = Tier.LONG
     status: MemoryStatus = MemoryStatus.ACTIVE
     expires_at: datetime | None = None
+    said_at: datetime | None = None
+    occurred_at: datetime | None = None
 
 
 def import_memories(
@@ -100,6 +102,7 @@ def import_memories(
             name=record.name,
             tags=record.tags,
             confidence=record.confidence,
+            occurred_at=record.occurred_at.date() if record.occurred_at else None,
         )
         memory = create_memory(
             session,
@@ -110,6 +113,7 @@ def import_memories(
             actor=Actor.API,
             metadata={"source": "import"},
             force_tier=record.tier,
+            said_at=record.said_at,
         )
         memory.status = record.status
         if record.tier == Tier.SHORT:

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+import re
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     StringConstraints,
+    TypeAdapter,
     field_validator,
+    model_validator,
 )
 
 from memoryd.models.profiles import ProfileUpdate
@@ -131,6 +136,33 @@ class IngestResult(BaseModel):
 
 # --------------------------------------------------------------------------------- LLM output
 
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DATETIME = TypeAdapter(datetime)
+EARLIEST_DAY, LATEST_DAY = date(1900, 1, 1), date(2199, 12, 31)
+
+
+def parse_day(value: Any) -> tuple[date | None, str | None]:
+    """A model's `occurred_at` as a date (the date as written, whatever the time or zone),
+    or why it is not one. Null or "" mean "not given", which is not a mistake."""
+    if value is None or value == "":
+        return None, None
+    day: date | None = None
+    if isinstance(value, datetime):
+        day = value.date()
+    elif isinstance(value, date):
+        day = value
+    elif isinstance(value, str) and _ISO_DAY.match(text := value.strip()):
+        try:  # a date, or a datetime whose date part is taken
+            day = date.fromisoformat(text) if len(text) == 10 else None
+            day = day or _DATETIME.validate_python(text).date()
+        except ValueError:  # pydantic's ValidationError is a ValueError too
+            day = None
+    if day is None:
+        return None, f"occurred_at {str(value)[:40]!r} is not a date (YYYY-MM-DD)"
+    if not EARLIEST_DAY <= day <= LATEST_DAY:
+        return None, f"occurred_at {day} is not between {EARLIEST_DAY} and {LATEST_DAY}"
+    return day, None
+
 
 class Fact(BaseModel):
     """One durable fact the model proposes. `replaces`/`same_as` are the prompt's short ids."""
@@ -147,6 +179,28 @@ class Fact(BaseModel):
     same_as: int | None = None
     # Structured detail kept in the memory's metadata (an experience's pain/solution/…).
     detail: dict[str, Any] | None = None
+    # The day an episode happened, as the turns date it ("yesterday" resolved).
+    occurred_at: date | None = None
+    # Why a proposed occurred_at was dropped; the gate counts it, the fact stays.
+    _occurred_at_problem: str | None = PrivateAttr(None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _drop_a_bad_date(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        """A date the model got wrong costs only the date: never the fact, nor the batch
+        (one invalid field would otherwise fail the whole answer)."""
+        problem = None
+        if isinstance(data, dict) and "occurred_at" in data:
+            day, problem = parse_day(data["occurred_at"])
+            data = {**data, "occurred_at": day}
+        fact = handler(data)
+        if problem is not None:
+            fact._occurred_at_problem = problem
+        return fact
+
+    @property
+    def occurred_at_problem(self) -> str | None:
+        return self._occurred_at_problem
 
     @field_validator("category", mode="before")
     @classmethod
@@ -230,6 +284,8 @@ class MemoryOut(BaseModel):
     supersedes_id: int | None
     superseded_by_id: int | None
     metadata: dict[str, Any] | None
+    said_at: datetime | None = None  # when its newest source turn was said
+    occurred_at: datetime | None = None  # the day an episode happened, when known
 
     @classmethod
     def from_memory(cls, memory: Memory, **extra: Any) -> Self:

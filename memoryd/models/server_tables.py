@@ -53,6 +53,9 @@ class AgentConfig(Base):
     inject_min_score: Mapped[float | None] = mapped_column(Float)
     inject_max_items: Mapped[int | None] = mapped_column(Integer)
     inject_tiers: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
+    inject_first_round_empty: Mapped[bool | None]
+    inject_min_query_length: Mapped[int | None] = mapped_column(Integer)
+    inject_long_term_triggers: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
     updated_at: Mapped[datetime]
 
 

@@ -258,6 +258,12 @@ class Memory(Base):
     supersedes_id: Mapped[int | None] = mapped_column(BigInteger)
     superseded_by_id: Mapped[int | None] = mapped_column(BigInteger)
     source_turn_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
+    # When the newest turn behind the memory was said (the turn's own timestamp; the
+    # time of the call for direct saves). Replacement compares it, so a re-driven old
+    # turn never retires a fact said after it. NULL on rows older than 0009: created_at.
+    said_at: Mapped[datetime | None]
+    # The day an episode happened (midnight UTC of that date), when the turn told it.
+    occurred_at: Mapped[datetime | None]
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]

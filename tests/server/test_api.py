@@ -201,6 +201,36 @@ def test_recall_and_context_read_the_scope(api: TestClient, keys: Keys) -> None:
     assert_problem(bad, 422, "query")
 
 
+def test_the_context_route_follows_the_agents_injection_rules(api: TestClient, keys: Keys) -> None:
+    auth = bearer(keys.bot)
+    api.post("/v1/memories/bot/ann", json={"content": "Vegetarian since 2020"}, headers=auth)
+    rules = {"inject_min_query_length": 12, "inject_first_round_empty": True}
+    assert api.put("/v1/agents/bot/settings", json=rules, headers=auth).status_code == 200
+    query = {"agent_id": "bot", "user_id": "ann", "query": "vegetarian"}
+
+    def context(**changes: str) -> dict[str, str]:
+        return dict(api.post("/v1/context", json={**query, **changes}, headers=auth).json())
+
+    assert context() == {"context": ""}  # 10 characters
+    assert "Vegetarian since 2020" in context(query="vegetarian dinner")["context"]
+    assert context(query="vegetarian dinner", session_id="s1") == {"context": ""}  # no reply yet
+    turn = turn_item(role="assistant", content="Hello!")
+    assert api.post("/v1/turns", json=turn, headers=auth).status_code == 202
+    assert "Vegetarian" in context(query="vegetarian dinner", session_id="s1")["context"]
+
+    # The page's form keeps them (a field missing from it would reset them on save).
+    api.cookies.set("memoryd_key", keys.admin)
+    form = {"inject_first_round_empty": "on", "inject_long_term_triggers": "deploy, 部署"}
+    assert api.post("/agents/bot/settings", data=form).status_code == 200
+    saved = api.get("/v1/agents/bot/settings", headers=auth).json()["overrides"]
+    assert (saved["inject_first_round_empty"], saved["inject_long_term_triggers"]) == (
+        True,
+        ["deploy", "部署"],
+    )
+    page = api.get("/agents", params={"agent": "bot"}).text
+    assert 'value="deploy, 部署"' in page
+
+
 def test_health_needs_no_key_and_operations_need_an_admin(api: TestClient, keys: Keys) -> None:
     assert api.get("/v1/health").json() == {"status": "ok", "database": "ok"}
     assert_problem(api.get("/v1/stats", headers=bearer(keys.bot)), 403)

@@ -155,7 +155,11 @@ def save_agent(
     inject_max_items: Annotated[str, Form(max_length=20)] = "",
     memory_categories: Annotated[list[str] | None, Form()] = None,
     inject_tiers: Annotated[list[str] | None, Form()] = None,
+    inject_first_round_empty: Annotated[str, Form(max_length=10)] = "",
+    inject_min_query_length: Annotated[str, Form(max_length=20)] = "",
+    inject_long_term_triggers: Annotated[str, Form(max_length=20_000)] = "",
 ) -> HTMLResponse:
+    triggers = [t.strip() for t in inject_long_term_triggers.split(",") if t.strip()]
     raw = {
         "memory_enabled": {"on": True, "off": False}.get(memory_enabled),
         "prefetch_limit": prefetch_limit.strip() or None,
@@ -164,6 +168,9 @@ def save_agent(
         "inject_max_items": inject_max_items.strip() or None,
         "memory_categories": memory_categories or None,
         "inject_tiers": inject_tiers or None,
+        "inject_first_round_empty": {"on": True, "off": False}.get(inject_first_round_empty),
+        "inject_min_query_length": inject_min_query_length.strip() or None,
+        "inject_long_term_triggers": triggers or None,
     }
     try:
         values = AgentSettings.model_validate(raw)
