@@ -1,7 +1,7 @@
 """time: when a memory's source was said and when an episode happened; injection rules
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-11-25
 """
 
@@ -10,8 +10,10 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memoryd.models import search_index
+
 revision: str = "0009"
-down_revision: str | None = "0007"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -38,3 +40,5 @@ def downgrade() -> None:
     with op.batch_alter_table("memories", schema=None) as batch_op:
         batch_op.drop_column("occurred_at")
         batch_op.drop_column("said_at")
+    # SQLite rebuilt the memories table to drop the columns, and its triggers with it.
+    search_index.install(op.get_bind())
