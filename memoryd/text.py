@@ -78,8 +78,12 @@ STOP_WORDS = frozenset(
     would you your yours yourself yourselves s t ll d re ve m don doesn didn isn aren
     wasn weren won wouldn couldn shouldn tell know remember user users""".split()  # noqa: SIM905
 )
-# Single characters of unsegmented scripts that are grammar, not content (的 了 吗 …).
-STOP_CHARS = frozenset("的了吗呢吧啊呀是我你他她它们在和也就都有这那个么什怎")
+# Single characters of unsegmented scripts that are grammar or too common to tell
+# memories apart (的 了 吗 我 …); the character pairs they are part of are still terms.
+STOP_CHARS = frozenset(
+    "的了吗呢吧啊呀是我你他她它们在和也就都有这那个么什怎一不上下中为之于人以会但做去又"
+    "地多大天好如对得想把时最来没然用看着知老能要说过还里"
+)
 
 
 @lru_cache(maxsize=65_536)
