@@ -114,7 +114,7 @@ class Settings(BaseSettings):
         0.3, ge=0, le=1, description="Least trigram word similarity that counts as a match"
     )
     fusion_rrf_k: float = Field(
-        60.0, gt=0, description="Reciprocal rank constant: smaller favours the top ranks"
+        5.0, gt=0, description="Reciprocal rank constant: smaller favours the top ranks"
     )
     fusion_weight_keyword: float = Field(1.0, ge=0, description="BM25 list's share in fusion")
     fusion_weight_trigram: float = Field(0.5, ge=0, description="Trigram list's share")
