@@ -15,6 +15,8 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from memoryd.text import search_text
+
 # Terms are letters and digits only (text.search_tokens), so splitting on spaces is exact
 # and the JSON array built from them on SQLite needs no escaping.
 _PG_FUNCTION = """
@@ -127,6 +129,27 @@ SQLITE_REBUILD = [
 def _run(bind: Connection, statements: list[str]) -> None:
     for statement in statements:
         bind.execute(text(statement))
+
+
+def reindex_terms(bind: Connection, chunk: int = 5000) -> None:
+    """Re-derive every memory's search terms and length (after the term rules change)."""
+    last = 0
+    while True:
+        rows = bind.execute(
+            text("SELECT id, name, content FROM memories WHERE id > :last ORDER BY id LIMIT :n"),
+            {"last": last, "n": chunk},
+        ).all()
+        if not rows:
+            return
+        updates = []
+        for row in rows:
+            terms = search_text(f"{row.name} {row.content}")
+            updates.append({"id": row.id, "t": terms, "n": len(terms.split())})
+        bind.execute(
+            text("UPDATE memories SET search_text = :t, search_length = :n WHERE id = :id"),
+            updates,
+        )
+        last = rows[-1].id
 
 
 def install(bind: Connection) -> None:

@@ -11,41 +11,21 @@ import sqlalchemy as sa
 from alembic import op
 
 from memoryd.models import search_index
-from memoryd.text import search_text
 
 revision: str = "0003"
 down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-BACKFILL_CHUNK = 5000
-
 SQLITE_TRIGGERS = search_index.FTS_LEGACY_TRIGGERS
-
-
-def _backfill() -> None:
-    """Index terms for memories written before this migration, in chunks."""
-    bind = op.get_bind()
-    last = 0
-    while True:
-        rows = bind.execute(
-            sa.text("SELECT id, name, content FROM memories WHERE id > :last ORDER BY id LIMIT :n"),
-            {"last": last, "n": BACKFILL_CHUNK},
-        ).all()
-        if not rows:
-            return
-        bind.execute(
-            sa.text("UPDATE memories SET search_text = :t WHERE id = :id"),
-            [{"id": r.id, "t": search_text(f"{r.name} {r.content}")} for r in rows],
-        )
-        last = rows[-1].id
 
 
 def upgrade() -> None:
     with op.batch_alter_table("memories", schema=None) as batch_op:
         batch_op.add_column(sa.Column("search_text", sa.Text(), server_default="", nullable=False))
         batch_op.add_column(sa.Column("embedding", sa.JSON(), nullable=True))
-    _backfill()
+    # Terms of rows written before this migration are computed by 0008, which re-derives
+    # every memory's terms.
     if op.get_bind().dialect.name == "postgresql":
         op.execute(
             "CREATE INDEX ix_memories_search ON memories "

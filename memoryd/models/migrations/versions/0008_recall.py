@@ -12,7 +12,6 @@ import sqlalchemy as sa
 from alembic import op
 
 from memoryd.models import search_index
-from memoryd.text import search_text
 
 revision: str = "0008"
 down_revision: str | None = "0007"
@@ -20,29 +19,6 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-CHUNK = 5000
-
-
-def _reindex_terms() -> None:
-    """Re-derive every memory's terms (stemmed, stop words out, repeats kept)."""
-    bind = op.get_bind()
-    last = 0
-    while True:
-        rows = bind.execute(
-            sa.text("SELECT id, name, content FROM memories WHERE id > :last ORDER BY id LIMIT :n"),
-            {"last": last, "n": CHUNK},
-        ).all()
-        if not rows:
-            return
-        updates = []
-        for row in rows:
-            terms = search_text(f"{row.name} {row.content}")
-            updates.append({"id": row.id, "t": terms, "n": len(terms.split())})
-        bind.execute(
-            sa.text("UPDATE memories SET search_text = :t, search_length = :n WHERE id = :id"),
-            updates,
-        )
-        last = rows[-1].id
 
 
 def upgrade() -> None:
@@ -79,7 +55,7 @@ def upgrade() -> None:
         )
         batch_op.add_column(sa.Column("vector", sa.LargeBinary(), nullable=True))
         batch_op.drop_column("embedding")
-    _reindex_terms()
+    search_index.reindex_terms(op.get_bind())
     if postgres:
         op.drop_index("ix_memories_scope_status", table_name="memories")
         op.create_index(
