@@ -33,6 +33,7 @@ K1 = 1.2
 B = 0.75
 LIST_LIMIT = 50
 MAX_QUERY_TRIGRAMS = 48
+PG_PREFILTER_FACTOR = 0.6
 SQLITE_SCAN_LIMIT = 1000  # scopes up to this size are scored without the trigram index
 
 
@@ -107,32 +108,46 @@ def trigram_ranked(
         return []
     # Written out as the trigram index's expression, so PostgreSQL can match the two.
     body = literal_column("(memories.name || ' ' || memories.content)", String)
-    if not is_sqlite(session):
-        # `<%` is word_similarity >= the threshold set here for this transaction; it can
-        # use the trigram GIN index when a scope is large, the scope index when small.
-        session.execute(
-            select(func.set_config("pg_trgm.word_similarity_threshold", str(min_similarity), True))
-        )
-        score = func.word_similarity(words, body)
-        rows = session.execute(
-            select(Memory.id, score.label("score"))
-            .where(*where, literal(words, String).op("<%", is_comparison=True)(body))
-            .order_by(score.desc(), Memory.id.desc())
-            .limit(limit)
-        ).all()
-        return [(r.id, float(r.score)) for r in rows]
     query_grams = word_trigrams(words)
-    if stats.docs <= SQLITE_SCAN_LIMIT:
+    if not is_sqlite(session):
+        rows = _postgres_trigram_candidates(session, where, body, words, min_similarity, limit)
+    elif stats.docs <= SQLITE_SCAN_LIMIT:
         # A small scope is scored row by row: cheaper than an index shared by all scopes.
         rows = session.execute(select(Memory.id, body.label("body")).where(*where)).all()
     else:
         rows = _sqlite_trigram_candidates(session, where, body, words, limit * 4)
+    # One score on both databases, so a threshold means the same on each.
     scored = [(r.id, share_of_trigrams(query_grams, r.body)) for r in rows]
     ranked = sorted(
         (item for item in scored if item[1] >= min_similarity),
         key=lambda item: (-item[1], -item[0]),
     )
     return ranked[:limit]
+
+
+def _postgres_trigram_candidates(
+    session: Session,
+    where: list[ColumnElement[bool]],
+    body: ColumnElement[str],
+    words: str,
+    min_similarity: float,
+    limit: int,
+) -> Sequence[Any]:
+    """Candidates through pg_trgm: `<%` is word_similarity at or above the threshold set
+    here for this transaction, and can use the trigram GIN index when a scope is large
+    (the scope index when small). pg_trgm's word_similarity also weighs where the shared
+    trigrams sit, so it never exceeds the share the caller computes: a lower threshold
+    here keeps every memory the caller's threshold admits."""
+    threshold = min_similarity * PG_PREFILTER_FACTOR
+    session.execute(
+        select(func.set_config("pg_trgm.word_similarity_threshold", str(threshold), True))
+    )
+    return session.execute(
+        select(Memory.id, body.label("body"))
+        .where(*where, literal(words, String).op("<%", is_comparison=True)(body))
+        .order_by(func.word_similarity(words, body).desc(), Memory.id.desc())
+        .limit(limit * 4)
+    ).all()
 
 
 def _sqlite_trigram_candidates(

@@ -15,7 +15,7 @@ from memoryd.models.keys import Scope
 from memoryd.models.tables import MemoryTerm
 from memoryd.recall import search
 from memoryd.recall.rank import _filters
-from memoryd.recall.search import bm25_ranked, scope_stats
+from memoryd.recall.search import bm25_ranked, scope_stats, trigram_ranked
 from memoryd.settings import Settings
 from memoryd.text import query_tokens, search_tokens
 from tests.conftest import make_settings
@@ -65,6 +65,15 @@ def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:
         return bm25_ranked(session, scope, where, query_tokens(query), scope_stats(session, where))
 
 
+def trigram_order(settings: Settings, query: str) -> list[tuple[int, float]]:
+    with session_scope(settings, readonly=True) as session:
+        where = _filters("bot", "ann", None, None)
+        return trigram_ranked(session, where, query, 0.3, scope_stats(session, where))
+
+
+PARTIAL_QUERIES = ["marath", "paymnt modul", "龙井茶", "violin lessons", "dentst"]
+
+
 def test_both_databases_rank_a_fixed_set_identically(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -75,8 +84,9 @@ def test_both_databases_rank_a_fixed_set_identically(
         ids = [client.remember("bot", "ann", fact).id for fact in FIXED_SET]
         client.remember("bot", "bob", "Prefers green tea, always green tea")  # not ann's
         rankings[backend] = [
-            [(FIXED_SET[ids.index(mid)], score) for mid, score in keyword_order(settings, q)]
-            for q in QUERIES
+            [(FIXED_SET[ids.index(mid)], score) for mid, score in order(settings, q)]
+            for order, queries in ((keyword_order, QUERIES), (trigram_order, PARTIAL_QUERIES))
+            for q in queries
         ]
     assert rankings["sqlite"] == rankings["postgres"]
     assert all(ranking for ranking in rankings["sqlite"])  # every query found something
