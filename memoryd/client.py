@@ -29,6 +29,7 @@ from memoryd.text import estimate_tokens, query_tokens
 
 if TYPE_CHECKING:  # Celery is imported only once something is dispatched
     from celery import Celery
+    from sqlalchemy.orm import Session
 
     from memoryd.ingest.dispatch import BackgroundDispatcher
 
@@ -192,20 +193,21 @@ class MemoryClient(ProfileMethods):
             return "\n\n".join(part for part in (head, block) if part)
         if not query_tokens(query):
             return ""
-        vector = embeddings.embed_query(self.settings, query)  # before any transaction opens
+        key = SessionKey(agent_id, user_id, session_id) if session_id else None
+        vector = None
+        if self.settings.embeddings_on:
+            # The rules first, outside the writing transaction: a query that gets no
+            # block costs no embedding call, and no transaction waits on the model.
+            with session_scope(self.settings, readonly=True) as session:
+                if self._block_rules(session, agent_id, query, key) is None:
+                    return ""
+            vector = embeddings.embed_query(self.settings, query)
         now = utcnow()
         with session_scope(self.settings) as session:
-            # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories,
-            # token budget and injection rules (minimum score, most items, tiers).
-            settings = agent_config.for_agent(session, self.settings, agent_id)
-            categories = agent_config.categories_for(settings, None)
-            if not settings.memory_enabled:
+            rules = self._block_rules(session, agent_id, query, key)
+            if rules is None:
                 return ""
-            # Injection rules (seed 003 §3.3): short queries, first rounds, triggers.
-            key = SessionKey(agent_id, user_id, session_id) if session_id else None
-            tiers = inject.tiers_for(settings, query)
-            if tiers == [] or inject.blocked(session, settings, query, key):
-                return ""
+            settings, categories, tiers = rules
             hits = recall(
                 session,
                 settings,
@@ -222,6 +224,21 @@ class MemoryClient(ProfileMethods):
             block, included = render_context(hits, budget, now)
             log_retrieval(session, settings, included, query, session_id, now)
         return block
+
+    def _block_rules(
+        self, session: Session, agent_id: str, query: str, key: SessionKey | None
+    ) -> tuple[Settings, list[str] | None, list[str] | None] | None:
+        """The agent's settings, categories and tiers for a context block, or None when
+        its memory is off or the injection rules (seed 003 §3.3) say no block."""
+        # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories,
+        # token budget and injection rules (minimum score, most items, tiers).
+        settings = agent_config.for_agent(session, self.settings, agent_id)
+        if not settings.memory_enabled:
+            return None
+        tiers = inject.tiers_for(settings, query)
+        if tiers == [] or inject.blocked(session, settings, query, key):
+            return None
+        return settings, agent_config.categories_for(settings, None), tiers
 
     def mark_referenced(
         self, reply_text: str, hits: Sequence[Hit], session_id: str | None = None

@@ -89,6 +89,17 @@ def test_recall_works_when_the_embeddings_endpoint_fails(
     assert hit.parts.embedding is None
 
 
+def test_a_query_that_gets_no_block_costs_no_embedding_call(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    client = MemoryClient(with_llm(settings, fake_llm, **REMOTE, inject_min_query_length=8))
+    client.remember("bot", "ann", "Likes green tea")
+    assert client.build_context("tea", "bot", "ann") == ""  # the injection rules say no
+    assert embedding_calls(fake_llm) == []
+    assert "Likes green tea" in client.build_context("green tea?", "bot", "ann")
+    assert embedding_calls(fake_llm) == [["green tea?"]]
+
+
 def test_off_by_default(settings: Settings, db: Session) -> None:
     MemoryClient(settings).remember("bot", "ann", "Prefers green tea")
     assert embeddings.fill_missing(settings) == 0
