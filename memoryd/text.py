@@ -34,9 +34,15 @@ def word_trigrams(text: str) -> set[str]:
     the Python and PostgreSQL similarities agree on what a match is."""
     grams: set[str] = set()
     for word in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
-        padded = f"  {word} "
-        grams.update(padded[i : i + 3] for i in range(len(padded) - 2))
+        grams |= _padded_trigrams(word)
     return grams
+
+
+@lru_cache(maxsize=65536)
+def _padded_trigrams(word: str) -> frozenset[str]:
+    """Cached: recall scores a scope's memories per query, and words recur."""
+    padded = f"  {word} "
+    return frozenset(padded[i : i + 3] for i in range(len(padded) - 2))
 
 
 def similarity(a: str, b: str) -> float:

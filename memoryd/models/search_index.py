@@ -3,8 +3,8 @@
 - Keyword postings (`memory_terms`, modelled as MemoryTerm) are written by triggers from
   `memories.search_text` while a memory is active, so every write path (the store,
   imports, bulk status changes, a migration) keeps them right without Python's help.
-- Trigram similarity runs in the database: pg_trgm's word_similarity on PostgreSQL, an
-  FTS5 table with the trigram tokenizer on SQLite.
+- Trigram candidates of a large scope come from the database: pg_trgm's word-similarity
+  KNN search on PostgreSQL, an FTS5 table with the trigram tokenizer on SQLite.
 
 Migrations call `install` after any change that rebuilds the memories table (SQLite
 rebuilds drop its triggers).
@@ -34,11 +34,17 @@ BEGIN
     RETURN NULL;
 END $$
 """
+# A large scope's trigram candidates are its memories nearest the query by pg_trgm's word
+# similarity, read in distance order from this index (a KNN search). The scope's columns
+# lead it (btree_gist), so a search walks one scope, however large the table.
+PG_TRIGRAM_INDEX = (
+    "CREATE INDEX IF NOT EXISTS ix_memories_scope_trgm ON memories USING gist "
+    "(agent_id, user_id, (name || ' ' || content) gist_trgm_ops(siglen=64))"
+)
 PG_INSTALL = [
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
-    # Large scopes find trigram candidates through this index instead of scoring rows.
-    "CREATE INDEX IF NOT EXISTS ix_memories_trgm ON memories "
-    "USING gin ((name || ' ' || content) gin_trgm_ops)",
+    "CREATE EXTENSION IF NOT EXISTS btree_gist",
+    PG_TRIGRAM_INDEX,
     _PG_FUNCTION,
     "DROP TRIGGER IF EXISTS memories_terms_insert ON memories",
     "DROP TRIGGER IF EXISTS memories_terms_update ON memories",
@@ -50,7 +56,8 @@ PG_INSTALL = [
        EXECUTE FUNCTION memoryd_index_terms()""",
 ]
 PG_DROP = [
-    "DROP INDEX IF EXISTS ix_memories_trgm",
+    "DROP INDEX IF EXISTS ix_memories_trgm",  # migrations 0008 and 0009
+    "DROP INDEX IF EXISTS ix_memories_scope_trgm",
     "DROP TRIGGER IF EXISTS memories_terms_insert ON memories",
     "DROP TRIGGER IF EXISTS memories_terms_update ON memories",
     "DROP FUNCTION IF EXISTS memoryd_index_terms()",

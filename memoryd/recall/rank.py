@@ -50,7 +50,14 @@ class Hit(MemoryOut):
 def _filters(
     agent_id: str, user_id: str, categories: Sequence[str] | None, tiers: Sequence[str] | None
 ) -> list[ColumnElement[bool]]:
-    where = [readable(Scope(agent_id, user_id)), Memory.status == MemoryStatus.ACTIVE]
+    return [readable(Scope(agent_id, user_id)), *_row_filters(categories, tiers)]
+
+
+def _row_filters(
+    categories: Sequence[str] | None, tiers: Sequence[str] | None
+) -> list[ColumnElement[bool]]:
+    """Which of the scope's memories a recall may return."""
+    where: list[ColumnElement[bool]] = [Memory.status == MemoryStatus.ACTIVE]
     if categories:
         where.append(Memory.category.in_(list(categories)))
     if tiers:
@@ -82,7 +89,14 @@ def recall(
     terms = query_tokens(query)
     stats = scope_stats(session, where)
     keyword = bm25_ranked(session, scope, where, terms, stats)
-    trigram = trigram_ranked(session, where, query, settings.recall_min_similarity, stats)
+    trigram = trigram_ranked(
+        session,
+        scope,
+        _row_filters(categories, tiers),
+        query,
+        settings.recall_min_similarity,
+        stats,
+    )
     nearest = (
         closest(session, settings, scope, query_vector, EMBEDDING_POOL)
         if query_vector is not None

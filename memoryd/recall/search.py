@@ -4,8 +4,9 @@
   postings that database triggers keep in `memory_terms`. The statistics come from the
   same rows on both databases and the sum runs in a fixed order, so PostgreSQL and SQLite
   rank the same data identically.
-- Trigram: word similarity (pg_trgm's on PostgreSQL; on SQLite, FTS5's trigram index
-  finds the candidates and the same padded-trigram share scores them).
+- Trigram: the share of the query's padded word trigrams a memory holds. A scope of up
+  to SCAN_LIMIT memories is scored row by row; a larger one takes its candidates from
+  pg_trgm's KNN search on PostgreSQL or FTS5's trigram index on SQLite.
 
 User text never reaches a query syntax raw: terms are letters and digits only
 (text.search_tokens), and trigrams are quoted.
@@ -19,11 +20,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Float, Integer, String, column, func, literal, literal_column, select, text
+from sqlalchemy import (
+    Float,
+    Integer,
+    String,
+    column,
+    func,
+    literal,
+    literal_column,
+    select,
+    text,
+    union_all,
+)
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from memoryd.memories.store import readable_users
+from memoryd.memories.store import readable, readable_users
 from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryTerm
@@ -33,8 +45,7 @@ K1 = 1.2
 B = 0.75
 LIST_LIMIT = 50
 MAX_QUERY_TRIGRAMS = 48
-PG_PREFILTER_FACTOR = 0.6
-SQLITE_SCAN_LIMIT = 1000  # scopes up to this size are scored without the trigram index
+SCAN_LIMIT = 1000  # scopes up to this size are scored without the trigram index
 
 
 @dataclass(frozen=True)
@@ -95,27 +106,31 @@ def share_of_trigrams(query_grams: set[str], body: str) -> float:
 
 def trigram_ranked(
     session: Session,
-    where: list[ColumnElement[bool]],
+    scope: Scope,
+    filters: list[ColumnElement[bool]],
     query: str,
     min_similarity: float,
     stats: ScopeStats,
     limit: int = LIST_LIMIT,
 ) -> list[tuple[int, float]]:
-    """(memory id, similarity) of the memories whose words resemble the query's content
-    words (partial words, typos, unsegmented scripts), best first."""
+    """(memory id, similarity) of the scope's memories that pass `filters` and whose
+    words resemble the query's content words (partial words, typos, unsegmented
+    scripts), best first."""
     words = content_words(query[:1000])
     if not words or not stats.docs:
         return []
+    where = [readable(scope), *filters]
     # Written out as the trigram index's expression, so PostgreSQL can match the two.
     body = literal_column("(memories.name || ' ' || memories.content)", String)
     query_grams = word_trigrams(words)
-    if not is_sqlite(session):
-        rows = _postgres_trigram_candidates(session, where, body, words, min_similarity, limit)
-    elif stats.docs <= SQLITE_SCAN_LIMIT:
-        # A small scope is scored row by row: cheaper than an index shared by all scopes.
+    if stats.docs <= SCAN_LIMIT:
+        # A small scope is scored row by row, the same way on both databases: cheaper
+        # than an index search, and exact.
         rows = session.execute(select(Memory.id, body.label("body")).where(*where)).all()
-    else:
+    elif is_sqlite(session):
         rows = _sqlite_trigram_candidates(session, where, body, words, limit * 4)
+    else:
+        rows = _postgres_trigram_candidates(session, scope, filters, body, words, limit * 2)
     # One score on both databases, so a threshold means the same on each.
     scored = [(r.id, share_of_trigrams(query_grams, r.body)) for r in rows]
     ranked = sorted(
@@ -127,26 +142,31 @@ def trigram_ranked(
 
 def _postgres_trigram_candidates(
     session: Session,
-    where: list[ColumnElement[bool]],
+    scope: Scope,
+    filters: list[ColumnElement[bool]],
     body: ColumnElement[str],
     words: str,
-    min_similarity: float,
     limit: int,
 ) -> Sequence[Any]:
-    """Candidates through pg_trgm: `<%` is word_similarity at or above the threshold set
-    here for this transaction, and can use the trigram GIN index when a scope is large
-    (the scope index when small). pg_trgm's word_similarity also weighs where the shared
-    trigrams sit, so it never exceeds the share the caller computes: a lower threshold
-    here keeps every memory the caller's threshold admits."""
-    threshold = min_similarity * PG_PREFILTER_FACTOR
-    session.execute(
-        select(func.set_config("pg_trgm.word_similarity_threshold", str(threshold), True))
-    )
+    """The scope's memories nearest the query by pg_trgm's word similarity, read in
+    distance order from the scope's GiST index: as many rows as asked, whatever the
+    scope's size. pg_trgm's word_similarity also weighs where the shared trigrams sit,
+    so it never exceeds the share the caller computes. GiST cannot search a list of
+    users, so each readable user is one search (and each names only its own user: a
+    redundant IN list would mislead the planner's estimate away from the index)."""
+    distance = body.op("<->>", return_type=Float)(literal(words, String))
+    searches = [
+        select(Memory.id, body.label("body"), distance.label("distance"))
+        .where(Memory.agent_id == scope.agent_id, Memory.user_id == user, *filters)
+        .order_by(distance)
+        .limit(limit)
+        for user in readable_users(scope)
+    ]
+    nearest = union_all(*searches).subquery("nearest")
     return session.execute(
-        select(Memory.id, body.label("body"))
-        .where(*where, literal(words, String).op("<%", is_comparison=True)(body))
-        .order_by(func.word_similarity(words, body).desc(), Memory.id.desc())
-        .limit(limit * 4)
+        select(nearest.c.id, nearest.c.body)
+        .order_by(nearest.c.distance, nearest.c.id.desc())
+        .limit(limit)
     ).all()
 
 

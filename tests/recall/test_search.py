@@ -14,7 +14,7 @@ from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import MemoryTerm
 from memoryd.recall import search
-from memoryd.recall.rank import _filters
+from memoryd.recall.rank import _filters, _row_filters
 from memoryd.recall.search import bm25_ranked, scope_stats, trigram_ranked
 from memoryd.settings import Settings
 from memoryd.text import query_tokens, search_tokens
@@ -68,7 +68,8 @@ def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:
 def trigram_order(settings: Settings, query: str) -> list[tuple[int, float]]:
     with session_scope(settings, readonly=True) as session:
         where = _filters("bot", "ann", None, None)
-        return trigram_ranked(session, where, query, 0.3, scope_stats(session, where))
+        scope, filters = Scope("bot", "ann"), _row_filters(None, None)
+        return trigram_ranked(session, scope, filters, query, 0.3, scope_stats(session, where))
 
 
 PARTIAL_QUERIES = ["marath", "paymnt modul", "龙井茶", "violin lessons", "dentst"]
@@ -126,13 +127,13 @@ def test_postings_follow_status_and_content(settings: Settings) -> None:
     assert [m for m, _ in keyword_order(settings, "oolong")] == [tea.id]
 
 
-@pytest.mark.parametrize("scan_limit", [search.SQLITE_SCAN_LIMIT, 50])
+@pytest.mark.parametrize("scan_limit", [search.SCAN_LIMIT, 50])
 def test_every_memory_of_the_scope_is_a_candidate(
     settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch, scan_limit: int
 ) -> None:
-    """An old memory is found by a partial word even behind many newer ones: SQLite
-    scores a small scope row by row and a large one through its trigram index."""
-    monkeypatch.setattr(search, "SQLITE_SCAN_LIMIT", scan_limit)
+    """An old memory is found by a partial word even behind many newer ones: a small
+    scope is scored row by row, a large one through the database's trigram index."""
+    monkeypatch.setattr(search, "SCAN_LIMIT", scan_limit)
     long_ago = utcnow() - timedelta(days=400)
     old = make_memory(db, settings, "Vegetarian since 2019", now=long_ago)
     for i in range(300):

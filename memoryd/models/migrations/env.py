@@ -7,7 +7,13 @@ from memoryd.models.tables import Base
 from memoryd.settings import Settings
 
 # Search structures the ORM does not model (SQLite FTS5 tables; see models/search_index).
-UNMODELLED_PREFIXES = ("memories_fts", "memories_trgm", "ix_memories_search", "ix_memories_trgm")
+UNMODELLED_PREFIXES = (
+    "memories_fts",
+    "memories_trgm",
+    "ix_memories_search",
+    "ix_memories_trgm",
+    "ix_memories_scope_trgm",
+)
 
 
 def include_object(
