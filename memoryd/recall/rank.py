@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, defer
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.memories.store import readable
-from memoryd.memories.weights import MAX_WEIGHT, effective_weight
+from memoryd.memories.weights import MAX_WEIGHT, decayed, half_life_days
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
@@ -29,6 +29,14 @@ from memoryd.text import query_tokens
 
 EMBEDDING_POOL = 200  # nearest vectors read before category/tier filters apply
 UNUSED_COLUMNS = (defer(Memory.vector), defer(Memory.search_text))  # large, not in a Hit
+SCORING_COLUMNS = (
+    Memory.id,
+    Memory.tier,
+    Memory.weight,
+    Memory.weight_at,
+    Memory.updated_at,
+    Memory.confidence,
+)
 
 
 class ScoreParts(BaseModel):
@@ -109,20 +117,18 @@ def recall(
     if query_vector is not None:
         lists.append((settings.fusion_weight_embedding, {}))  # ranked after filtering
 
+    # Scoring reads a few columns of each candidate; whole rows are loaded for the k hits.
+    columns = select(*SCORING_COLUMNS)
     if terms or nearest:
         ids = {mid for _, ranks in lists for mid in ranks} | {mid for mid, _ in nearest}
-        rows = session.scalars(
-            select(Memory).options(*UNUSED_COLUMNS).where(Memory.id.in_(ids), *where)
-        ).all()
+        rows = session.execute(columns.where(Memory.id.in_(ids), *where)).all()
     else:  # nothing to match on: the most recent memories, re-scored below
-        rows = session.scalars(
-            select(Memory)
-            .options(*UNUSED_COLUMNS)
-            .where(*where)
+        rows = session.execute(
+            columns.where(*where)
             .order_by(Memory.updated_at.desc(), Memory.id.desc())
             .limit(max(k * 4, LIST_LIMIT))
         ).all()
-    by_id = {m.id: m for m in rows}
+    by_id = {row.id: row for row in rows}
     closeness = {mid: c for mid, c in nearest if mid in by_id}
     if query_vector is not None:
         lists[-1][1].update({mid: r for r, mid in enumerate(list(closeness)[:LIST_LIMIT], 1)})
@@ -132,17 +138,18 @@ def recall(
     best_possible = sum(weight for weight, _ in lists) / (rrf_k + 1)
 
     # Plain tuples while scoring; models are built only for the k hits returned.
-    scored: list[tuple[float, Memory, dict[str, float]]] = []
-    for mid, memory in by_id.items():
+    scored: list[tuple[float, int, dict[str, float]]] = []
+    for mid, row in by_id.items():
         fused = sum(weight / (rrf_k + ranks[mid]) for weight, ranks in lists if mid in ranks)
         if (terms or nearest) and not fused:
             continue
-        age_days = max((now - memory.updated_at).total_seconds(), 0) / 86_400
+        age_days = max((now - row.updated_at).total_seconds(), 0) / 86_400
+        strength = decayed(row.weight, row.weight_at, now, half_life_days(row.tier, settings))
         signals = {
             "fused": round(fused / best_possible, 6) if best_possible else 0.0,
-            "strength": min(effective_weight(memory, now, settings) / MAX_WEIGHT * 2, 1.0),
+            "strength": min(strength / MAX_WEIGHT * 2, 1.0),
             "recency": 0.5 ** (age_days / settings.recency_half_life_days),
-            "confidence": memory.confidence,
+            "confidence": row.confidence,
         }
         score = (
             settings.rank_weight_match * signals["fused"]
@@ -150,11 +157,18 @@ def recall(
             + settings.rank_weight_recency * signals["recency"]
             + settings.rank_weight_confidence * signals["confidence"]
         )
-        scored.append((round(score, 6), memory, signals))
-    scored.sort(key=lambda item: (-item[0], -item[1].id))
+        scored.append((round(score, 6), mid, signals))
+    scored.sort(key=lambda item: (-item[0], -item[1]))
+    top = scored[:k]
+    if not top:
+        return []
+    loaded = session.scalars(
+        select(Memory).options(*UNUSED_COLUMNS).where(Memory.id.in_([mid for _, mid, _ in top]))
+    ).all()
+    memories = {m.id: m for m in loaded}
     hits = []
-    for score, memory, signals in scored[:k]:
-        mid = memory.id
+    for score, mid, signals in top:
+        memory = memories[mid]  # memories are never deleted, only retired
         parts = ScoreParts(
             keyword_rank=lists[0][1].get(mid),
             bm25=round(bm25[mid], 4) if mid in bm25 else None,
