@@ -39,7 +39,7 @@ END $$
 # lead it (btree_gist), so a search walks one scope, however large the table.
 PG_TRIGRAM_INDEX = (
     "CREATE INDEX IF NOT EXISTS ix_memories_scope_trgm ON memories USING gist "
-    "(agent_id, user_id, (name || ' ' || content) gist_trgm_ops(siglen=64))"
+    "(agent_id, user_id, (name || ' ' || content) gist_trgm_ops(siglen=256))"
 )
 PG_INSTALL = [
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
