@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,20 +24,18 @@ from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embeddings import closest
-from memoryd.recall.search import LIST_LIMIT, bm25_ranked, scope_stats, trigram_ranked
+from memoryd.recall.search import (
+    LIST_LIMIT,
+    SCORING_COLUMNS,
+    bm25_ranked,
+    scope_stats,
+    trigram_ranked,
+)
 from memoryd.settings import Settings
 from memoryd.text import query_tokens
 
 EMBEDDING_POOL = 200  # nearest vectors read before category/tier filters apply
 UNUSED_COLUMNS = (defer(Memory.vector), defer(Memory.search_text))  # large, not in a Hit
-SCORING_COLUMNS = (
-    Memory.id,
-    Memory.tier,
-    Memory.weight,
-    Memory.weight_at,
-    Memory.updated_at,
-    Memory.confidence,
-)
 
 
 class ScoreParts(BaseModel):
@@ -96,7 +95,8 @@ def recall(
     where = _filters(agent_id, user_id, categories, tiers)
     terms = query_tokens(query)
     stats = scope_stats(session, where)
-    keyword = bm25_ranked(session, scope, where, terms, stats)
+    seen: dict[int, Any] = {}  # candidates' SCORING_COLUMNS, read by the lists' queries
+    keyword = bm25_ranked(session, scope, where, terms, stats, seen=seen)
     trigram = trigram_ranked(
         session,
         scope,
@@ -104,6 +104,7 @@ def recall(
         query,
         settings.recall_min_similarity,
         stats,
+        seen=seen,
     )
     nearest = (
         closest(session, settings, scope, query_vector, EMBEDDING_POOL)
@@ -119,15 +120,21 @@ def recall(
 
     # Scoring reads a few columns of each candidate; whole rows are loaded for the k hits.
     columns = select(*SCORING_COLUMNS)
+    rows: list[Any]
     if terms or nearest:
         ids = {mid for _, ranks in lists for mid in ranks} | {mid for mid, _ in nearest}
-        rows = session.execute(columns.where(Memory.id.in_(ids), *where)).all()
+        rows = [seen[mid] for mid in ids if mid in seen]
+        unread = ids - seen.keys()  # nearest vectors: read here, through the filters
+        if unread:
+            rows += session.execute(columns.where(Memory.id.in_(unread), *where)).all()
     else:  # nothing to match on: the most recent memories, re-scored below
-        rows = session.execute(
-            columns.where(*where)
-            .order_by(Memory.updated_at.desc(), Memory.id.desc())
-            .limit(max(k * 4, LIST_LIMIT))
-        ).all()
+        rows = list(
+            session.execute(
+                columns.where(*where)
+                .order_by(Memory.updated_at.desc(), Memory.id.desc())
+                .limit(max(k * 4, LIST_LIMIT))
+            ).all()
+        )
     by_id = {row.id: row for row in rows}
     closeness = {mid: c for mid, c in nearest if mid in by_id}
     if query_vector is not None:

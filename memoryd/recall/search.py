@@ -46,6 +46,15 @@ B = 0.75
 LIST_LIMIT = 50
 MAX_QUERY_TRIGRAMS = 48
 SCAN_LIMIT = 1000  # scopes up to this size are scored without the trigram index
+# What re-scoring (rank.py) needs of a candidate, read by the queries that find it.
+SCORING_COLUMNS = (
+    Memory.id,
+    Memory.tier,
+    Memory.weight,
+    Memory.weight_at,
+    Memory.updated_at,
+    Memory.confidence,
+)
 
 
 @dataclass(frozen=True)
@@ -68,12 +77,14 @@ def bm25_ranked(
     terms: list[str],
     stats: ScopeStats,
     limit: int = LIST_LIMIT,
+    seen: dict[int, Any] | None = None,
 ) -> list[tuple[int, float]]:
-    """(memory id, BM25 score) of the memories holding any term, best first."""
+    """(memory id, BM25 score) of the memories holding any term, best first. `seen`
+    collects each matched memory's SCORING_COLUMNS."""
     if not terms or not stats.docs:
         return []
     postings = session.execute(
-        select(MemoryTerm.memory_id, MemoryTerm.term, MemoryTerm.tf, Memory.search_length)
+        select(MemoryTerm.term, MemoryTerm.tf, Memory.search_length, *SCORING_COLUMNS)
         .join(Memory, Memory.id == MemoryTerm.memory_id)
         .where(
             MemoryTerm.agent_id == scope.agent_id,
@@ -88,11 +99,13 @@ def bm25_ranked(
     average = max(stats.total_length / docs, 1.0)
     frequency = Counter(p.term for p in postings)
     scores: defaultdict[int, float] = defaultdict(float)
-    for p in sorted(postings, key=lambda p: (p.memory_id, p.term)):
+    for p in sorted(postings, key=lambda p: (p.id, p.term)):
         df = frequency[p.term]
         idf = math.log(1 + (docs - df + 0.5) / (df + 0.5))
         norm = K1 * (1 - B + B * p.search_length / average)
-        scores[p.memory_id] += idf * p.tf * (K1 + 1) / (p.tf + norm)
+        scores[p.id] += idf * p.tf * (K1 + 1) / (p.tf + norm)
+    if seen is not None:
+        seen.update((p.id, p) for p in postings)
     ranked = sorted(scores.items(), key=lambda item: (-round(item[1], 9), -item[0]))
     return ranked[:limit]
 
@@ -112,10 +125,11 @@ def trigram_ranked(
     min_similarity: float,
     stats: ScopeStats,
     limit: int = LIST_LIMIT,
+    seen: dict[int, Any] | None = None,
 ) -> list[tuple[int, float]]:
     """(memory id, similarity) of the scope's memories that pass `filters` and whose
     words resemble the query's content words (partial words, typos, unsegmented
-    scripts), best first."""
+    scripts), best first. `seen` collects each candidate's SCORING_COLUMNS."""
     words = content_words(query[:1000])
     if not words or not stats.docs:
         return []
@@ -126,7 +140,7 @@ def trigram_ranked(
     if stats.docs <= SCAN_LIMIT:
         # A small scope is scored row by row, the same way on both databases: cheaper
         # than an index search, and exact.
-        rows = session.execute(select(Memory.id, body.label("body")).where(*where)).all()
+        rows = session.execute(select(*SCORING_COLUMNS, body.label("body")).where(*where)).all()
     elif is_sqlite(session):
         rows = _sqlite_trigram_candidates(session, where, body, words, limit * 4)
     else:
@@ -136,8 +150,11 @@ def trigram_ranked(
     ranked = sorted(
         (item for item in scored if item[1] >= min_similarity),
         key=lambda item: (-item[1], -item[0]),
-    )
-    return ranked[:limit]
+    )[:limit]
+    if seen is not None:
+        by_id = {r.id: r for r in rows}
+        seen.update((mid, by_id[mid]) for mid, _ in ranked)
+    return ranked
 
 
 def _postgres_trigram_candidates(
@@ -156,7 +173,7 @@ def _postgres_trigram_candidates(
     redundant IN list would mislead the planner's estimate away from the index)."""
     distance = body.op("<->>", return_type=Float)(literal(words, String))
     searches = [
-        select(Memory.id, body.label("body"), distance.label("distance"))
+        select(*SCORING_COLUMNS, body.label("body"), distance.label("distance"))
         .where(Memory.agent_id == scope.agent_id, Memory.user_id == user, *filters)
         .order_by(distance)
         .limit(limit)
@@ -164,7 +181,7 @@ def _postgres_trigram_candidates(
     ]
     nearest = union_all(*searches).subquery("nearest")
     return session.execute(
-        select(nearest.c.id, nearest.c.body)
+        select(*(nearest.c[c.key] for c in SCORING_COLUMNS), nearest.c.body)
         .order_by(nearest.c.distance, nearest.c.id.desc())
         .limit(limit)
     ).all()
@@ -191,7 +208,7 @@ def _sqlite_trigram_candidates(
         .subquery("trgm")
     )
     return session.execute(
-        select(Memory.id, body.label("body"))
+        select(*SCORING_COLUMNS, body.label("body"))
         .join(fts, fts.c.rowid == Memory.id)
         .where(*where)
         .order_by(fts.c.rank)
