@@ -194,17 +194,18 @@ class MemoryClient(ProfileMethods):
         if not query_tokens(query):
             return ""
         key = SessionKey(agent_id, user_id, session_id) if session_id else None
-        vector = None
+        rules, vector = None, None
         if self.settings.embeddings_on:
             # The rules first, outside the writing transaction: a query that gets no
             # block costs no embedding call, and no transaction waits on the model.
             with session_scope(self.settings, readonly=True) as session:
-                if self._block_rules(session, agent_id, query, key) is None:
-                    return ""
+                rules = self._block_rules(session, agent_id, query, key)
+            if rules is None:
+                return ""
             vector = embeddings.embed_query(self.settings, query)
         now = utcnow()
         with session_scope(self.settings) as session:
-            rules = self._block_rules(session, agent_id, query, key)
+            rules = rules or self._block_rules(session, agent_id, query, key)
             if rules is None:
                 return ""
             settings, categories, tiers = rules

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from memoryd.models.tables import Memory, Tier
 from memoryd.settings import Settings
@@ -36,7 +36,18 @@ def decayed(weight: float, weight_at: datetime, now: datetime, half_life: float)
     return float(weight * 0.5 ** (age_days / half_life))
 
 
-def effective_weight(memory: Memory, now: datetime, settings: Settings) -> float:
+class Weighted(Protocol):
+    """A memory row, or any row read with its weight columns (recall reads only those)."""
+
+    @property
+    def weight(self) -> float: ...
+    @property
+    def weight_at(self) -> datetime: ...
+    @property
+    def tier(self) -> str: ...
+
+
+def effective_weight(memory: Weighted, now: datetime, settings: Settings) -> float:
     return decayed(memory.weight, memory.weight_at, now, half_life_days(memory.tier, settings))
 
 

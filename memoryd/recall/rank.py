@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, defer
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.memories.store import readable
-from memoryd.memories.weights import MAX_WEIGHT, decayed, half_life_days
+from memoryd.memories.weights import MAX_WEIGHT, effective_weight
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
@@ -151,10 +151,9 @@ def recall(
         if (terms or nearest) and not fused:
             continue
         age_days = max((now - row.updated_at).total_seconds(), 0) / 86_400
-        strength = decayed(row.weight, row.weight_at, now, half_life_days(row.tier, settings))
         signals = {
             "fused": round(fused / best_possible, 6) if best_possible else 0.0,
-            "strength": min(strength / MAX_WEIGHT * 2, 1.0),
+            "strength": min(effective_weight(row, now, settings) / MAX_WEIGHT * 2, 1.0),
             "recency": 0.5 ** (age_days / settings.recency_half_life_days),
             "confidence": row.confidence,
         }

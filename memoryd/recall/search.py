@@ -146,15 +146,14 @@ def trigram_ranked(
     else:
         rows = _postgres_trigram_candidates(session, scope, filters, body, words, limit * 2)
     # One score on both databases, so a threshold means the same on each.
-    scored = [(r.id, share_of_trigrams(query_grams, r.body)) for r in rows]
+    scored = [(share_of_trigrams(query_grams, r.body), r) for r in rows]
     ranked = sorted(
-        (item for item in scored if item[1] >= min_similarity),
-        key=lambda item: (-item[1], -item[0]),
+        (item for item in scored if item[0] >= min_similarity),
+        key=lambda item: (-item[0], -item[1].id),
     )[:limit]
     if seen is not None:
-        by_id = {r.id: r for r in rows}
-        seen.update((mid, by_id[mid]) for mid, _ in ranked)
-    return ranked
+        seen.update((r.id, r) for _, r in ranked)
+    return [(r.id, share) for share, r in ranked]
 
 
 def _postgres_trigram_candidates(
