@@ -34,22 +34,25 @@ from memoryd.settings import Settings
 USERS = 10_000
 DUE = 10_000
 
-# Rows 0..DUE-1 are due: i % 3 == 0 promote, 1 expire, 2 archive. The rest are long-tier
+# Rows 0..DUE-1 are due: i % 3 == 0 promote (retrieved 3 times), 1 expire, 2 archive (their
+# weight decayed under archive_threshold). The rest are long-tier
 # memories far from archiving, and short-tier ones used less than promote_access_count
 # times whose TTL has not run out.
 LOAD = text("""
 INSERT INTO memories (agent_id, user_id, category, tier, status, name, content, tags,
     confidence, weight, weight_at, archive_due_at, evidence_count, access_count,
-    expires_at, content_hash, source_turn_ids, created_at, updated_at)
+    promotable_at, expires_at, content_hash, source_turn_ids, created_at, updated_at)
 SELECT 'bench', 'u' || (i % :users), 'user',
     CASE WHEN i < :due AND i % 3 IN (0, 1) THEN 'short'
          WHEN i >= :due AND i % 10 < 3 THEN 'short' ELSE 'long' END,
-    'active', 'fact ' || i, 'The user mentioned fact number ' || i, '[]', 0.9, 1.0,
+    'active', 'fact ' || i, 'The user mentioned fact number ' || i, '[]', 0.9,
+    CASE WHEN i < :due AND i % 3 = 2 THEN 0.01 ELSE 1.0 END,
     :now - interval '1 day',
     CASE WHEN i < :due AND i % 3 = 2 THEN :now - interval '1 hour'
          WHEN i < :due OR i % 10 < 3 THEN NULL ELSE :now + interval '200 days' END,
     1,
     CASE WHEN i < :due AND i % 3 = 0 THEN 3 ELSE i % 3 END,
+    CASE WHEN i < :due AND i % 3 = 0 THEN :now - interval '1 hour' END,
     CASE WHEN i < :due AND i % 3 = 1 THEN :now - interval '1 hour'
          WHEN i < :due AND i % 3 = 0 THEN :now + interval '5 days'
          WHEN i >= :due AND i % 10 < 3 THEN :now + interval '5 days' ELSE NULL END,

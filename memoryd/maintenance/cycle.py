@@ -10,7 +10,7 @@ on SQLite writers are serialised by the database lock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -69,7 +69,8 @@ def _record(
 
 
 def promote_due(session: Session, settings: Settings, now: datetime, limit: int = CHUNK) -> int:
-    """Short-tier memories retrieved `promote_access_count` times move to the long tier."""
+    """Short-tier memories retrieved `promote_access_count` times move to the long tier.
+    The retrieval that reaches the count sets promotable_at, which this reads by index."""
     due = session.execute(
         _lock_due(
             session,
@@ -84,9 +85,10 @@ def promote_due(session: Session, settings: Settings, now: datetime, limit: int 
             .where(
                 Memory.tier == Tier.SHORT,
                 Memory.status == MemoryStatus.ACTIVE,
+                Memory.promotable_at.is_not(None),
                 Memory.access_count >= settings.promote_access_count,
             )
-            .order_by(Memory.id)
+            .order_by(Memory.promotable_at, Memory.id)
             .limit(limit),
         )
     ).all()
@@ -118,16 +120,15 @@ def promote_due(session: Session, settings: Settings, now: datetime, limit: int 
     return len(due)
 
 
-def _retire_due(
+def _retire(
     session: Session,
-    due: Select[Any],
+    ids: Sequence[int],
     status: MemoryStatus,
     kind: EventKind,
     now: datetime,
     extra: dict[str, Any],
     detail: dict[str, Any],
 ) -> int:
-    ids = session.scalars(_lock_due(session, due)).all()
     if not ids:
         return 0
     rows = session.execute(
@@ -152,45 +153,80 @@ def expire_due(session: Session, settings: Settings, now: datetime, limit: int =
         .order_by(Memory.expires_at)
         .limit(limit)
     )
-    return _retire_due(
-        session, due, MemoryStatus.EXPIRED, EventKind.EXPIRED, now, {}, {"reason": "ttl"}
+    ids = session.scalars(_lock_due(session, due)).all()
+    return _retire(
+        session, ids, MemoryStatus.EXPIRED, EventKind.EXPIRED, now, {}, {"reason": "ttl"}
     )
 
 
 def archive_decayed(session: Session, settings: Settings, now: datetime, limit: int = CHUNK) -> int:
     """Long-tier memories whose decayed weight fell under `archive_threshold` are archived
-    (restorable, still exported)."""
-    due = (
-        select(Memory.id)
-        .where(
-            Memory.tier == Tier.LONG,
-            Memory.status == MemoryStatus.ACTIVE,
-            Memory.archive_due_at <= now,
+    (restorable, still exported). Returns how many."""
+    return _archive_chunk(session, settings, now, limit)[0]
+
+
+def _archive_chunk(
+    session: Session, settings: Settings, now: datetime, limit: int
+) -> tuple[int, int]:
+    """(archived, rows read). archive_due_at is a lower bound (recall's reinforcement
+    postpones the moment without writing it): a due row is archived only if its weight
+    says so, and otherwise gets its true due time, so it is read once more at most."""
+    due = session.execute(
+        _lock_due(
+            session,
+            select(Memory.id, Memory.weight, Memory.weight_at)
+            .where(
+                Memory.tier == Tier.LONG,
+                Memory.status == MemoryStatus.ACTIVE,
+                Memory.archive_due_at <= now,
+            )
+            .order_by(Memory.archive_due_at, Memory.id)
+            .limit(limit),
         )
-        .order_by(Memory.archive_due_at)
-        .limit(limit)
-    )
-    return _retire_due(
+    ).all()
+    postponed, decayed_ids = [], []
+    for r in due:
+        at = archive_due(r.weight, r.weight_at, Tier.LONG, settings)
+        if at is not None and at > now:
+            postponed.append({"id": r.id, "archive_due_at": at})
+        else:
+            decayed_ids.append(r.id)
+    if postponed:
+        session.execute(update(Memory), postponed)
+    archived = _retire(
         session,
-        due,
+        decayed_ids,
         MemoryStatus.ARCHIVED,
         EventKind.ARCHIVED,
         now,
         {"archived_at": now},
         {"reason": "weight below archive_threshold"},
     )
+    return archived, len(due)
 
 
 Step = Callable[[Session, Settings, datetime, int], int]
+# (rows counted, rows read): a run goes on while a chunk reads all it may.
+ChunkStep = Callable[[Session, Settings, datetime, int], tuple[int, int]]
 
 
-def _run_step(settings: Settings, step: Step, now: datetime, chunk: int) -> int:
+def _counted(step: Step) -> ChunkStep:
+    def chunk_step(
+        session: Session, settings: Settings, now: datetime, limit: int
+    ) -> tuple[int, int]:
+        changed = step(session, settings, now, limit)
+        return changed, changed
+
+    return chunk_step
+
+
+def _run_step(settings: Settings, step: ChunkStep, now: datetime, chunk: int) -> int:
     total = 0
     for _ in range(MAX_CHUNKS_PER_RUN):
         with session_scope(settings) as session:
-            changed = step(session, settings, now, chunk)
-        total += changed
-        if changed < chunk:
+            counted, read = step(session, settings, now, chunk)
+        total += counted
+        if read < chunk:
             break
     return total
 
@@ -200,9 +236,9 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
     if its TTL ran out in the same interval."""
     now = now or utcnow()
     counts = CycleCounts(
-        promoted=_run_step(settings, promote_due, now, chunk),
-        expired=_run_step(settings, expire_due, now, chunk),
-        archived=_run_step(settings, archive_decayed, now, chunk),
+        promoted=_run_step(settings, _counted(promote_due), now, chunk),
+        expired=_run_step(settings, _counted(expire_due), now, chunk),
+        archived=_run_step(settings, _archive_chunk, now, chunk),
     )
     log.info("maintenance cycle: %s", counts.as_dict())
     return counts

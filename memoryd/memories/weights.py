@@ -2,13 +2,15 @@
 
     effective_weight(now) = weight * 0.5 ** (days(now - weight_at) / half_life(tier))
 
-Decay is lazy: nothing rewrites rows as time passes. Every write of a weight goes
-through `set_weight`, which stores the decayed value, moves `weight_at` to now and
-derives `archive_due_at`, the moment the curve crosses `archive_threshold`:
+Decay is lazy: nothing rewrites rows as time passes. `set_weight` stores the decayed
+value, moves `weight_at` to now and derives `archive_due_at`, the moment the curve
+crosses `archive_threshold`:
 
     archive_due_at = weight_at + half_life * log2(weight / archive_threshold)
 
 so the archive sweep reads only rows whose due time has passed (an index range scan).
+Recall's reinforcement (`reinforced`) only adds weight, which postpones that moment; it
+leaves archive_due_at as a lower bound, and the sweep re-derives it before archiving.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ INITIAL_WEIGHT = 1.0
 SECONDS_PER_DAY = 86_400.0
 # Far enough never to be due, small enough for every database's datetime range.
 NEVER_DAYS = 365 * 1000
+TTL_STEP = timedelta(hours=1)
 
 
 def half_life_days(tier: str, settings: Settings) -> float:
@@ -81,14 +84,11 @@ def reinforced(
     settings: Settings,
 ) -> dict[str, Any]:
     """The weight columns after adding `amount` to the decayed weight, re-anchored at
-    `now`: for set-based updates of rows read under a lock (recall's usage feedback)."""
+    `now`: for set-based updates of rows read under a lock (recall's usage feedback).
+    archive_due_at is left as it is: a positive amount only postpones the moment the
+    weight decays to archive_threshold, and the archive sweep re-derives it."""
     value = decayed(weight, weight_at, now, half_life_days(tier, settings)) + amount
-    value = min(max(value, 0.0), MAX_WEIGHT)
-    return {
-        "weight": value,
-        "weight_at": now,
-        "archive_due_at": archive_due(value, now, tier, settings),
-    }
+    return {"weight": min(max(value, 0.0), MAX_WEIGHT), "weight_at": now}
 
 
 def reinforce(memory: Memory, amount: float, now: datetime, settings: Settings) -> None:
@@ -99,10 +99,15 @@ def reinforce(memory: Memory, amount: float, now: datetime, settings: Settings) 
 def restarted_ttl(
     tier: str, expires_at: datetime | None, now: datetime, settings: Settings
 ) -> datetime | None:
-    """A short-tier memory's TTL restarts on every access ("not accessed since")."""
+    """A short-tier memory's TTL restarts on every access ("not accessed since"),
+    rounded up to the whole hour: the recalls of one hour then leave the indexed
+    expires_at as it is, and a memory never expires sooner than its TTL after use."""
     if tier != Tier.SHORT or expires_at is None:
         return expires_at
-    return max(expires_at, now + timedelta(days=settings.short_ttl_days))
+    restarted = now + timedelta(days=settings.short_ttl_days)
+    if restarted != restarted.replace(minute=0, second=0, microsecond=0):
+        restarted = restarted.replace(minute=0, second=0, microsecond=0) + TTL_STEP
+    return max(expires_at, restarted)
 
 
 def reinforce_observed(memory: Memory, now: datetime, settings: Settings) -> None:

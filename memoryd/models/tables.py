@@ -207,7 +207,9 @@ class Memory(Base):
         ),
         Index("ix_memories_scope_hash", "agent_id", "user_id", "content_hash"),
         # Maintenance sweeps read only the rows that are due, through small partial
-        # indexes, so a cycle costs what changes, not the size of the store.
+        # indexes, so a cycle costs what changes, not the size of the store. None of
+        # them holds a column that a retrieval changes, so recall's reinforcement
+        # rewrites the row in place (HOT) instead of adding to every index.
         Index(
             "ix_memories_archive_due",
             "archive_due_at",
@@ -222,9 +224,21 @@ class Memory(Base):
         ),
         Index(
             "ix_memories_promotion_due",
-            "access_count",
-            postgresql_where=text("tier = 'short' AND status = 'active'"),
-            sqlite_where=text("tier = 'short' AND status = 'active'"),
+            "promotable_at",
+            postgresql_where=text(
+                "tier = 'short' AND status = 'active' AND promotable_at IS NOT NULL"
+            ),
+            sqlite_where=text("tier = 'short' AND status = 'active' AND promotable_at IS NOT NULL"),
+        ),
+        # The embedding cache's stamp (count and id sum of a scope's embedded memories)
+        # as an index-only scan, not a read of every row.
+        Index(
+            "ix_memories_scope_vectors",
+            "agent_id",
+            "user_id",
+            "id",
+            postgresql_where=text("status = 'active' AND vector IS NOT NULL"),
+            sqlite_where=text("status = 'active' AND vector IS NOT NULL"),
         ),
     )
 
@@ -241,12 +255,17 @@ class Memory(Base):
     confidence: Mapped[float] = mapped_column(Float)
     weight: Mapped[float] = mapped_column(Float, default=1.0)
     weight_at: Mapped[datetime]
-    # When the decayed weight of a long-tier memory reaches archive_threshold; derived
-    # from weight/weight_at by weights.set_weight, never written anywhere else.
+    # Never later than the moment the decayed weight of a long-tier memory reaches
+    # archive_threshold: set_weight derives it exactly, recall's reinforcement only
+    # postpones that moment and leaves the column be, and the archive sweep re-derives
+    # it before archiving (maintenance/cycle.py).
     archive_due_at: Mapped[datetime | None]
     evidence_count: Mapped[int] = mapped_column(Integer, default=1)
     access_count: Mapped[int] = mapped_column(Integer, default=0)
     last_accessed_at: Mapped[datetime | None]
+    # When a short-tier memory's retrievals reached promote_access_count: the promotion
+    # sweep's index, written once, where access_count would change on every recall.
+    promotable_at: Mapped[datetime | None]
     expires_at: Mapped[datetime | None]
     content_hash: Mapped[str] = mapped_column(String(64))
     # Index terms of name + content (text.search_text); database triggers copy them into

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import reinforced, restarted_ttl
 from memoryd.models.db import is_sqlite
-from memoryd.models.tables import Memory, MemoryUsage
+from memoryd.models.tables import Memory, MemoryUsage, Tier
 from memoryd.recall.rank import Hit
 from memoryd.settings import Settings
 from memoryd.text import search_tokens
@@ -37,8 +37,9 @@ def log_retrieval(
         # wait for a WAL flush (the tail of its latency on a busy disk).
         session.execute(text("SET LOCAL synchronous_commit = off"))
     record_access(session, settings, [h.id for h in hits], now)
-    session.execute(
-        insert(MemoryUsage),
+    # Core, not the ORM's bulk insert: nothing here needs identities back.
+    session.connection().execute(
+        insert(cast(Table, MemoryUsage.__table__)),
         [
             {
                 "memory_id": hit.id,
@@ -73,11 +74,23 @@ def _reinforce(
     """Reinforce memories atomically. Their rows are locked in id order (so concurrent
     recalls queue instead of deadlocking) and re-read, and every new value is computed
     from what was read under the lock: an access, a concurrent recall's increment or a
-    promotion's tier change is never lost or overwritten. One statement each way."""
-    fresh = session.execute(
+    promotion's tier change is never lost or overwritten. One statement each way.
+
+    Only unindexed columns change, except expires_at once an hour and promotable_at
+    once in a memory's life, so the row is rewritten in place (see tables.Memory)."""
+    connection = session.connection()
+    fresh = connection.execute(
         lock_rows(
             session,
-            select(Memory.id, Memory.tier, Memory.weight, Memory.weight_at, Memory.expires_at)
+            select(
+                Memory.id,
+                Memory.tier,
+                Memory.weight,
+                Memory.weight_at,
+                Memory.expires_at,
+                Memory.access_count,
+                Memory.promotable_at,
+            )
             .where(Memory.id.in_(sorted(set(ids))))
             .order_by(Memory.id),
         )
@@ -85,20 +98,17 @@ def _reinforce(
     if not fresh:
         return
     table = cast(Table, Memory.__table__)
-    columns = ["weight", "weight_at", "archive_due_at"]
+    columns = ["weight", "weight_at"]
     if retrieved:
-        columns += ["last_accessed_at", "expires_at"]
+        columns += ["last_accessed_at", "expires_at", "access_count", "promotable_at"]
     # Typed parameters, so UTC datetimes are stored as every other write stores them.
     values: dict[str, Any] = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in columns}
-    if retrieved:
-        values["access_count"] = table.c.access_count + 1
-    session.execute(
+    connection.execute(
         update(table).where(table.c.id == bindparam("b_id")).values(values),
         [
             {
                 "b_id": row.id,
-                "b_last_accessed_at": now,
-                "b_expires_at": restarted_ttl(row.tier, row.expires_at, now, settings),
+                **{f"b_{k}": v for k, v in _retrieved(settings, row, now).items() if retrieved},
                 **{
                     f"b_{k}": v
                     for k, v in reinforced(
@@ -109,6 +119,18 @@ def _reinforce(
             for row in fresh
         ],
     )
+
+
+def _retrieved(settings: Settings, row: Any, now: datetime) -> dict[str, Any]:
+    """The access columns after one more retrieval of a row read under its lock."""
+    count = row.access_count + 1
+    reaches_promotion = row.tier == Tier.SHORT and count >= settings.promote_access_count
+    return {
+        "last_accessed_at": now,
+        "expires_at": restarted_ttl(row.tier, row.expires_at, now, settings),
+        "access_count": count,
+        "promotable_at": row.promotable_at or (now if reaches_promotion else None),
+    }
 
 
 def _terms(text: str) -> set[str]:

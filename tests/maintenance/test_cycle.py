@@ -77,11 +77,41 @@ def test_reinforcement_postpones_archiving(settings: Settings, db: Session) -> N
         start = utcnow()
     first_due = memory.archive_due_at
     assert first_due is not None
-    record_access(db, settings, [memory.id], start + timedelta(days=100))
+    used = start + timedelta(days=100)
+    record_access(db, settings, [memory.id], used)
     db.commit()
-    memory = reload(db, memory)
-    assert memory.archive_due_at is not None and memory.archive_due_at > first_due
+    assert reload(db, memory).archive_due_at == first_due  # recall leaves it as a lower bound
+
     assert run_cycle(settings, first_due).archived == 0
+    rescheduled = reload(db, memory)
+    assert rescheduled.status == MemoryStatus.ACTIVE
+    assert rescheduled.archive_due_at is not None and rescheduled.archive_due_at > first_due
+    true_due = rescheduled.archive_due_at
+    assert effective_weight(rescheduled, true_due, settings) == pytest.approx(
+        settings.archive_threshold
+    )
+    assert run_cycle(settings, true_due - timedelta(seconds=1)).archived == 0
+    assert run_cycle(settings, true_due).archived == 1
+    assert events(db, memory) == [EventKind.CREATED, EventKind.ARCHIVED]
+
+
+def test_a_sweep_reads_on_past_a_chunk_of_postponed_memories(
+    settings: Settings, db: Session
+) -> None:
+    """Recalled memories come due in the index before they decay: a chunk that only
+    reschedules them does not end the run before the decayed ones behind it."""
+    with freeze_time(START):
+        used = [make_memory(db, settings, f"Used fact {i}") for i in range(3)]
+        stale = make_memory(db, settings, "Forgotten fact")
+        start = utcnow()
+    db.commit()
+    record_access(db, settings, [m.id for m in used], start + timedelta(days=100))
+    db.commit()
+    due = reload(db, stale).archive_due_at
+    assert due is not None
+    assert run_cycle(settings, due, chunk=2).archived == 1
+    assert reload(db, stale).status == MemoryStatus.ARCHIVED
+    assert {reload(db, m).status for m in used} == {MemoryStatus.ACTIVE}
 
 
 def test_promotion_at_exactly_the_access_threshold(settings: Settings, db: Session) -> None:
@@ -117,6 +147,26 @@ def test_ttl_expiry_boundaries_and_access_restarts_the_ttl(settings: Settings, d
     db.commit()
     assert run_cycle(settings, start + timedelta(days=8)).expired == 0
     assert run_cycle(settings, start + timedelta(days=13)).expired == 1
+
+
+def test_the_ttl_restarts_in_whole_hours_never_short_of_the_ttl(
+    settings: Settings, db: Session
+) -> None:
+    with freeze_time(START):
+        memory = make_memory(db, settings, "Reading Dune", confidence=0.7)
+        db.commit()
+        start = utcnow()
+    ttl = timedelta(days=settings.short_ttl_days)
+    first = start + timedelta(days=2, minutes=10)
+    record_access(db, settings, [memory.id], first)
+    db.commit()
+    expires = reload(db, memory).expires_at
+    assert expires == start + timedelta(days=2, hours=1) + ttl
+    record_access(db, settings, [memory.id], first + timedelta(minutes=40))
+    db.commit()
+    assert reload(db, memory).expires_at == expires  # the same hour: the row keeps it
+    assert run_cycle(settings, first + ttl).expired == 0
+    assert run_cycle(settings, expires).expired == 1
 
 
 def test_restore_brings_it_back_with_its_history(settings: Settings, db: Session) -> None:
