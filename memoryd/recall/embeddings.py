@@ -15,7 +15,10 @@ import importlib.util
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,6 +33,7 @@ from memoryd.memories.store import readable
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
+from memoryd.recall import search
 from memoryd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -38,6 +42,7 @@ Vectors = NDArray[np.float32]
 FILL_CHUNK = 64
 MAX_INPUT_CHARS = 4000
 SCOPE_CACHE_ROWS = 200_000  # vectors kept across scopes (~300 MB at 384 dimensions)
+STAMP_RECHECK_SECONDS = 10.0  # a large scope's cache stamp is read at most this often
 
 
 class Embedder(Protocol):
@@ -174,29 +179,49 @@ def embed_query(settings: Settings, query: str) -> Vectors | None:
 
 class _ScopeCache:
     """Each scope's (ids, unit vectors), valid while the scope's set of embedded active
-    memories is unchanged (count and id sum, read with one indexed query)."""
+    memories is unchanged (count and id sum, read with one indexed query). A scope
+    larger than search.SCAN_LIMIT is re-checked every STAMP_RECHECK_SECONDS, not on
+    every query: a memory embedded meanwhile joins the nearest list a little later (the
+    keyword and trigram lists find it at once), and one retired meanwhile is dropped by
+    ranking, which reads every candidate through the active filter."""
 
     def __init__(self) -> None:
-        self.items: OrderedDict[tuple[str, ...], tuple[tuple[int, int], Any, Vectors]] = (
-            OrderedDict()
-        )
+        self.items: OrderedDict[Hashable, _ScopeEntry] = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, key: tuple[str, ...], stamp: tuple[int, int]) -> tuple[Any, Vectors] | None:
+    def recent(self, key: Hashable, now: float) -> tuple[Any, Vectors] | None:
         with self.lock:
             entry = self.items.get(key)
-            if entry is None or entry[0] != stamp:
+            if entry is None or len(entry.ids) <= search.SCAN_LIMIT:
                 return None
-            self.items.move_to_end(key)
-            return entry[1], entry[2]
+            if now - entry.checked_at >= STAMP_RECHECK_SECONDS:
+                return None
+            return entry.ids, entry.matrix
 
-    def put(self, key: tuple[str, ...], stamp: tuple[int, int], ids: Any, m: Vectors) -> None:
+    def get(self, key: Hashable, stamp: tuple[int, int], now: float) -> tuple[Any, Vectors] | None:
         with self.lock:
-            self.items[key] = (stamp, ids, m)
-            while sum(len(e[1]) for e in self.items.values()) > SCOPE_CACHE_ROWS:
+            entry = self.items.get(key)
+            if entry is None or entry.stamp != stamp:
+                return None
+            entry.checked_at = now
+            self.items.move_to_end(key)
+            return entry.ids, entry.matrix
+
+    def put(self, key: Hashable, entry: _ScopeEntry) -> None:
+        with self.lock:
+            self.items[key] = entry
+            while sum(len(e.ids) for e in self.items.values()) > SCOPE_CACHE_ROWS:
                 if len(self.items) == 1:
                     break
                 self.items.popitem(last=False)
+
+
+@dataclass
+class _ScopeEntry:
+    stamp: tuple[int, int]
+    ids: NDArray[np.int64]
+    matrix: Vectors
+    checked_at: float
 
 
 _scopes = _ScopeCache()
@@ -206,13 +231,17 @@ def scope_vectors(
     session: Session, settings: Settings, scope: Scope
 ) -> tuple[NDArray[np.int64], Vectors]:
     """Ids and vectors of the scope's embedded active memories (its own and shared)."""
+    key = (settings.resolved_database_url, scope.agent_id, scope.user_id)
+    now = time.monotonic()
+    cached = _scopes.recent(key, now)
+    if cached is not None:
+        return cached
     where = [readable(scope), Memory.status == MemoryStatus.ACTIVE, Memory.vector.is_not(None)]
     count, id_sum = session.execute(
         select(func.count(), func.coalesce(func.sum(Memory.id), 0)).where(*where)
     ).one()
     stamp = (int(count), int(id_sum))
-    key = (settings.resolved_database_url, scope.agent_id, scope.user_id)
-    cached = _scopes.get(key, stamp)
+    cached = _scopes.get(key, stamp, now)
     if cached is not None:
         return cached
     rows = session.execute(select(Memory.id, Memory.vector).where(*where)).all()
@@ -226,7 +255,7 @@ def scope_vectors(
         if rows
         else np.zeros((0, 0), dtype=np.float32)
     )
-    _scopes.put(key, stamp, ids, matrix)
+    _scopes.put(key, _ScopeEntry(stamp, ids, matrix, now))
     return ids, matrix
 
 

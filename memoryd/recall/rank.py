@@ -34,7 +34,7 @@ from memoryd.recall.search import (
 from memoryd.settings import Settings
 from memoryd.text import query_tokens
 
-EMBEDDING_POOL = 200  # nearest vectors read before category/tier filters apply
+EMBEDDING_POOL = 200  # nearest vectors read when category/tier filters apply
 UNUSED_COLUMNS = (defer(Memory.vector), defer(Memory.search_text))  # large, not in a Hit
 
 
@@ -94,7 +94,14 @@ def recall(
     scope = Scope(agent_id, user_id)
     where = _filters(agent_id, user_id, categories, tiers)
     terms = query_tokens(query)
-    stats = scope_stats(session, where)
+    stats_key = (
+        settings.resolved_database_url,
+        agent_id,
+        user_id,
+        tuple(categories or ()),
+        tuple(tiers or ()),
+    )
+    stats = scope_stats(session, where, key=stats_key)
     seen: dict[int, Any] = {}  # candidates' SCORING_COLUMNS, read by the lists' queries
     keyword = bm25_ranked(session, scope, where, terms, stats, seen=seen)
     trigram = trigram_ranked(
@@ -107,7 +114,15 @@ def recall(
         seen=seen,
     )
     nearest = (
-        closest(session, settings, scope, query_vector, EMBEDDING_POOL)
+        # The vectors are the scope's active memories: with no other filter the list's
+        # own length is enough; with one, a deeper pool leaves that many after it.
+        closest(
+            session,
+            settings,
+            scope,
+            query_vector,
+            EMBEDDING_POOL if categories or tiers else LIST_LIMIT,
+        )
         if query_vector is not None
         else []
     )

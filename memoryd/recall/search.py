@@ -15,8 +15,10 @@ User text never reaches a query syntax raw: terms are letters and digits only
 from __future__ import annotations
 
 import math
+import threading
+import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,17 +59,44 @@ SCORING_COLUMNS = (
 )
 
 
+# A scope larger than SCAN_LIMIT reuses its BM25 statistics for this long: counting
+# thousands of rows per query costs more than the ranking it informs, and a few seconds
+# of new or retired memories move a large scope's IDF and average length by a hair.
+STATS_REUSE_SECONDS = 30.0
+_STATS_MEMO_SIZE = 10_000
+
+
 @dataclass(frozen=True)
 class ScopeStats:
     docs: int  # active memories the query may return
     total_length: int  # their terms, all together
 
 
-def scope_stats(session: Session, where: list[ColumnElement[bool]]) -> ScopeStats:
+_recent_stats: dict[Hashable, tuple[float, ScopeStats]] = {}
+_stats_lock = threading.Lock()
+
+
+def scope_stats(
+    session: Session, where: list[ColumnElement[bool]], key: Hashable | None = None
+) -> ScopeStats:
+    """Count and total length of the memories `where` selects. With a `key` naming the
+    database, scope and filters, a large scope's figures are reused for a while."""
+    now = time.monotonic()
+    if key is not None:
+        with _stats_lock:
+            recent = _recent_stats.get(key)
+        if recent is not None and now - recent[0] < STATS_REUSE_SECONDS:
+            return recent[1]
     docs, total_length = session.execute(
         select(func.count(), func.coalesce(func.sum(Memory.search_length), 0)).where(*where)
     ).one()
-    return ScopeStats(int(docs), int(total_length))
+    stats = ScopeStats(int(docs), int(total_length))
+    if key is not None and stats.docs > SCAN_LIMIT:
+        with _stats_lock:
+            if len(_recent_stats) >= _STATS_MEMO_SIZE:
+                _recent_stats.clear()
+            _recent_stats[key] = (now, stats)
+    return stats
 
 
 def bm25_ranked(
@@ -144,7 +173,7 @@ def trigram_ranked(
     elif is_sqlite(session):
         rows = _sqlite_trigram_candidates(session, where, body, words, limit * 4)
     else:
-        rows = _postgres_trigram_candidates(session, scope, filters, body, words, limit * 2)
+        rows = _postgres_trigram_candidates(session, scope, filters, body, words, limit)
     # One score on both databases, so a threshold means the same on each.
     scored = [(share_of_trigrams(query_grams, r.body), r) for r in rows]
     ranked = sorted(

@@ -142,3 +142,21 @@ def test_every_memory_of_the_scope_is_a_candidate(
     hits = MemoryClient(settings, dispatch=False).recall("vegetar", "bot", "ann")
     assert [h.id for h in hits][:1] == [old.id]  # no whole word in common
     assert hits[0].parts.similarity > 0
+
+
+def test_a_large_scope_reuses_its_statistics_yet_finds_a_new_memory_at_once(
+    settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above SCAN_LIMIT the BM25 statistics are reused for a while; the postings are
+    not, so a memory saved a moment ago is found by the next recall."""
+    monkeypatch.setattr(search, "SCAN_LIMIT", 50)
+    for i in range(60):
+        make_memory(db, settings, f"Note {i}: the weekly report number {i} was sent")
+    db.commit()
+    client = MemoryClient(settings, dispatch=False)
+    assert client.recall("violin", "bot", "ann") == []
+    stats = search.scope_stats(db, _filters("bot", "ann", None, None))
+    assert stats.docs == 60
+    new = client.remember("bot", "ann", "Has a daughter who plays the violin")
+    hits = client.recall("violin", "bot", "ann")
+    assert [h.id for h in hits] == [new.id]
