@@ -28,7 +28,7 @@ from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
     bm25_ranked,
-    scope_stats,
+    read_scope,
     trigram_ranked,
 )
 from memoryd.settings import Settings
@@ -101,9 +101,10 @@ def recall(
         tuple(categories or ()),
         tuple(tiers or ()),
     )
-    stats = scope_stats(session, where, key=stats_key)
-    seen: dict[int, Any] = {}  # candidates' SCORING_COLUMNS, read by the lists' queries
-    keyword = bm25_ranked(session, scope, where, terms, stats, seen=seen)
+    stats, scope_rows = read_scope(session, where, stats_key)
+    # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
+    seen: dict[int, Any] = {row.id: row for row in scope_rows or ()}
+    keyword = bm25_ranked(session, scope, where, terms, stats, seen=None if scope_rows else seen)
     trigram = trigram_ranked(
         session,
         scope,
@@ -112,6 +113,7 @@ def recall(
         settings.recall_min_similarity,
         stats,
         seen=seen,
+        scope_rows=scope_rows,
     )
     nearest = (
         # The vectors are the scope's active memories: with no other filter the list's

@@ -66,6 +66,10 @@ STATS_REUSE_SECONDS = 30.0
 _STATS_MEMO_SIZE = 10_000
 
 
+# Written out as the trigram index's expression, so PostgreSQL can match the two.
+BODY = literal_column("(memories.name || ' ' || memories.content)", String)
+
+
 @dataclass(frozen=True)
 class ScopeStats:
     docs: int  # active memories the query may return
@@ -99,6 +103,27 @@ def scope_stats(
     return stats
 
 
+def read_scope(
+    session: Session, where: list[ColumnElement[bool]], key: Hashable
+) -> tuple[ScopeStats, Sequence[Any] | None]:
+    """The statistics of the memories `where` selects, and, when they are at most
+    SCAN_LIMIT, the memories themselves (SCORING_COLUMNS and body): one read then
+    serves BM25's statistics, trigram scoring and re-scoring. A scope known to be
+    large goes straight to its (reused) statistics."""
+    with _stats_lock:
+        recent = _recent_stats.get(key)
+    if recent is not None and time.monotonic() - recent[0] < STATS_REUSE_SECONDS:
+        return recent[1], None
+    rows = session.execute(
+        select(*SCORING_COLUMNS, Memory.search_length, BODY.label("body"))
+        .where(*where)
+        .limit(SCAN_LIMIT + 1)
+    ).all()
+    if len(rows) <= SCAN_LIMIT:
+        return ScopeStats(len(rows), sum(r.search_length for r in rows)), rows
+    return scope_stats(session, where, key), None
+
+
 def bm25_ranked(
     session: Session,
     scope: Scope,
@@ -109,11 +134,13 @@ def bm25_ranked(
     seen: dict[int, Any] | None = None,
 ) -> list[tuple[int, float]]:
     """(memory id, BM25 score) of the memories holding any term, best first. `seen`
-    collects each matched memory's SCORING_COLUMNS."""
+    collects each matched memory's SCORING_COLUMNS; without it, postings carry only
+    what the formula needs."""
     if not terms or not stats.docs:
         return []
+    columns = SCORING_COLUMNS if seen is not None else (Memory.id,)
     postings = session.execute(
-        select(MemoryTerm.term, MemoryTerm.tf, Memory.search_length, *SCORING_COLUMNS)
+        select(MemoryTerm.term, MemoryTerm.tf, Memory.search_length, *columns)
         .join(Memory, Memory.id == MemoryTerm.memory_id)
         .where(
             MemoryTerm.agent_id == scope.agent_id,
@@ -155,25 +182,28 @@ def trigram_ranked(
     stats: ScopeStats,
     limit: int = LIST_LIMIT,
     seen: dict[int, Any] | None = None,
+    scope_rows: Sequence[Any] | None = None,
 ) -> list[tuple[int, float]]:
     """(memory id, similarity) of the scope's memories that pass `filters` and whose
     words resemble the query's content words (partial words, typos, unsegmented
-    scripts), best first. `seen` collects each candidate's SCORING_COLUMNS."""
+    scripts), best first. `seen` collects each candidate's SCORING_COLUMNS;
+    `scope_rows` are a small scope's memories when read_scope already has them."""
     words = content_words(query[:1000])
     if not words or not stats.docs:
         return []
     where = [readable(scope), *filters]
-    # Written out as the trigram index's expression, so PostgreSQL can match the two.
-    body = literal_column("(memories.name || ' ' || memories.content)", String)
     query_grams = word_trigrams(words)
-    if stats.docs <= SCAN_LIMIT:
+    rows: Sequence[Any]
+    if scope_rows is not None:
+        rows = scope_rows
+    elif stats.docs <= SCAN_LIMIT:
         # A small scope is scored row by row, the same way on both databases: cheaper
         # than an index search, and exact.
-        rows = session.execute(select(*SCORING_COLUMNS, body.label("body")).where(*where)).all()
+        rows = session.execute(select(*SCORING_COLUMNS, BODY.label("body")).where(*where)).all()
     elif is_sqlite(session):
-        rows = _sqlite_trigram_candidates(session, where, body, words, limit * 4)
+        rows = _sqlite_trigram_candidates(session, where, BODY, words, limit * 4)
     else:
-        rows = _postgres_trigram_candidates(session, scope, filters, body, words, limit)
+        rows = _postgres_trigram_candidates(session, scope, filters, BODY, words, limit)
     # One score on both databases, so a threshold means the same on each.
     scored = [(share_of_trigrams(query_grams, r.body), r) for r in rows]
     ranked = sorted(
