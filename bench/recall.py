@@ -275,6 +275,8 @@ def main() -> None:
             semantic = MemoryClient(local[0].model_copy(update={"database_url": url}))
             for query in QUERIES:  # the query vectors are cached: what remains is recall
                 semantic.recall(query, "heavy", "u0")
+            for user in range(args.heavy_users):  # each scope's vectors loaded, as in service
+                semantic.recall(QUERIES[0], "heavy", f"u{user}")
             local_ms = heavy(semantic.recall, args.queries, seed=6)
         with get_engine(client.settings).begin() as conn:
             conn.execute(text("DROP INDEX ix_memories_scope_status"))

@@ -42,7 +42,7 @@ Vectors = NDArray[np.float32]
 FILL_CHUNK = 64
 MAX_INPUT_CHARS = 4000
 SCOPE_CACHE_ROWS = 200_000  # vectors kept across scopes (~300 MB at 384 dimensions)
-STAMP_RECHECK_SECONDS = 10.0  # a large scope's cache stamp is read at most this often
+STAMP_RECHECK_SECONDS = 30.0  # a large scope's cache stamp is read at most this often
 
 
 class Embedder(Protocol):
