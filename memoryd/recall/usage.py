@@ -46,7 +46,7 @@ def log_retrieval(
                 "agent_id": hit.agent_id,
                 "user_id": hit.user_id,
                 "session_id": session_id,
-                "query": query[:2000],
+                "query": query[:2000].replace("\x00", ""),  # PostgreSQL text holds no NUL
                 "score": hit.score,
                 "referenced": False,
                 "created_at": now,
@@ -97,26 +97,19 @@ def _reinforce(
     ).all()
     if not fresh:
         return
+    changes = [
+        reinforced(row.tier, row.weight, row.weight_at, amount, now, settings)
+        | (_retrieved(settings, row, now) if retrieved else {})
+        for row in fresh
+    ]
     table = cast(Table, Memory.__table__)
-    columns = ["weight", "weight_at"]
-    if retrieved:
-        columns += ["last_accessed_at", "expires_at", "access_count", "promotable_at"]
     # Typed parameters, so UTC datetimes are stored as every other write stores them.
-    values: dict[str, Any] = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in columns}
+    values = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in changes[0]}
     connection.execute(
         update(table).where(table.c.id == bindparam("b_id")).values(values),
         [
-            {
-                "b_id": row.id,
-                **{f"b_{k}": v for k, v in _retrieved(settings, row, now).items() if retrieved},
-                **{
-                    f"b_{k}": v
-                    for k, v in reinforced(
-                        row.tier, row.weight, row.weight_at, amount, now, settings
-                    ).items()
-                },
-            }
-            for row in fresh
+            {"b_id": row.id, **{f"b_{c}": v for c, v in change.items()}}
+            for row, change in zip(fresh, changes, strict=True)
         ],
     )
 
