@@ -105,9 +105,8 @@ def restarted_ttl(
     if tier != Tier.SHORT or expires_at is None:
         return expires_at
     restarted = now + timedelta(days=settings.short_ttl_days)
-    if restarted != restarted.replace(minute=0, second=0, microsecond=0):
-        restarted = restarted.replace(minute=0, second=0, microsecond=0) + TTL_STEP
-    return max(expires_at, restarted)
+    hour = restarted.replace(minute=0, second=0, microsecond=0)
+    return max(expires_at, hour if hour == restarted else hour + TTL_STEP)
 
 
 def reinforce_observed(memory: Memory, now: datetime, settings: Settings) -> None:

@@ -80,27 +80,11 @@ _recent_stats: dict[Hashable, tuple[float, ScopeStats]] = {}
 _stats_lock = threading.Lock()
 
 
-def scope_stats(
-    session: Session, where: list[ColumnElement[bool]], key: Hashable | None = None
-) -> ScopeStats:
-    """Count and total length of the memories `where` selects. With a `key` naming the
-    database, scope and filters, a large scope's figures are reused for a while."""
-    now = time.monotonic()
-    if key is not None:
-        with _stats_lock:
-            recent = _recent_stats.get(key)
-        if recent is not None and now - recent[0] < STATS_REUSE_SECONDS:
-            return recent[1]
+def scope_stats(session: Session, where: list[ColumnElement[bool]]) -> ScopeStats:
     docs, total_length = session.execute(
         select(func.count(), func.coalesce(func.sum(Memory.search_length), 0)).where(*where)
     ).one()
-    stats = ScopeStats(int(docs), int(total_length))
-    if key is not None and stats.docs > SCAN_LIMIT:
-        with _stats_lock:
-            if len(_recent_stats) >= _STATS_MEMO_SIZE:
-                _recent_stats.clear()
-            _recent_stats[key] = (now, stats)
-    return stats
+    return ScopeStats(int(docs), int(total_length))
 
 
 def read_scope(
@@ -108,11 +92,12 @@ def read_scope(
 ) -> tuple[ScopeStats, Sequence[Any] | None]:
     """The statistics of the memories `where` selects, and, when they are at most
     SCAN_LIMIT, the memories themselves (SCORING_COLUMNS and body): one read then
-    serves BM25's statistics, trigram scoring and re-scoring. A scope known to be
-    large goes straight to its (reused) statistics."""
+    serves BM25's statistics, trigram scoring and re-scoring. `key` names the database,
+    scope and filters: a large scope's statistics are reused for STATS_REUSE_SECONDS."""
+    now = time.monotonic()
     with _stats_lock:
         recent = _recent_stats.get(key)
-    if recent is not None and time.monotonic() - recent[0] < STATS_REUSE_SECONDS:
+    if recent is not None and now - recent[0] < STATS_REUSE_SECONDS:
         return recent[1], None
     rows = session.execute(
         select(*SCORING_COLUMNS, Memory.search_length, BODY.label("body"))
@@ -121,7 +106,12 @@ def read_scope(
     ).all()
     if len(rows) <= SCAN_LIMIT:
         return ScopeStats(len(rows), sum(r.search_length for r in rows)), rows
-    return scope_stats(session, where, key), None
+    stats = scope_stats(session, where)
+    with _stats_lock:
+        if len(_recent_stats) >= _STATS_MEMO_SIZE:
+            _recent_stats.clear()
+        _recent_stats[key] = (now, stats)
+    return stats, None
 
 
 def bm25_ranked(
