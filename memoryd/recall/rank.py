@@ -141,9 +141,14 @@ def recall(
     if terms or nearest:
         ids = {mid for _, ranks in lists for mid in ranks} | {mid for mid, _ in nearest}
         rows = [seen[mid] for mid in ids if mid in seen]
-        unread = ids - seen.keys()  # nearest vectors: read here, through the filters
+        unread = ids - seen.keys()  # nearest vectors: read here, through the row filters
         if unread:
-            rows += session.execute(columns.where(Memory.id.in_(unread), *where)).all()
+            # By id alone: the vectors were read through the scope filter, and a memory
+            # never changes scope. With the scope in the query too, PostgreSQL's generic
+            # plan for it (prepared after a few runs) walks the whole scope instead.
+            rows += session.execute(
+                columns.where(Memory.id.in_(unread), *_row_filters(categories, tiers))
+            ).all()
     else:  # nothing to match on: the most recent memories, re-scored below
         rows = list(
             session.execute(
