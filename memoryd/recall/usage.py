@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, insert, select, text, update
+from sqlalchemy import Table, bindparam, column, func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from memoryd.memories.store import lock_rows
@@ -37,23 +38,19 @@ def log_retrieval(
         # wait for a WAL flush (the tail of its latency on a busy disk).
         session.execute(text("SET LOCAL synchronous_commit = off"))
     record_access(session, settings, [h.id for h in hits], now)
-    # Core, not the ORM's bulk insert: nothing here needs identities back.
-    session.connection().execute(
-        insert(cast(Table, MemoryUsage.__table__)),
-        [
-            {
-                "memory_id": hit.id,
-                "agent_id": hit.agent_id,
-                "user_id": hit.user_id,
-                "session_id": session_id,
-                "query": query[:2000].replace("\x00", ""),  # PostgreSQL text holds no NUL
-                "score": hit.score,
-                "referenced": False,
-                "created_at": now,
-            }
-            for hit in hits
-        ],
-    )
+    usage: dict[str, list[Any]] = {
+        "memory_id": [hit.id for hit in hits],
+        "agent_id": [hit.agent_id for hit in hits],
+        "user_id": [hit.user_id for hit in hits],
+        "score": [hit.score for hit in hits],
+    }
+    shared = {
+        "session_id": session_id,
+        "query": query[:2000].replace("\x00", ""),  # PostgreSQL text holds no NUL
+        "referenced": False,
+        "created_at": now,
+    }
+    _write_rows(session, cast(Table, MemoryUsage.__table__), usage, shared, key=None)
 
 
 def record_access(session: Session, settings: Settings, ids: Sequence[int], now: datetime) -> None:
@@ -102,16 +99,58 @@ def _reinforce(
         | (_retrieved(settings, row, now) if retrieved else {})
         for row in fresh
     ]
-    table = cast(Table, Memory.__table__)
-    # Typed parameters, so UTC datetimes are stored as every other write stores them.
-    values = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in changes[0]}
-    connection.execute(
-        update(table).where(table.c.id == bindparam("b_id")).values(values),
-        [
-            {"b_id": row.id, **{f"b_{c}": v for c, v in change.items()}}
-            for row, change in zip(fresh, changes, strict=True)
-        ],
+    columns = {"id": [row.id for row in fresh]}
+    columns.update({c: [change[c] for change in changes] for c in changes[0]})
+    _write_rows(session, cast(Table, Memory.__table__), columns, {}, key="id")
+
+
+def _write_rows(
+    session: Session,
+    table: Table,
+    columns: dict[str, list[Any]],
+    shared: dict[str, Any],
+    *,
+    key: str | None,
+) -> None:
+    """Insert rows (key None) or update them by `key`: `columns` holds one list per
+    column, a value per row, and `shared` the values every row gets.
+
+    On PostgreSQL one statement over unnest()ed arrays: its text does not vary with the
+    number of rows, so the server plans it once, and a recall's twenty rows cost about
+    what one does. SQLite runs in process: plain executemany. Parameters are typed
+    from the table, so UTC datetimes are stored as every other write stores them."""
+    connection = session.connection()
+    names = list(columns)
+    if is_sqlite(session):
+        rows = [
+            {f"b_{c}": values[i] for c, values in columns.items()}
+            | {f"b_{c}": v for c, v in shared.items()}
+            for i in range(len(columns[names[0]]))
+        ]
+        bound = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in [*names, *shared]}
+        if key is None:
+            connection.execute(insert(table).values(bound), rows)
+        else:
+            del bound[key]
+            connection.execute(
+                update(table).where(table.c[key] == bindparam(f"b_{key}")).values(bound), rows
+            )
+        return
+    given = (
+        func.unnest(*(bindparam(f"a_{c}", type_=ARRAY(table.c[c].type)) for c in names))
+        .table_valued(*(column(c, table.c[c].type) for c in names), name="given")
+        .render_derived()
     )
+    same = {c: bindparam(f"s_{c}", type_=table.c[c].type) for c in shared}
+    params = {f"a_{c}": v for c, v in columns.items()} | {f"s_{c}": v for c, v in shared.items()}
+    if key is None:
+        sources = {c: given.c[c] for c in names} | same
+        connection.execute(
+            insert(table).from_select(list(sources), select(*sources.values())), params
+        )
+    else:
+        values = {c: given.c[c] for c in names if c != key} | same
+        connection.execute(update(table).where(table.c[key] == given.c[key]).values(values), params)
 
 
 def _retrieved(settings: Settings, row: Any, now: datetime) -> dict[str, Any]:
