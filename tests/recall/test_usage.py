@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from memoryd.client import MemoryClient
 from memoryd.models.db import utcnow
-from memoryd.models.tables import Memory, Tier
+from memoryd.models.tables import Memory, MemoryUsage, Tier
 from memoryd.recall.usage import record_access
 from memoryd.settings import Settings
 from tests.factories import make_memory
@@ -36,6 +37,39 @@ def test_recall_feedback_rewrites_rows_in_place(settings: Settings, db: Session)
     db.commit()
     db.expire_all()
     assert [db.get_one(Memory, m.id).access_count for m in (long, short)] == [4, 4]
+
+
+def test_a_recall_logs_and_counts_each_hit_as_its_own(settings: Settings, db: Session) -> None:
+    """One statement writes all of a recall's usage rows and another all its access
+    counts: each memory still gets its own row, count and TTL, never a neighbour's."""
+    tea = make_memory(db, settings, "Prefers green tea", access_count=4)
+    teapot = make_memory(
+        db,
+        settings,
+        "Bought a clay teapot for green tea",
+        confidence=0.7,
+        expires_at=utcnow() + timedelta(hours=1),
+    )
+    make_memory(db, settings, "Prefers green tea too", user_id="bob")  # another scope
+    assert (tea.tier, teapot.tier) == (Tier.LONG, Tier.SHORT)
+    db.commit()
+
+    hits = MemoryClient(settings).recall("green tea", "bot", "ann", session_id="s1")
+
+    assert {h.id for h in hits} == {tea.id, teapot.id}
+    db.expire_all()
+    usage = db.scalars(select(MemoryUsage).order_by(MemoryUsage.memory_id)).all()
+    assert [(u.memory_id, u.user_id, u.session_id, u.query) for u in usage] == [
+        (tea.id, "ann", "s1", "green tea"),
+        (teapot.id, "ann", "s1", "green tea"),
+    ]
+    assert {u.memory_id: u.score for u in usage} == {h.id: h.score for h in hits}
+    counted = {m.id: m for m in db.scalars(select(Memory).where(Memory.user_id == "ann"))}
+    assert (counted[tea.id].access_count, counted[teapot.id].access_count) == (5, 1)
+    assert counted[tea.id].expires_at is None  # long-term: no TTL to restart
+    expires_at = counted[teapot.id].expires_at
+    assert expires_at is not None and expires_at > utcnow() + timedelta(days=6)  # restarted
+    assert counted[tea.id].last_accessed_at == counted[teapot.id].last_accessed_at
 
 
 def _updates(db: Session) -> tuple[int, int]:
