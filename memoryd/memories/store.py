@@ -39,7 +39,8 @@ def readable_users(scope: Scope) -> list[str]:
 
 def readable(scope: Scope) -> ColumnElement[bool]:
     """The memories a scope may read: its own and its agent's shared `*` scope. Every read
-    path filters with this, so no query can return another user's rows."""
+    path filters with this (or, reading by id, checks each row against readable_users),
+    so no query can return another user's rows."""
     return and_(Memory.agent_id == scope.agent_id, Memory.user_id.in_(readable_users(scope)))
 
 

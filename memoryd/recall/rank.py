@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 from sqlalchemy.sql.elements import ColumnElement
 
-from memoryd.memories.store import readable
+from memoryd.memories.store import readable, readable_users
 from memoryd.memories.weights import MAX_WEIGHT, effective_weight
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
@@ -141,14 +141,22 @@ def recall(
     if terms or nearest:
         ids = {mid for _, ranks in lists for mid in ranks} | {mid for mid, _ in nearest}
         rows = [seen[mid] for mid in ids if mid in seen]
-        unread = ids - seen.keys()  # nearest vectors: read here, through the row filters
+        unread = ids - seen.keys()  # nearest vectors: read here, through the filters
         if unread:
-            # By id alone: the vectors were read through the scope filter, and a memory
-            # never changes scope. With the scope in the query too, PostgreSQL's generic
-            # plan for it (prepared after a few runs) walks the whole scope instead.
-            rows += session.execute(
-                columns.where(Memory.id.in_(unread), *_row_filters(categories, tiers))
-            ).all()
+            # Found by id, the scope checked here: with the scope in the query too,
+            # PostgreSQL's generic plan for it (prepared after a few runs) walks the
+            # whole scope instead. The check still matters: the vectors come from a
+            # cache, which a database restored under it would make stale.
+            users = readable_users(scope)
+            rows += [
+                row
+                for row in session.execute(
+                    select(*SCORING_COLUMNS, Memory.agent_id, Memory.user_id).where(
+                        Memory.id.in_(unread), *_row_filters(categories, tiers)
+                    )
+                )
+                if row.agent_id == agent_id and row.user_id in users
+            ]
     else:  # nothing to match on: the most recent memories, re-scored below
         rows = list(
             session.execute(

@@ -10,11 +10,12 @@ from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.errors import ConfigError
+from memoryd.models.base import Base
 from memoryd.models.tables import Memory
 from memoryd.recall import embeddings
 from memoryd.settings import Settings
 from tests import fakellm
-from tests.conftest import with_llm
+from tests.conftest import _truncate_all, with_llm
 from tests.fakellm import FakeLLM
 
 REMOTE = {"embedding_model": "text-embedding-3-small"}
@@ -73,6 +74,39 @@ def test_a_new_vector_and_a_forgotten_memory_update_the_scope_cache(
     assert more.id in {h.id for h in client.recall("green tea please", "bot", "ann")}
     client.forget("bot", "ann", tea.id)
     assert tea.id not in {h.id for h in client.recall("green tea please", "bot", "ann")}
+
+
+def test_a_vector_cache_left_stale_by_a_restore_never_crosses_scopes(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """A scope's cached vectors are checked by count and id sum. A database restored
+    under a running process can reuse ids so that ann's cached ids now name bob's
+    memories with the same sum; recall checks each candidate's scope, so they never
+    come back to ann."""
+    s = with_llm(settings, fake_llm, **REMOTE)
+    client = MemoryClient(s)
+    texts = ["Prefers green tea", "Walks the dog", "Plays chess", "Drinks green tea daily"]
+
+    def store(owners: list[str]) -> list[int]:
+        ids = [
+            client.remember("bot", user, text).id for user, text in zip(owners, texts, strict=True)
+        ]
+        embeddings.fill_missing(s)
+        return ids
+
+    before = store(["ann", "bob", "bob", "ann"])
+    assert len(client.recall("green tea", "bot", "ann")) == 2  # ann's vectors now cached
+    if s.resolved_database_url.startswith("postgresql"):
+        _truncate_all(s.resolved_database_url)
+    else:
+        for table in reversed(Base.metadata.sorted_tables):
+            db.execute(table.delete())
+        db.commit()
+    after = store(["bob", "ann", "ann", "bob"])
+    assert after == before  # the same ids, now of the other owners: the same stamp
+
+    hits = client.recall("green tea", "bot", "ann")
+    assert {h.user_id for h in hits} <= {"ann"}
 
 
 def test_recall_works_when_the_embeddings_endpoint_fails(
