@@ -41,8 +41,9 @@ def test_recall_feedback_rewrites_rows_in_place(settings: Settings, db: Session)
 
 def test_a_recall_logs_and_counts_each_hit_as_its_own(settings: Settings, db: Session) -> None:
     """One statement writes all of a recall's usage rows and another all its access
-    counts: each memory still gets its own row, count and TTL, never a neighbour's."""
-    tea = make_memory(db, settings, "Prefers green tea", access_count=4)
+    counts: each memory still gets its own row, count, weight and TTL, never a
+    neighbour's."""
+    tea = make_memory(db, settings, "Prefers green tea", access_count=4, weight=0.5)
     teapot = make_memory(
         db,
         settings,
@@ -50,26 +51,32 @@ def test_a_recall_logs_and_counts_each_hit_as_its_own(settings: Settings, db: Se
         confidence=0.7,
         expires_at=utcnow() + timedelta(hours=1),
     )
+    house = make_memory(db, settings, "The house green tea is sencha", user_id="*")
     make_memory(db, settings, "Prefers green tea too", user_id="bob")  # another scope
     assert (tea.tier, teapot.tier) == (Tier.LONG, Tier.SHORT)
     db.commit()
 
+    started = utcnow()
     hits = MemoryClient(settings).recall("green tea", "bot", "ann", session_id="s1")
 
-    assert {h.id for h in hits} == {tea.id, teapot.id}
+    assert {h.id for h in hits} == {tea.id, teapot.id, house.id}
     db.expire_all()
     usage = db.scalars(select(MemoryUsage).order_by(MemoryUsage.memory_id)).all()
-    assert [(u.memory_id, u.user_id, u.session_id, u.query) for u in usage] == [
-        (tea.id, "ann", "s1", "green tea"),
-        (teapot.id, "ann", "s1", "green tea"),
+    assert [(u.memory_id, u.agent_id, u.user_id, u.session_id, u.query) for u in usage] == [
+        (tea.id, "bot", "ann", "s1", "green tea"),
+        (teapot.id, "bot", "ann", "s1", "green tea"),
+        (house.id, "bot", "*", "s1", "green tea"),
     ]
     assert {u.memory_id: u.score for u in usage} == {h.id: h.score for h in hits}
-    counted = {m.id: m for m in db.scalars(select(Memory).where(Memory.user_id == "ann"))}
-    assert (counted[tea.id].access_count, counted[teapot.id].access_count) == (5, 1)
+    assert all(started <= u.created_at <= utcnow() for u in usage)
+    counted = {m.id: m for m in db.scalars(select(Memory).where(Memory.agent_id == "bot"))}
+    assert [counted[m.id].access_count for m in (tea, teapot, house)] == [5, 1, 1]
+    assert 0.5 < counted[tea.id].weight < counted[teapot.id].weight  # each its own weight
     assert counted[tea.id].expires_at is None  # long-term: no TTL to restart
     expires_at = counted[teapot.id].expires_at
     assert expires_at is not None and expires_at > utcnow() + timedelta(days=6)  # restarted
-    assert counted[tea.id].last_accessed_at == counted[teapot.id].last_accessed_at
+    accessed = {counted[m.id].last_accessed_at for m in (tea, teapot, house)}
+    assert len(accessed) == 1 and started <= accessed.pop() <= utcnow()  # type: ignore[operator]
 
 
 def _updates(db: Session) -> tuple[int, int]:
