@@ -274,8 +274,12 @@ def main() -> None:
             lambda q, a, u: client.build_context(q, a, u, token_budget=500), args.queries, seed=2
         )
         heavy = partial(latencies, users=args.heavy_users, agent="heavy")
-        for user in range(args.heavy_users):  # each scope read once, as in service
-            client.recall(QUERIES[0], "heavy", f"u{user}")
+
+        def read_each_heavy_scope(recall) -> None:  # type: ignore[no-untyped-def]
+            for user in range(args.heavy_users):  # once, as a service has
+                recall(QUERIES[0], "heavy", f"u{user}")
+
+        read_each_heavy_scope(client.recall)
         heavy(client.recall, 20, seed=4)
         heavy_ms = heavy(client.recall, args.queries, seed=5)
         matched = sum(bool(client.recall(q, "heavy", "u3")) for q in QUERIES) / len(QUERIES)
@@ -284,8 +288,7 @@ def main() -> None:
             semantic = MemoryClient(local[0].model_copy(update={"database_url": url}))
             for query in QUERIES:  # the query vectors are cached: what remains is recall
                 semantic.recall(query, "heavy", "u0")
-            for user in range(args.heavy_users):  # each scope's vectors loaded, as in service
-                semantic.recall(QUERIES[0], "heavy", f"u{user}")
+            read_each_heavy_scope(semantic.recall)  # its vectors loaded, as in service
             local_ms = heavy(semantic.recall, args.queries, seed=6)
         with get_engine(client.settings).begin() as conn:
             conn.execute(text("DROP INDEX ix_memories_scope_status"))

@@ -9,6 +9,8 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, column, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.expression import Executable
 
 from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import reinforced, restarted_ttl
@@ -38,19 +40,18 @@ def log_retrieval(
         # wait for a WAL flush (the tail of its latency on a busy disk).
         session.execute(text("SET LOCAL synchronous_commit = off"))
     record_access(session, settings, [h.id for h in hits], now)
+    n = len(hits)
     usage: dict[str, list[Any]] = {
         "memory_id": [hit.id for hit in hits],
         "agent_id": [hit.agent_id for hit in hits],
         "user_id": [hit.user_id for hit in hits],
+        "session_id": [session_id] * n,
+        "query": [query[:2000].replace("\x00", "")] * n,  # PostgreSQL text holds no NUL
         "score": [hit.score for hit in hits],
+        "referenced": [False] * n,
+        "created_at": [now] * n,
     }
-    shared = {
-        "session_id": session_id,
-        "query": query[:2000].replace("\x00", ""),  # PostgreSQL text holds no NUL
-        "referenced": False,
-        "created_at": now,
-    }
-    _write_rows(session, cast(Table, MemoryUsage.__table__), usage, shared, key=None)
+    _write_rows(session, cast(Table, MemoryUsage.__table__), usage, key=None)
 
 
 def record_access(session: Session, settings: Settings, ids: Sequence[int], now: datetime) -> None:
@@ -101,56 +102,43 @@ def _reinforce(
     ]
     columns = {"id": [row.id for row in fresh]}
     columns.update({c: [change[c] for change in changes] for c in changes[0]})
-    _write_rows(session, cast(Table, Memory.__table__), columns, {}, key="id")
+    _write_rows(session, cast(Table, Memory.__table__), columns, key="id")
 
 
 def _write_rows(
-    session: Session,
-    table: Table,
-    columns: dict[str, list[Any]],
-    shared: dict[str, Any],
-    *,
-    key: str | None,
+    session: Session, table: Table, columns: dict[str, list[Any]], *, key: str | None
 ) -> None:
-    """Insert rows (key None) or update them by `key`: `columns` holds one list per
-    column, a value per row, and `shared` the values every row gets.
+    """Insert rows (key None) or update them by `key`; `columns` holds one list per
+    column, a value per row.
 
     On PostgreSQL one statement over unnest()ed arrays: its text does not vary with the
     number of rows, so the server plans it once, and a recall's twenty rows cost about
     what one does. SQLite runs in process: plain executemany. Parameters are typed
     from the table, so UTC datetimes are stored as every other write stores them."""
-    connection = session.connection()
-    names = list(columns)
+    source: dict[str, ColumnElement[Any]]
     if is_sqlite(session):
-        rows = [
-            {f"b_{c}": values[i] for c, values in columns.items()}
-            | {f"b_{c}": v for c, v in shared.items()}
-            for i in range(len(columns[names[0]]))
+        source = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in columns}
+        names = [f"b_{c}" for c in columns]
+        params: Any = [
+            dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)
         ]
-        bound = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in [*names, *shared]}
-        if key is None:
-            connection.execute(insert(table).values(bound), rows)
-        else:
-            del bound[key]
-            connection.execute(
-                update(table).where(table.c[key] == bindparam(f"b_{key}")).values(bound), rows
-            )
-        return
-    given = (
-        func.unnest(*(bindparam(f"a_{c}", type_=ARRAY(table.c[c].type)) for c in names))
-        .table_valued(*(column(c, table.c[c].type) for c in names), name="given")
-        .render_derived()
-    )
-    same = {c: bindparam(f"s_{c}", type_=table.c[c].type) for c in shared}
-    params = {f"a_{c}": v for c, v in columns.items()} | {f"s_{c}": v for c, v in shared.items()}
-    if key is None:
-        sources = {c: given.c[c] for c in names} | same
-        connection.execute(
-            insert(table).from_select(list(sources), select(*sources.values())), params
-        )
     else:
-        values = {c: given.c[c] for c in names if c != key} | same
-        connection.execute(update(table).where(table.c[key] == given.c[key]).values(values), params)
+        given = (
+            func.unnest(*(bindparam(f"a_{c}", type_=ARRAY(table.c[c].type)) for c in columns))
+            .table_valued(*(column(c, table.c[c].type) for c in columns), name="given")
+            .render_derived()
+        )
+        source = {c: given.c[c] for c in columns}
+        params = {f"a_{c}": values for c, values in columns.items()}
+    statement: Executable
+    if key is not None:
+        keyed = source.pop(key)
+        statement = update(table).where(table.c[key] == keyed).values(source)
+    elif is_sqlite(session):
+        statement = insert(table).values(source)
+    else:
+        statement = insert(table).from_select(list(source), select(*source.values()))
+    session.connection().execute(statement, params)
 
 
 def _retrieved(settings: Settings, row: Any, now: datetime) -> dict[str, Any]:
