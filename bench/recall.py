@@ -209,12 +209,7 @@ def load(url: str, rows: int, users: int, agent: str, vectors: list[bytes] | Non
         conn.execute(text("ALTER TABLE memories ENABLE TRIGGER memories_terms_insert"))
         conn.execute(text(search_index.PG_TRIGRAM_INDEX))  # built once
         conn.execute(
-            text(
-                "INSERT INTO memory_terms (agent_id, user_id, term, memory_id, tf) "
-                "SELECT m.agent_id, m.user_id, t, m.id, count(*) FROM memories AS m, "
-                "regexp_split_to_table(m.search_text, ' ') AS t "
-                "WHERE m.agent_id = :agent AND t <> '' GROUP BY m.agent_id, m.user_id, t, m.id"
-            ),
+            text(search_index.pg_postings_rebuild(where="m.agent_id = :agent")),
             {"agent": agent},
         )
     # Settle the tables as a long-running store would be, so autovacuum does not start

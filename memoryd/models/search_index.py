@@ -1,8 +1,9 @@
 """The search structures the ORM does not model, for both databases.
 
 - Keyword postings (`memory_terms`, modelled as MemoryTerm) are written by triggers from
-  `memories.search_text` while a memory is active, so every write path (the store,
-  imports, bulk status changes, a migration) keeps them right without Python's help.
+  `memories.search_text`, each with the memory's search_length, while the memory is
+  active, so every write path (the store, imports, bulk status changes, a migration)
+  keeps them right without Python's help.
 - Trigram candidates of a large scope come from the database: pg_trgm's word-similarity
   KNN search on PostgreSQL, an FTS5 table with the trigram tokenizer on SQLite.
 
@@ -17,23 +18,55 @@ from sqlalchemy.engine import Connection
 
 from memoryd.text import search_text
 
+
+# Each posting carries its memory's search_length, so BM25 over a scope reads the
+# postings alone (an index-only scan, migration 0012). Migrations before 0012 install
+# the triggers of their own schema, whose postings have no length: `lengths=False`.
+def _postings(lengths: bool, memory: str) -> tuple[str, str]:
+    """The columns a postings insert names, and what it adds after tf to the values of
+    each posting of `memory` (the row's SQL name)."""
+    if lengths:
+        return "agent_id, user_id, term, memory_id, tf, search_length", f", {memory}.search_length"
+    return "agent_id, user_id, term, memory_id, tf", ""
+
+
 # Terms are letters and digits only (text.search_tokens), so splitting on spaces is exact
 # and the JSON array built from them on SQLite needs no escaping.
-_PG_FUNCTION = """
+def _pg_install(lengths: bool) -> list[str]:
+    columns, length = _postings(lengths, "NEW")
+    function = f"""
 CREATE OR REPLACE FUNCTION memoryd_index_terms() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'UPDATE' THEN
         DELETE FROM memory_terms WHERE memory_id = OLD.id;
     END IF;
     IF NEW.status = 'active' THEN
-        INSERT INTO memory_terms (agent_id, user_id, term, memory_id, tf)
-        SELECT NEW.agent_id, NEW.user_id, t, NEW.id, count(*)
+        INSERT INTO memory_terms ({columns})
+        SELECT NEW.agent_id, NEW.user_id, t, NEW.id, count(*){length}
         FROM regexp_split_to_table(NEW.search_text, ' ') AS t
         WHERE t <> '' GROUP BY t;
     END IF;
     RETURN NULL;
 END $$
 """
+    return [
+        "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+        "CREATE EXTENSION IF NOT EXISTS btree_gist",
+        PG_TRIGRAM_INDEX,
+        function,
+        "DROP TRIGGER IF EXISTS memories_terms_insert ON memories",
+        "DROP TRIGGER IF EXISTS memories_terms_update ON memories",
+        """CREATE TRIGGER memories_terms_insert AFTER INSERT ON memories
+           FOR EACH ROW EXECUTE FUNCTION memoryd_index_terms()""",
+        """CREATE TRIGGER memories_terms_update
+           AFTER UPDATE OF search_text, search_length, status ON memories
+           FOR EACH ROW WHEN (OLD.search_text IS DISTINCT FROM NEW.search_text
+                              OR OLD.search_length IS DISTINCT FROM NEW.search_length
+                              OR OLD.status IS DISTINCT FROM NEW.status)
+           EXECUTE FUNCTION memoryd_index_terms()""",
+    ]
+
+
 # A large scope's trigram candidates are its memories nearest the query by pg_trgm's word
 # similarity, read in distance order from this index (a KNN search). The scope's columns
 # lead it (btree_gist), so a search walks one scope, however large the table.
@@ -41,20 +74,6 @@ PG_TRIGRAM_INDEX = (
     "CREATE INDEX IF NOT EXISTS ix_memories_scope_trgm ON memories USING gist "
     "(agent_id, user_id, (name || ' ' || content) gist_trgm_ops(siglen=256))"
 )
-PG_INSTALL = [
-    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
-    "CREATE EXTENSION IF NOT EXISTS btree_gist",
-    PG_TRIGRAM_INDEX,
-    _PG_FUNCTION,
-    "DROP TRIGGER IF EXISTS memories_terms_insert ON memories",
-    "DROP TRIGGER IF EXISTS memories_terms_update ON memories",
-    """CREATE TRIGGER memories_terms_insert AFTER INSERT ON memories
-       FOR EACH ROW EXECUTE FUNCTION memoryd_index_terms()""",
-    """CREATE TRIGGER memories_terms_update AFTER UPDATE OF search_text, status ON memories
-       FOR EACH ROW WHEN (OLD.search_text IS DISTINCT FROM NEW.search_text
-                          OR OLD.status IS DISTINCT FROM NEW.status)
-       EXECUTE FUNCTION memoryd_index_terms()""",
-]
 PG_DROP = [
     "DROP INDEX IF EXISTS ix_memories_trgm",  # migrations 0008 and 0009
     "DROP INDEX IF EXISTS ix_memories_scope_trgm",
@@ -63,35 +82,43 @@ PG_DROP = [
     "DROP FUNCTION IF EXISTS memoryd_index_terms()",
 ]
 
-_SQLITE_TERMS = """
-    INSERT INTO memory_terms (agent_id, user_id, term, memory_id, tf)
-    SELECT new.agent_id, new.user_id, value, new.id, count(*)
-    FROM json_each('["' || replace(new.search_text, ' ', '","') || '"]')
-    WHERE new.status = 'active' AND value <> '' GROUP BY value;
-"""
-_SQLITE_TRIGRAMS = """
-    INSERT INTO memories_trgm (rowid, body)
-    SELECT new.id, new.name || ' ' || new.content WHERE new.status = 'active';
-"""
-_SQLITE_FORGET = """
-    DELETE FROM memory_terms WHERE memory_id = old.id;
-    DELETE FROM memories_trgm WHERE rowid = old.id;
-"""
+
 SQLITE_TRIGGERS = ("memories_search_insert", "memories_search_update", "memories_search_delete")
-SQLITE_INSTALL = [
-    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_trgm USING fts5(body, tokenize='trigram')",
-    *(f"DROP TRIGGER IF EXISTS {name}" for name in SQLITE_TRIGGERS),
-    f"""CREATE TRIGGER memories_search_insert AFTER INSERT ON memories BEGIN
-        {_SQLITE_TERMS} {_SQLITE_TRIGRAMS}
-    END""",
-    f"""CREATE TRIGGER memories_search_update
-        AFTER UPDATE OF search_text, status, name, content ON memories BEGIN
-        {_SQLITE_FORGET} {_SQLITE_TERMS} {_SQLITE_TRIGRAMS}
-    END""",
-    f"""CREATE TRIGGER memories_search_delete AFTER DELETE ON memories BEGIN
-        {_SQLITE_FORGET}
-    END""",
-]
+
+
+def _sqlite_install(lengths: bool) -> list[str]:
+    columns, length = _postings(lengths, "new")
+    terms = f"""
+        INSERT INTO memory_terms ({columns})
+        SELECT new.agent_id, new.user_id, value, new.id, count(*){length}
+        FROM json_each('["' || replace(new.search_text, ' ', '","') || '"]')
+        WHERE new.status = 'active' AND value <> '' GROUP BY value;
+    """
+    trigrams = """
+        INSERT INTO memories_trgm (rowid, body)
+        SELECT new.id, new.name || ' ' || new.content WHERE new.status = 'active';
+    """
+    forget = """
+        DELETE FROM memory_terms WHERE memory_id = old.id;
+        DELETE FROM memories_trgm WHERE rowid = old.id;
+    """
+    return [
+        "CREATE VIRTUAL TABLE IF NOT EXISTS memories_trgm USING fts5(body, tokenize='trigram')",
+        *(f"DROP TRIGGER IF EXISTS {name}" for name in SQLITE_TRIGGERS),
+        f"""CREATE TRIGGER memories_search_insert AFTER INSERT ON memories BEGIN
+            {terms} {trigrams}
+        END""",
+        f"""CREATE TRIGGER memories_search_update
+            AFTER UPDATE OF search_text, search_length, status, name, content ON memories
+        BEGIN
+            {forget} {terms} {trigrams}
+        END""",
+        f"""CREATE TRIGGER memories_search_delete AFTER DELETE ON memories BEGIN
+            {forget}
+        END""",
+    ]
+
+
 SQLITE_DROP = [
     *(f"DROP TRIGGER IF EXISTS {name}" for name in SQLITE_TRIGGERS),
     "DROP TABLE IF EXISTS memories_trgm",
@@ -113,24 +140,32 @@ FTS_LEGACY_TRIGGERS = [
     END""",
 ]
 
-# Fill the structures from rows written before the triggers existed.
-PG_REBUILD = [
-    "DELETE FROM memory_terms",
-    """INSERT INTO memory_terms (agent_id, user_id, term, memory_id, tf)
-       SELECT m.agent_id, m.user_id, t, m.id, count(*)
+
+def pg_postings_rebuild(lengths: bool = True, where: str = "TRUE") -> str:
+    """The statement that writes the postings of the active memories `where` selects
+    (SQL over `m`), for rows written while the triggers were off or did not exist.
+    Grouped by the memory's primary key, the posting may name its other columns."""
+    columns, length = _postings(lengths, "m")
+    return f"""INSERT INTO memory_terms ({columns})
+       SELECT m.agent_id, m.user_id, t, m.id, count(*){length}
        FROM memories AS m, regexp_split_to_table(m.search_text, ' ') AS t
-       WHERE m.status = 'active' AND t <> '' GROUP BY m.agent_id, m.user_id, t, m.id""",
-]
-SQLITE_REBUILD = [
-    "DELETE FROM memory_terms",
-    """INSERT INTO memory_terms (agent_id, user_id, term, memory_id, tf)
-       SELECT m.agent_id, m.user_id, j.value, m.id, count(*)
-       FROM memories AS m, json_each('["' || replace(m.search_text, ' ', '","') || '"]') AS j
-       WHERE m.status = 'active' AND j.value <> '' GROUP BY m.id, j.value""",
-    "DELETE FROM memories_trgm",
-    """INSERT INTO memories_trgm (rowid, body)
-       SELECT id, name || ' ' || content FROM memories WHERE status = 'active'""",
-]
+       WHERE m.status = 'active' AND t <> '' AND ({where})
+       GROUP BY m.agent_id, m.user_id, t, m.id"""
+
+
+def _sqlite_rebuild(lengths: bool) -> list[str]:
+    columns, length = _postings(lengths, "m")
+    return [
+        "DELETE FROM memory_terms",
+        f"""INSERT INTO memory_terms ({columns})
+           SELECT m.agent_id, m.user_id, j.value, m.id, count(*){length}
+           FROM memories AS m,
+                json_each('["' || replace(m.search_text, ' ', '","') || '"]') AS j
+           WHERE m.status = 'active' AND j.value <> '' GROUP BY m.id, j.value""",
+        "DELETE FROM memories_trgm",
+        """INSERT INTO memories_trgm (rowid, body)
+           SELECT id, name || ' ' || content FROM memories WHERE status = 'active'""",
+    ]
 
 
 def _run(bind: Connection, statements: list[str]) -> None:
@@ -159,11 +194,15 @@ def reindex_terms(bind: Connection, chunk: int = 5000) -> None:
         last = rows[-1].id
 
 
-def install(bind: Connection) -> None:
-    """Create (or re-create) the triggers and trigram structures, then fill them."""
-    postgres = bind.dialect.name == "postgresql"
-    _run(bind, PG_INSTALL if postgres else SQLITE_INSTALL)
-    _run(bind, PG_REBUILD if postgres else SQLITE_REBUILD)
+def install(bind: Connection, lengths: bool = True) -> None:
+    """Create (or re-create) the triggers and trigram structures, then fill them.
+    `lengths`: whether the schema's postings carry search_length (migration 0012)."""
+    if bind.dialect.name == "postgresql":
+        _run(
+            bind, [*_pg_install(lengths), "DELETE FROM memory_terms", pg_postings_rebuild(lengths)]
+        )
+    else:
+        _run(bind, [*_sqlite_install(lengths), *_sqlite_rebuild(lengths)])
 
 
 def uninstall(bind: Connection) -> None:

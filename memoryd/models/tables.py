@@ -16,6 +16,7 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
+    PrimaryKeyConstraint,
     String,
     Text,
     UniqueConstraint,
@@ -290,19 +291,32 @@ class Memory(Base):
 
 
 class MemoryTerm(Base):
-    """Postings of the keyword index: which active memory holds a term, how often. Kept
-    by database triggers from memories.search_text, read per scope for BM25."""
+    """Postings of the keyword index: which active memory holds a term, how often, and
+    how many terms that memory has. Kept by database triggers from memories.search_text
+    and search_length, read per scope for BM25."""
 
     __tablename__ = "memory_terms"
-    __table_args__ = (Index("ix_memory_terms_memory", "memory_id"),)
+    __table_args__ = (
+        # BM25 reads a scope's postings of the query's terms from this index alone
+        # (PostgreSQL: an index-only scan), without visiting the postings or memories.
+        PrimaryKeyConstraint(
+            "agent_id",
+            "user_id",
+            "term",
+            "memory_id",
+            postgresql_include=["tf", "search_length"],
+        ),
+        Index("ix_memory_terms_memory", "memory_id"),
+    )
 
-    agent_id: Mapped[str] = mapped_column(String(200), primary_key=True)
-    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
-    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(String(200))
+    term: Mapped[str] = mapped_column(String(64))
     memory_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("memories.id", ondelete="CASCADE"), primary_key=True
+        BigInteger, ForeignKey("memories.id", ondelete="CASCADE")
     )
     tf: Mapped[int] = mapped_column(Integer)
+    search_length: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class MemoryEvent(Base):

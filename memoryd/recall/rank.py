@@ -54,17 +54,18 @@ class Hit(MemoryOut):
     parts: ScoreParts
 
 
-def _filters(
-    agent_id: str, user_id: str, categories: Sequence[str] | None, tiers: Sequence[str] | None
-) -> list[ColumnElement[bool]]:
-    return [readable(Scope(agent_id, user_id)), *_row_filters(categories, tiers)]
-
-
 def _row_filters(
     categories: Sequence[str] | None, tiers: Sequence[str] | None
 ) -> list[ColumnElement[bool]]:
     """Which of the scope's memories a recall may return."""
-    where: list[ColumnElement[bool]] = [Memory.status == MemoryStatus.ACTIVE]
+    return [Memory.status == MemoryStatus.ACTIVE, *_narrowing(categories, tiers)]
+
+
+def _narrowing(
+    categories: Sequence[str] | None, tiers: Sequence[str] | None
+) -> list[ColumnElement[bool]]:
+    """The caller's conditions beyond an active memory of the scope."""
+    where: list[ColumnElement[bool]] = []
     if categories:
         where.append(Memory.category.in_(list(categories)))
     if tiers:
@@ -92,7 +93,7 @@ def recall(
     if k <= 0:
         return []
     scope = Scope(agent_id, user_id)
-    where = _filters(agent_id, user_id, categories, tiers)
+    where = [readable(scope), *_row_filters(categories, tiers)]
     terms = query_tokens(query)
     stats_key = (
         settings.resolved_database_url,
@@ -104,7 +105,7 @@ def recall(
     stats, scope_rows = read_scope(session, where, stats_key)
     # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
     seen: dict[int, Any] = {row.id: row for row in scope_rows or ()}
-    keyword = bm25_ranked(session, scope, where, terms, stats, seen=None if scope_rows else seen)
+    keyword = bm25_ranked(session, scope, _narrowing(categories, tiers), terms, stats)
     trigram = trigram_ranked(
         session,
         scope,
@@ -141,7 +142,9 @@ def recall(
     if terms or nearest:
         ids = {mid for _, ranks in lists for mid in ranks} | {mid for mid, _ in nearest}
         rows = [seen[mid] for mid in ids if mid in seen]
-        unread = ids - seen.keys()  # nearest vectors: read here, through the filters
+        # Keyword hits (found in the postings alone) and nearest vectors: read here,
+        # through the filters.
+        unread = ids - seen.keys()
         if unread:
             # Found by id, the scope checked here: with the scope in the query too,
             # PostgreSQL's generic plan for it (prepared after a few runs) walks the

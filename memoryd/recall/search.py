@@ -117,41 +117,40 @@ def read_scope(
 def bm25_ranked(
     session: Session,
     scope: Scope,
-    where: list[ColumnElement[bool]],
+    filters: list[ColumnElement[bool]],
     terms: list[str],
     stats: ScopeStats,
     limit: int = LIST_LIMIT,
-    seen: dict[int, Any] | None = None,
 ) -> list[tuple[int, float]]:
-    """(memory id, BM25 score) of the memories holding any term, best first. `seen`
-    collects each matched memory's SCORING_COLUMNS; without it, postings carry only
-    what the formula needs."""
+    """(memory id, BM25 score) of the scope's memories holding any term, best first.
+    Postings exist for active memories only and carry what the formula needs, so
+    without `filters` (conditions on other columns of the memory) they are read alone,
+    from the index that holds them; with filters, they are joined to their memories."""
     if not terms or not stats.docs:
         return []
-    columns = SCORING_COLUMNS if seen is not None else (Memory.id,)
-    postings = session.execute(
-        select(MemoryTerm.term, MemoryTerm.tf, Memory.search_length, *columns)
-        .join(Memory, Memory.id == MemoryTerm.memory_id)
-        .where(
-            MemoryTerm.agent_id == scope.agent_id,
-            MemoryTerm.user_id.in_(readable_users(scope)),
-            MemoryTerm.term.in_(terms),
-            *where,
+    postings_of_scope = select(
+        MemoryTerm.memory_id, MemoryTerm.term, MemoryTerm.tf, MemoryTerm.search_length
+    ).where(
+        MemoryTerm.agent_id == scope.agent_id,
+        MemoryTerm.user_id.in_(readable_users(scope)),
+        MemoryTerm.term.in_(terms),
+    )
+    if filters:
+        postings_of_scope = postings_of_scope.join(Memory, Memory.id == MemoryTerm.memory_id).where(
+            *filters
         )
-    ).all()
+    postings = session.execute(postings_of_scope).all()
     if not postings:
         return []
     docs = stats.docs
     average = max(stats.total_length / docs, 1.0)
     frequency = Counter(p.term for p in postings)
     scores: defaultdict[int, float] = defaultdict(float)
-    for p in sorted(postings, key=lambda p: (p.id, p.term)):
+    for p in sorted(postings, key=lambda p: (p.memory_id, p.term)):
         df = frequency[p.term]
         idf = math.log(1 + (docs - df + 0.5) / (df + 0.5))
         norm = K1 * (1 - B + B * p.search_length / average)
-        scores[p.id] += idf * p.tf * (K1 + 1) / (p.tf + norm)
-    if seen is not None:
-        seen.update((p.id, p) for p in postings)
+        scores[p.memory_id] += idf * p.tf * (K1 + 1) / (p.tf + norm)
     ranked = sorted(scores.items(), key=lambda item: (-round(item[1], 9), -item[0]))
     return ranked[:limit]
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from alembic import command
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from memoryd.client import MemoryClient
 from memoryd.models.db import get_engine
@@ -43,3 +45,26 @@ def test_the_search_triggers_survive_every_step(tmp_path) -> None:
         assert conn.scalars(text("SELECT term FROM memory_terms")).all() == ["oolong"]
     command.upgrade(alembic_config(settings), "head")
     assert MemoryClient(settings, dispatch=False).recall("oolong", "bot", "ann")
+
+
+def test_the_upgrade_gives_existing_postings_their_memorys_length(settings: Settings) -> None:
+    """0012 moves each memory's length into its postings, where BM25 reads it."""
+    config = alembic_config(settings)
+    command.downgrade(config, "0011")
+    with pytest.raises(DBAPIError, match="search_length"), get_engine(settings).begin() as conn:
+        conn.execute(text("SELECT search_length FROM memory_terms"))  # left with 0012
+    MemoryClient(settings, dispatch=False).remember("bot", "ann", "Prefers green tea, hot")
+    command.upgrade(config, "head")
+    with get_engine(settings).begin() as conn:
+        lengths = conn.execute(
+            text(
+                "SELECT t.term, t.search_length, m.search_length FROM memory_terms AS t "
+                "JOIN memories AS m ON m.id = t.memory_id ORDER BY t.term"
+            )
+        ).all()
+    assert [tuple(row) for row in lengths] == [
+        ("green", 8, 8),  # name and content: the text twice
+        ("hot", 8, 8),
+        ("prefer", 8, 8),
+        ("tea", 8, 8),
+    ]

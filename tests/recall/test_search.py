@@ -10,11 +10,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
+from memoryd.memories.store import readable
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import MemoryTerm
 from memoryd.recall import search
-from memoryd.recall.rank import _filters, _row_filters
+from memoryd.recall.rank import _row_filters
 from memoryd.recall.search import bm25_ranked, scope_stats, trigram_ranked
 from memoryd.settings import Settings
 from memoryd.text import query_tokens, search_tokens
@@ -58,18 +59,27 @@ QUERIES = [
 ]
 
 
+ANN = Scope("bot", "ann")
+ANNS_MEMORIES = [readable(ANN), *_row_filters(None, None)]
+
+
 def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:
-    scope = Scope("bot", "ann")
     with session_scope(settings, readonly=True) as session:
-        where = _filters("bot", "ann", None, None)
-        return bm25_ranked(session, scope, where, query_tokens(query), scope_stats(session, where))
+        stats = scope_stats(session, ANNS_MEMORIES)
+        return bm25_ranked(session, ANN, [], query_tokens(query), stats)
 
 
 def trigram_order(settings: Settings, query: str) -> list[tuple[int, float]]:
     with session_scope(settings, readonly=True) as session:
-        where = _filters("bot", "ann", None, None)
-        scope, filters = Scope("bot", "ann"), _row_filters(None, None)
-        return trigram_ranked(session, scope, filters, query, 0.3, scope_stats(session, where))
+        stats = scope_stats(session, ANNS_MEMORIES)
+        return trigram_ranked(session, ANN, _row_filters(None, None), query, 0.3, stats)
+
+
+def posting_lengths(settings: Settings) -> dict[str, int]:
+    """Each posting's term and the length of its memory that it carries."""
+    with session_scope(settings, readonly=True) as session:
+        rows = session.execute(select(MemoryTerm.term, MemoryTerm.search_length)).all()
+        return {row.term: row.search_length for row in rows}
 
 
 PARTIAL_QUERIES = ["marath", "paymnt modul", "龙井茶", "violin lessons", "dentst"]
@@ -120,6 +130,8 @@ def test_postings_follow_status_and_content(settings: Settings) -> None:
     client.update("bot", "ann", tea.id, content="Prefers oolong", name="Tea choice")
     assert keyword_order(settings, "green") == []
     assert [m for m, _ in keyword_order(settings, "oolong")] == [tea.id]
+    # The edit took the length from 6 terms (name and content "Prefers green tea") to 4.
+    assert posting_lengths(settings) == {"tea": 4, "choic": 4, "prefer": 4, "oolong": 4}
     client.forget("bot", "ann", tea.id)
     with session_scope(settings, readonly=True) as session:
         assert session.scalars(select(MemoryTerm.term)).all() == []
@@ -155,7 +167,7 @@ def test_a_large_scope_reuses_its_statistics_yet_finds_a_new_memory_at_once(
     db.commit()
     client = MemoryClient(settings, dispatch=False)
     assert client.recall("violin", "bot", "ann") == []
-    stats = search.scope_stats(db, _filters("bot", "ann", None, None))
+    stats = search.scope_stats(db, ANNS_MEMORIES)
     assert stats.docs == 60
     new = client.remember("bot", "ann", "Has a daughter who plays the violin")
     hits = client.recall("violin", "bot", "ann")

@@ -64,7 +64,7 @@ def upgrade() -> None:
             ["agent_id", "user_id", "status", "updated_at"],
             postgresql_include=["search_length"],
         )
-    search_index.install(op.get_bind())
+    search_index.install(op.get_bind(), lengths=False)
 
 
 def downgrade() -> None:

@@ -41,4 +41,4 @@ def downgrade() -> None:
         batch_op.drop_column("occurred_at")
         batch_op.drop_column("said_at")
     # SQLite rebuilt the memories table to drop the columns, and its triggers with it.
-    search_index.install(op.get_bind())
+    search_index.install(op.get_bind(), lengths=False)
