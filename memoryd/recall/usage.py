@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -115,13 +116,28 @@ def _write_rows(
     number of rows, so the server plans it once, and a recall's twenty rows cost about
     what one does. SQLite runs in process: plain executemany. Parameters are typed
     from the table, so UTC datetimes are stored as every other write stores them."""
-    source: dict[str, ColumnElement[Any]]
-    if is_sqlite(session):
-        source = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in columns}
+    sqlite = is_sqlite(session)
+    params: Any
+    if sqlite:
         names = [f"b_{c}" for c in columns]
-        params: Any = [
+        params = [
             dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)
         ]
+    else:
+        params = {f"a_{c}": values for c, values in columns.items()}
+    statement = _rows_statement(table, tuple(columns), key, sqlite)
+    session.connection().execute(statement, params)
+
+
+@functools.cache
+def _rows_statement(
+    table: Table, columns: tuple[str, ...], key: str | None, sqlite: bool
+) -> Executable:
+    """_write_rows' statement, built once per shape: every recall writes with the same
+    two, and building one took about 0.4 ms each time."""
+    source: dict[str, ColumnElement[Any]]
+    if sqlite:
+        source = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in columns}
     else:
         given = (
             func.unnest(*(bindparam(f"a_{c}", type_=ARRAY(table.c[c].type)) for c in columns))
@@ -129,16 +145,12 @@ def _write_rows(
             .render_derived()
         )
         source = {c: given.c[c] for c in columns}
-        params = {f"a_{c}": values for c, values in columns.items()}
-    statement: Executable
     if key is not None:
         keyed = source.pop(key)
-        statement = update(table).where(table.c[key] == keyed).values(source)
-    elif is_sqlite(session):
-        statement = insert(table).values(source)
-    else:
-        statement = insert(table).from_select(list(source), select(*source.values()))
-    session.connection().execute(statement, params)
+        return update(table).where(table.c[key] == keyed).values(source)
+    if sqlite:
+        return insert(table).values(source)
+    return insert(table).from_select(list(source), select(*source.values()))
 
 
 def _retrieved(settings: Settings, row: Any, now: datetime) -> dict[str, Any]:
