@@ -16,19 +16,19 @@ from numpy.typing import NDArray
 from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
-from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.memories.store import readable, readable_users
 from memoryd.memories.weights import MAX_WEIGHT, effective_weight
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
-from memoryd.models.tables import Memory, MemoryStatus
+from memoryd.models.tables import Memory
 from memoryd.recall.embeddings import closest
 from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
     bm25_ranked,
     read_scope,
+    row_filters,
     trigram_ranked,
 )
 from memoryd.settings import Settings
@@ -54,25 +54,6 @@ class Hit(MemoryOut):
     parts: ScoreParts
 
 
-def _row_filters(
-    categories: Sequence[str] | None, tiers: Sequence[str] | None
-) -> list[ColumnElement[bool]]:
-    """Which of the scope's memories a recall may return."""
-    return [Memory.status == MemoryStatus.ACTIVE, *_narrowing(categories, tiers)]
-
-
-def _narrowing(
-    categories: Sequence[str] | None, tiers: Sequence[str] | None
-) -> list[ColumnElement[bool]]:
-    """The caller's conditions beyond an active memory of the scope."""
-    where: list[ColumnElement[bool]] = []
-    if categories:
-        where.append(Memory.category.in_(list(categories)))
-    if tiers:
-        where.append(Memory.tier.in_(list(tiers)))
-    return where
-
-
 def recall(
     session: Session,
     settings: Settings,
@@ -93,7 +74,7 @@ def recall(
     if k <= 0:
         return []
     scope = Scope(agent_id, user_id)
-    where = [readable(scope), *_row_filters(categories, tiers)]
+    where = [readable(scope), *row_filters(categories, tiers)]
     terms = query_tokens(query)
     stats_key = (
         settings.resolved_database_url,
@@ -105,11 +86,12 @@ def recall(
     stats, scope_rows = read_scope(session, where, stats_key)
     # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
     seen: dict[int, Any] = {row.id: row for row in scope_rows or ()}
-    keyword = bm25_ranked(session, scope, _narrowing(categories, tiers), terms, stats)
+    keyword = bm25_ranked(session, scope, categories, tiers, terms, stats)
     trigram = trigram_ranked(
         session,
         scope,
-        _row_filters(categories, tiers),
+        categories,
+        tiers,
         query,
         settings.recall_min_similarity,
         stats,
@@ -155,7 +137,7 @@ def recall(
                 row
                 for row in session.execute(
                     select(*SCORING_COLUMNS, Memory.agent_id, Memory.user_id).where(
-                        Memory.id.in_(unread), *_row_filters(categories, tiers)
+                        Memory.id.in_(unread), *row_filters(categories, tiers)
                     )
                 )
                 if row.agent_id == agent_id and row.user_id in users

@@ -14,6 +14,7 @@ User text never reaches a query syntax raw: terms are letters and digits only
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -25,10 +26,11 @@ from typing import Any
 from sqlalchemy import (
     Float,
     Integer,
+    Select,
     String,
+    bindparam,
     column,
     func,
-    literal,
     literal_column,
     select,
     text,
@@ -40,7 +42,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from memoryd.memories.store import readable, readable_users
 from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
-from memoryd.models.tables import Memory, MemoryTerm
+from memoryd.models.tables import Memory, MemoryStatus, MemoryTerm
 from memoryd.text import content_words, word_trigrams
 
 K1 = 1.2
@@ -68,6 +70,25 @@ _STATS_MEMO_SIZE = 10_000
 
 # Written out as the trigram index's expression, so PostgreSQL can match the two.
 BODY = literal_column("(memories.name || ' ' || memories.content)", String)
+
+
+def row_filters(
+    categories: Sequence[str] | None, tiers: Sequence[str] | None
+) -> list[ColumnElement[bool]]:
+    """Which of the scope's memories a recall may return."""
+    return [Memory.status == MemoryStatus.ACTIVE, *narrowing(categories, tiers)]
+
+
+def narrowing(
+    categories: Sequence[str] | None, tiers: Sequence[str] | None
+) -> list[ColumnElement[bool]]:
+    """The caller's conditions beyond an active memory of the scope."""
+    where: list[ColumnElement[bool]] = []
+    if categories:
+        where.append(Memory.category.in_(list(categories)))
+    if tiers:
+        where.append(Memory.tier.in_(list(tiers)))
+    return where
 
 
 @dataclass(frozen=True)
@@ -117,15 +138,16 @@ def read_scope(
 def bm25_ranked(
     session: Session,
     scope: Scope,
-    filters: list[ColumnElement[bool]],
+    categories: Sequence[str] | None,
+    tiers: Sequence[str] | None,
     terms: list[str],
     stats: ScopeStats,
     limit: int = LIST_LIMIT,
 ) -> list[tuple[int, float]]:
     """(memory id, BM25 score) of the scope's memories holding any term, best first.
     Postings exist for active memories only and carry what the formula needs, so
-    without `filters` (conditions on other columns of the memory) they are read alone,
-    from the index that holds them; with filters, they are joined to their memories."""
+    without categories or tiers to match they are read alone, from the index that
+    holds them; with them, they are joined to their memories."""
     if not terms or not stats.docs:
         return []
     postings_of_scope = select(
@@ -135,22 +157,24 @@ def bm25_ranked(
         MemoryTerm.user_id.in_(readable_users(scope)),
         MemoryTerm.term.in_(terms),
     )
-    if filters:
+    if categories or tiers:
         postings_of_scope = postings_of_scope.join(Memory, Memory.id == MemoryTerm.memory_id).where(
-            *filters
+            *narrowing(categories, tiers)
         )
-    postings = session.execute(postings_of_scope).all()
+    # Plain tuples (faster to sort and unpack than rows), in one order on both
+    # databases, so that the sums add up alike.
+    rows = session.execute(postings_of_scope).all()
+    postings = sorted((memory_id, term, tf, length) for memory_id, term, tf, length in rows)
     if not postings:
         return []
     docs = stats.docs
     average = max(stats.total_length / docs, 1.0)
-    frequency = Counter(p.term for p in postings)
+    frequency = Counter(term for _, term, _, _ in postings)
+    idf = {term: math.log(1 + (docs - df + 0.5) / (df + 0.5)) for term, df in frequency.items()}
     scores: defaultdict[int, float] = defaultdict(float)
-    for p in sorted(postings, key=lambda p: (p.memory_id, p.term)):
-        df = frequency[p.term]
-        idf = math.log(1 + (docs - df + 0.5) / (df + 0.5))
-        norm = K1 * (1 - B + B * p.search_length / average)
-        scores[p.memory_id] += idf * p.tf * (K1 + 1) / (p.tf + norm)
+    for memory_id, term, tf, length in postings:
+        norm = K1 * (1 - B + B * length / average)
+        scores[memory_id] += idf[term] * tf * (K1 + 1) / (tf + norm)
     ranked = sorted(scores.items(), key=lambda item: (-round(item[1], 9), -item[0]))
     return ranked[:limit]
 
@@ -165,7 +189,8 @@ def share_of_trigrams(query_grams: set[str], body: str) -> float:
 def trigram_ranked(
     session: Session,
     scope: Scope,
-    filters: list[ColumnElement[bool]],
+    categories: Sequence[str] | None,
+    tiers: Sequence[str] | None,
     query: str,
     min_similarity: float,
     stats: ScopeStats,
@@ -173,14 +198,14 @@ def trigram_ranked(
     seen: dict[int, Any] | None = None,
     scope_rows: Sequence[Any] | None = None,
 ) -> list[tuple[int, float]]:
-    """(memory id, similarity) of the scope's memories that pass `filters` and whose
-    words resemble the query's content words (partial words, typos, unsegmented
-    scripts), best first. `seen` collects each candidate's SCORING_COLUMNS;
+    """(memory id, similarity) of the scope's active memories (of those categories and
+    tiers, when given) whose words resemble the query's content words (partial words,
+    typos, unsegmented scripts), best first. `seen` collects each candidate's SCORING_COLUMNS;
     `scope_rows` are a small scope's memories when read_scope already has them."""
     words = content_words(query[:1000])
     if not words or not stats.docs:
         return []
-    where = [readable(scope), *filters]
+    where = [readable(scope), *row_filters(categories, tiers)]
     query_grams = word_trigrams(words)
     rows: Sequence[Any]
     if scope_rows is not None:
@@ -190,9 +215,9 @@ def trigram_ranked(
         # than an index search, and exact.
         rows = session.execute(select(*SCORING_COLUMNS, BODY.label("body")).where(*where)).all()
     elif is_sqlite(session):
-        rows = _sqlite_trigram_candidates(session, where, BODY, words, limit * 4)
+        rows = _sqlite_trigram_candidates(session, where, words, limit * 4)
     else:
-        rows = _postgres_trigram_candidates(session, scope, filters, BODY, words, limit)
+        rows = _postgres_trigram_candidates(session, scope, categories, tiers, words, limit)
     # One score on both databases, so a threshold means the same on each.
     scored = [(share_of_trigrams(query_grams, r.body), r) for r in rows]
     ranked = sorted(
@@ -207,37 +232,62 @@ def trigram_ranked(
 def _postgres_trigram_candidates(
     session: Session,
     scope: Scope,
-    filters: list[ColumnElement[bool]],
-    body: ColumnElement[str],
+    categories: Sequence[str] | None,
+    tiers: Sequence[str] | None,
     words: str,
     limit: int,
 ) -> Sequence[Any]:
     """The scope's memories nearest the query by pg_trgm's word similarity, read in
     distance order from the scope's GiST index: as many rows as asked, whatever the
     scope's size. pg_trgm's word_similarity also weighs where the shared trigrams sit,
-    so it never exceeds the share the caller computes. GiST cannot search a list of
-    users, so each readable user is one search (and each names only its own user: a
-    redundant IN list would mislead the planner's estimate away from the index)."""
-    distance = body.op("<->>", return_type=Float)(literal(words, String))
+    so it never exceeds the share the caller computes."""
+    users = readable_users(scope)
+    statement = _nearest_statement(len(users), bool(categories), bool(tiers))
+    params = {f"user_{i}": user for i, user in enumerate(users)}
+    return session.execute(
+        statement,
+        {
+            **params,
+            "agent": scope.agent_id,
+            "words": words,
+            "limit": limit,
+            "categories": list(categories or ()),
+            "tiers": list(tiers or ()),
+        },
+    ).all()
+
+
+@functools.cache
+def _nearest_statement(users: int, categories: bool, tiers: bool) -> Select[Any]:
+    """_postgres_trigram_candidates' statement, built once per shape: building it took
+    about 1.5 ms, half of what the index search takes. GiST cannot search a list of users, so each
+    readable user is one search, naming only its own user: a redundant IN list would
+    mislead the planner's estimate away from the index."""
+    filters = [
+        Memory.status == MemoryStatus.ACTIVE,
+        *([Memory.category.in_(bindparam("categories", expanding=True))] if categories else []),
+        *([Memory.tier.in_(bindparam("tiers", expanding=True))] if tiers else []),
+    ]
+    distance = BODY.op("<->>", return_type=Float)(bindparam("words", type_=String))
     searches = [
-        select(*SCORING_COLUMNS, body.label("body"), distance.label("distance"))
-        .where(Memory.agent_id == scope.agent_id, Memory.user_id == user, *filters)
+        select(*SCORING_COLUMNS, BODY.label("body"), distance.label("distance"))
+        .where(Memory.agent_id == bindparam("agent"), Memory.user_id == bindparam(f"user_{i}"))
+        .where(*filters)
         .order_by(distance)
-        .limit(limit)
-        for user in readable_users(scope)
+        .limit(bindparam("limit"))
+        for i in range(users)
     ]
     nearest = union_all(*searches).subquery("nearest")
-    return session.execute(
+    return (
         select(*(nearest.c[c.key] for c in SCORING_COLUMNS), nearest.c.body)
         .order_by(nearest.c.distance, nearest.c.id.desc())
-        .limit(limit)
-    ).all()
+        .limit(bindparam("limit"))
+    )
 
 
 def _sqlite_trigram_candidates(
     session: Session,
     where: list[ColumnElement[bool]],
-    body: ColumnElement[str],
     words: str,
     limit: int,
 ) -> Sequence[Any]:
@@ -255,7 +305,7 @@ def _sqlite_trigram_candidates(
         .subquery("trgm")
     )
     return session.execute(
-        select(*SCORING_COLUMNS, body.label("body"))
+        select(*SCORING_COLUMNS, BODY.label("body"))
         .join(fts, fts.c.rowid == Memory.id)
         .where(*where)
         .order_by(fts.c.rank)

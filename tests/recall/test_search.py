@@ -13,10 +13,9 @@ from memoryd.client import MemoryClient
 from memoryd.memories.store import readable
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.tables import MemoryTerm
+from memoryd.models.tables import Category, MemoryTerm, Tier
 from memoryd.recall import search
-from memoryd.recall.rank import _row_filters
-from memoryd.recall.search import bm25_ranked, scope_stats, trigram_ranked
+from memoryd.recall.search import bm25_ranked, row_filters, scope_stats, trigram_ranked
 from memoryd.settings import Settings
 from memoryd.text import query_tokens, search_tokens
 from tests.conftest import make_settings
@@ -60,19 +59,19 @@ QUERIES = [
 
 
 ANN = Scope("bot", "ann")
-ANNS_MEMORIES = [readable(ANN), *_row_filters(None, None)]
+ANNS_MEMORIES = [readable(ANN), *row_filters(None, None)]
 
 
 def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:
     with session_scope(settings, readonly=True) as session:
         stats = scope_stats(session, ANNS_MEMORIES)
-        return bm25_ranked(session, ANN, [], query_tokens(query), stats)
+        return bm25_ranked(session, ANN, None, None, query_tokens(query), stats)
 
 
 def trigram_order(settings: Settings, query: str) -> list[tuple[int, float]]:
     with session_scope(settings, readonly=True) as session:
         stats = scope_stats(session, ANNS_MEMORIES)
-        return trigram_ranked(session, ANN, _row_filters(None, None), query, 0.3, stats)
+        return trigram_ranked(session, ANN, None, None, query, 0.3, stats)
 
 
 def posting_lengths(settings: Settings) -> dict[str, int]:
@@ -172,3 +171,32 @@ def test_a_large_scope_reuses_its_statistics_yet_finds_a_new_memory_at_once(
     new = client.remember("bot", "ann", "Has a daughter who plays the violin")
     hits = client.recall("violin", "bot", "ann")
     assert [h.id for h in hits] == [new.id]
+
+
+@pytest.mark.parametrize("scan_limit", [search.SCAN_LIMIT, 50])
+def test_categories_and_tiers_narrow_both_lists(
+    settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch, scan_limit: int
+) -> None:
+    """Keyword and trigram lists keep only the categories and tiers asked for, whether
+    the scope is scanned or searched through its indexes, and the shared scope's
+    memories pass through the same filters."""
+    monkeypatch.setattr(search, "SCAN_LIMIT", scan_limit)
+    reference = {"category": Category.REFERENCE, "tier": Tier.SHORT}
+    ref = make_memory(db, settings, "Vegetarian cookbook", **reference)
+    shared = make_memory(db, settings, "Vegetarian canteen menu", user_id="*", **reference)
+    long_term = make_memory(db, settings, "Vegetarian since 2019", tier=Tier.LONG)
+    make_memory(db, settings, "Vegetarian restaurant nearby", tier=Tier.SHORT)
+    make_memory(db, settings, "Vegetarian lunch", user_id="bob", **reference)
+    for i in range(60):
+        make_memory(db, settings, f"Note {i}: the weekly report number {i} was sent")
+    db.commit()
+    stats = scope_stats(db, ANNS_MEMORIES)
+
+    def found(categories: list[str] | None, tiers: list[str] | None) -> tuple[set[int], ...]:
+        keyword = bm25_ranked(db, ANN, categories, tiers, ["vegetarian"], stats)
+        trigram = trigram_ranked(db, ANN, categories, tiers, "vegetar", 0.3, stats)
+        return {mid for mid, _ in keyword}, {mid for mid, _ in trigram}
+
+    assert found([Category.REFERENCE], None) == ({ref.id, shared.id},) * 2
+    assert found(None, [Tier.LONG]) == ({long_term.id},) * 2
+    assert found([Category.REFERENCE], [Tier.LONG]) == (set(), set())
