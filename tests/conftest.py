@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memoryd.models.db import READONLY, dispose_engines, get_engine
 from memoryd.models.migrate import upgrade
 from memoryd.models.tables import Base
+from memoryd.recall import embeddings, search
 from memoryd.settings import Settings
 from tests.fakellm import FakeLLM
 from tests.services import PostgresCluster, RedisServer, ServiceUnavailable, port_open
@@ -106,6 +107,10 @@ def make_settings(
     if backend == "postgres":
         url = request.getfixturevalue("pg_database")
         _truncate_all(url)
+        # Ids start again at 1 under the same URL: what this process cached of an earlier
+        # test's rows (scope vectors, query vectors, statistics) must not meet these.
+        embeddings.clear_caches()
+        search.clear_stats()
         base: dict[str, Any] = {
             "database_url": url,
             "broker_url": request.getfixturevalue("redis_url"),

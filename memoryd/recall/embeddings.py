@@ -227,6 +227,15 @@ class _ScopeEntry:
 _scopes = _ScopeCache()
 
 
+def clear_caches() -> None:
+    """Forget this process's query and scope vectors (after the database under a running
+    process was replaced, or between tests that reuse one database)."""
+    with _queries.lock:
+        _queries.items.clear()
+    with _scopes.lock:
+        _scopes.items.clear()
+
+
 def scope_vectors(
     session: Session, settings: Settings, scope: Scope
 ) -> tuple[NDArray[np.int64], Vectors]:

@@ -101,6 +101,12 @@ _recent_stats: dict[Hashable, tuple[float, ScopeStats]] = {}
 _stats_lock = threading.Lock()
 
 
+def clear_stats() -> None:
+    """Forget the reused statistics of large scopes (see clear_caches in embeddings)."""
+    with _stats_lock:
+        _recent_stats.clear()
+
+
 def scope_stats(session: Session, where: list[ColumnElement[bool]]) -> ScopeStats:
     docs, total_length = session.execute(
         select(func.count(), func.coalesce(func.sum(Memory.search_length), 0)).where(*where)
