@@ -14,19 +14,20 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
-from sqlalchemy import select
-from sqlalchemy.orm import Session, defer
+from sqlalchemy import bindparam, select
+from sqlalchemy.orm import Session
 
 from memoryd.memories.store import readable, readable_users
 from memoryd.memories.weights import MAX_WEIGHT, effective_weight
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
-from memoryd.models.tables import Memory
+from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embeddings import closest
 from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
     bm25_ranked,
+    narrowing,
     read_scope,
     row_filters,
     trigram_ranked,
@@ -35,7 +36,17 @@ from memoryd.settings import Settings
 from memoryd.text import query_tokens
 
 EMBEDDING_POOL = 200  # nearest vectors read when category/tier filters apply
-UNUSED_COLUMNS = (defer(Memory.vector), defer(Memory.search_text))  # large, not in a Hit
+# Statements every recall runs, built once and read as plain rows: building them and
+# loading ORM objects each time cost about 1.3 ms a recall on top of the queries.
+# The candidates that no list read (keyword hits, nearest vectors), by id:
+UNREAD_CANDIDATES = select(*SCORING_COLUMNS, Memory.agent_id, Memory.user_id).where(
+    Memory.id.in_(bindparam("ids", expanding=True)), Memory.status == MemoryStatus.ACTIVE
+)
+# what a Hit shows of its memory (MemoryOut's fields), for the k hits only.
+HIT_FIELDS = select(
+    *(getattr(Memory, name) for name in MemoryOut.model_fields if name != "metadata"),
+    Memory.metadata_.label("metadata"),
+).where(Memory.id.in_(bindparam("ids", expanding=True)))
 
 
 class ScoreParts(BaseModel):
@@ -133,13 +144,12 @@ def recall(
             # whole scope instead. The check still matters: the vectors come from a
             # cache, which a database restored under it would make stale.
             users = readable_users(scope)
+            read = UNREAD_CANDIDATES
+            if categories or tiers:
+                read = read.where(*narrowing(categories, tiers))
             rows += [
                 row
-                for row in session.execute(
-                    select(*SCORING_COLUMNS, Memory.agent_id, Memory.user_id).where(
-                        Memory.id.in_(unread), *row_filters(categories, tiers)
-                    )
-                )
+                for row in session.execute(read, {"ids": list(unread)})
                 if row.agent_id == agent_id and row.user_id in users
             ]
     else:  # nothing to match on: the most recent memories, re-scored below
@@ -183,10 +193,8 @@ def recall(
     top = scored[:k]
     if not top:
         return []
-    loaded = session.scalars(
-        select(Memory).options(*UNUSED_COLUMNS).where(Memory.id.in_([mid for _, mid, _ in top]))
-    ).all()
-    memories = {m.id: m for m in loaded}
+    loaded = session.execute(HIT_FIELDS, {"ids": [mid for _, mid, _ in top]})
+    memories = {row.id: row._mapping for row in loaded}
     hits = []
     for score, mid, signals in top:
         memory = memories[mid]  # memories are never deleted, only retired
@@ -197,5 +205,5 @@ def recall(
             embedding=round(closeness[mid], 4) if mid in closeness else None,
             **signals,
         )
-        hits.append(Hit.from_memory(memory, score=score, parts=parts))
+        hits.append(Hit(**memory, score=score, parts=parts))
     return hits

@@ -11,11 +11,12 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.errors import ConfigError
 from memoryd.models.base import Base
-from memoryd.models.tables import Memory
-from memoryd.recall import embeddings
+from memoryd.models.tables import Category, Memory, Tier
+from memoryd.recall import embeddings, search
 from memoryd.settings import Settings
 from tests import fakellm
 from tests.conftest import _truncate_all, with_llm
+from tests.factories import make_memory
 from tests.fakellm import FakeLLM
 
 REMOTE = {"embedding_model": "text-embedding-3-small"}
@@ -164,3 +165,27 @@ def test_the_local_model_finds_memories_by_meaning(settings: Settings) -> None:
     vector = embeddings.embed_query(s, "dinner ideas")
     assert vector is not None and vector.dtype == np.float32
     assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-4
+
+
+def test_nearest_vectors_pass_the_categories_and_tiers_asked_for(
+    settings: Settings, db: Session, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Vectors are compared over the whole scope; the candidates they bring are read
+    by id, through the same filters as the other lists' candidates."""
+    monkeypatch.setattr(search, "SCAN_LIMIT", 2)  # a large scope: candidates read by id
+    s = with_llm(settings, fake_llm, **REMOTE)
+    note = make_memory(
+        db, s, "Green tea brewing notes", category=Category.REFERENCE, tier=Tier.SHORT
+    )
+    make_memory(db, s, "Prefers green tea", tier=Tier.LONG)
+    make_memory(db, s, "Green tea every morning", tier=Tier.SHORT)
+    db.commit()
+    assert embeddings.fill_missing(s) == 3
+    client = MemoryClient(s)
+    assert len(client.recall("green tea", "bot", "ann")) == 3
+    references = client.recall("green tea", "bot", "ann", categories=[Category.REFERENCE])
+    assert [h.id for h in references] == [note.id]
+    assert references[0].parts.embedding is not None
+    assert [h.tier for h in client.recall("green tea", "bot", "ann", tiers=[Tier.LONG])] == [
+        Tier.LONG
+    ]
