@@ -20,10 +20,10 @@ from pydantic import (
 )
 
 from memoryd.models.profiles import ProfileUpdate
-from memoryd.models.tables import Category
+from memoryd.models.tables import Category, Memory
 
 if TYPE_CHECKING:
-    from memoryd.models.tables import Memory
+    from sqlalchemy.sql.elements import ColumnElement
 
 # Identifiers: non-empty, no surrounding whitespace, no control characters.
 Ident = Annotated[
@@ -289,10 +289,19 @@ class MemoryOut(BaseModel):
 
     @classmethod
     def from_memory(cls, memory: Memory, **extra: Any) -> Self:
-        fields = {
-            name: getattr(memory, name) for name in MemoryOut.model_fields if name != "metadata"
-        }
-        return cls(**fields, metadata=memory.metadata_, **extra)
+        fields = {name: getattr(memory, _attribute(name)) for name in MemoryOut.model_fields}
+        return cls(**fields, **extra)
+
+    @staticmethod
+    def columns() -> list[ColumnElement[Any]]:
+        """The columns of `memories` it is read from, named as its fields, for a read
+        of plain rows (`cls(**row._mapping)`)."""
+        return [getattr(Memory, _attribute(name)).label(name) for name in MemoryOut.model_fields]
+
+
+def _attribute(field: str) -> str:
+    """Memory's attribute for a MemoryOut field ("metadata" is reserved on the model)."""
+    return "metadata_" if field == "metadata" else field
 
 
 class EventOut(BaseModel):

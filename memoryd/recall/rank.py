@@ -43,10 +43,7 @@ UNREAD_CANDIDATES = select(*SCORING_COLUMNS, Memory.agent_id, Memory.user_id).wh
     Memory.id.in_(bindparam("ids", expanding=True)), Memory.status == MemoryStatus.ACTIVE
 )
 # what a Hit shows of its memory (MemoryOut's fields), for the k hits only.
-HIT_FIELDS = select(
-    *(getattr(Memory, name) for name in MemoryOut.model_fields if name != "metadata"),
-    Memory.metadata_.label("metadata"),
-).where(Memory.id.in_(bindparam("ids", expanding=True)))
+HIT_FIELDS = select(*MemoryOut.columns()).where(Memory.id.in_(bindparam("ids", expanding=True)))
 
 
 class ScoreParts(BaseModel):
@@ -130,7 +127,6 @@ def recall(
         lists.append((settings.fusion_weight_embedding, {}))  # ranked after filtering
 
     # Scoring reads a few columns of each candidate; whole rows are loaded for the k hits.
-    columns = select(*SCORING_COLUMNS)
     rows: list[Any]
     if terms or nearest:
         ids = {mid for _, ranks in lists for mid in ranks} | {mid for mid, _ in nearest}
@@ -155,7 +151,8 @@ def recall(
     else:  # nothing to match on: the most recent memories, re-scored below
         rows = list(
             session.execute(
-                columns.where(*where)
+                select(*SCORING_COLUMNS)
+                .where(*where)
                 .order_by(Memory.updated_at.desc(), Memory.id.desc())
                 .limit(max(k * 4, LIST_LIMIT))
             ).all()

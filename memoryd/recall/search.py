@@ -248,19 +248,11 @@ def _postgres_trigram_candidates(
     scope's size. pg_trgm's word_similarity also weighs where the shared trigrams sit,
     so it never exceeds the share the caller computes."""
     users = readable_users(scope)
+    params: dict[str, Any] = {f"user_{i}": user for i, user in enumerate(users)}
+    params.update(agent=scope.agent_id, words=words, limit=limit)
+    params.update(categories=list(categories or ()), tiers=list(tiers or ()))
     statement = _nearest_statement(len(users), bool(categories), bool(tiers))
-    params = {f"user_{i}": user for i, user in enumerate(users)}
-    return session.execute(
-        statement,
-        {
-            **params,
-            "agent": scope.agent_id,
-            "words": words,
-            "limit": limit,
-            "categories": list(categories or ()),
-            "tiers": list(tiers or ()),
-        },
-    ).all()
+    return session.execute(statement, params).all()
 
 
 @functools.cache
