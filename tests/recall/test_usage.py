@@ -88,3 +88,16 @@ def _updates(db: Session) -> tuple[int, int]:
         )
     ).one()
     return int(counts.n_tup_upd), int(counts.n_tup_hot_upd)
+
+
+def test_a_query_is_logged_exactly_as_asked(settings: Settings, db: Session) -> None:
+    """The usage rows carry the query verbatim through the one-statement write: quotes,
+    backslashes, braces, commas, newlines and any script, with no NUL (PostgreSQL text
+    holds none)."""
+    make_memory(db, settings, "Prefers green tea")
+    db.commit()
+    query = 'green tea {"a", \\"b\\"}, it\'s\n绿茶 🍵 NULL \\N \x00end'
+    assert MemoryClient(settings).recall(query, "bot", "ann", session_id='s"1')
+    db.expire_all()
+    usage = db.scalars(select(MemoryUsage)).one()
+    assert (usage.query, usage.session_id) == (query.replace("\x00", ""), 's"1')
