@@ -261,6 +261,18 @@ def main() -> None:
         load(url, args.rows, USERS, "bench")
         load(url, args.heavy_rows, args.heavy_users, "heavy", local[1] if local else None)
         load_s = time.perf_counter() - started
+        with get_engine(Settings(database_url=url)).connect() as conn:
+            # Recall is bound by the pages it reads: how much of the data the server can
+            # hold says how many of them come from disk.
+            buffers_mb = conn.execute(
+                text("SELECT pg_size_bytes(current_setting('shared_buffers')) / 1048576")
+            ).scalar_one()
+            data = conn.execute(
+                text(
+                    "SELECT pg_size_pretty(pg_total_relation_size('memories') "
+                    "+ pg_total_relation_size('memory_terms'))"
+                )
+            ).scalar_one()
         client = MemoryClient(Settings(database_url=url))
         latencies(client.recall, 50, seed=0)  # warm caches and connections
         recall_ms = latencies(client.recall, args.queries, seed=1)
@@ -308,7 +320,8 @@ def main() -> None:
     print_table(
         f"recall on PostgreSQL: {args.rows} memories, {USERS} users, {args.queries} queries; "
         f"{args.heavy_users} heavy users (load {load_s:.0f} s; {hits}/{len(QUERIES)} sample "
-        f"queries found memories; {matched:.0%} matched for a heavy user)",
+        f"queries found memories; {matched:.0%} matched for a heavy user; "
+        f"shared_buffers {buffers_mb} MB for {data} of memories, postings and indexes)",
         rows,
     )
     emit(
@@ -320,6 +333,7 @@ def main() -> None:
             "heavy_local_recall_p95_ms": l95,
             "heavy_matched_share": matched,
             "baseline_p95_ms": b95,
+            "shared_buffers_mb": float(buffers_mb),
         }
     )
 

@@ -49,3 +49,12 @@ def test_the_server_waits_for_migrate_and_is_checked_over_tcp() -> None:
     check = " ".join(server["healthcheck"]["test"])
     assert "http://127.0.0.1:8080/v1/health" in check
     assert "--host" in server["command"] and "0.0.0.0" in server["command"]
+
+
+def test_postgres_is_given_memory_for_the_memories() -> None:
+    """README's sizing: the default 128 MB of shared_buffers holds a small fraction of a
+    million memories, and recall then reads most of a scope from disk."""
+    command = services()["postgres"]["command"]
+    settings = dict(arg.split("=", 1) for arg in command if "=" in arg)
+    assert settings["shared_buffers"].endswith(":-2GB}")
+    assert "effective_cache_size" in settings
