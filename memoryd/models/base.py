@@ -31,6 +31,13 @@ NAMING_CONVENTION = {
 SHARED_USER = "*"  # user_id of an agent's shared workspace scope, readable by all its users
 
 
+def require_aware(value: datetime) -> datetime:
+    """`value`, refused if naive: memoryd stores and compares UTC-aware datetimes only."""
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: memoryd stores UTC-aware datetimes")
+    return value
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
 
@@ -40,8 +47,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r}: memoryd stores UTC-aware datetimes")
+        require_aware(value)
         if dialect.name == "sqlite":
             return value.astimezone(UTC).replace(tzinfo=None)
         return value

@@ -13,7 +13,9 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.expression import Executable
 
+from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import reinforced, restarted_ttl
+from memoryd.models.base import require_aware
 from memoryd.models.db import is_sqlite
 from memoryd.models.tables import Memory, MemoryUsage, Tier
 from memoryd.recall.rank import Hit
@@ -37,7 +39,6 @@ _FRESH = (
     .where(Memory.id.in_(bindparam("ids", expanding=True)))
     .order_by(Memory.id)
 )
-_FRESH_LOCKED = _FRESH.with_for_update()
 
 
 def log_retrieval(
@@ -93,7 +94,7 @@ def _reinforce(
 
     Only unindexed columns change, except expires_at once an hour and promotable_at
     once in a memory's life, so the row is rewritten in place (see tables.Memory)."""
-    locked = _FRESH if is_sqlite(session) else _FRESH_LOCKED  # lock_rows, built once
+    locked = lock_rows(session, _FRESH)
     fresh = session.connection().execute(locked, {"ids": sorted(set(ids))}).all()
     if not fresh:
         return
@@ -138,11 +139,7 @@ def _write_rows(
 
 def _json_value(value: Any) -> Any:
     """A column value as JSON; the record's column types turn it back on the server."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None:  # as UTCDateTime refuses them
-            raise ValueError(f"naive datetime {value!r}: memoryd stores UTC-aware datetimes")
-        return value.isoformat()
-    return value
+    return require_aware(value).isoformat() if isinstance(value, datetime) else value
 
 
 @functools.cache
