@@ -164,6 +164,7 @@ class MemoryClient(ProfileMethods):
                 tiers=tiers,
                 now=now,
                 query_vector=vector,
+                lock_hits=True,  # for the usage feedback below
             )
             log_retrieval(session, settings, hits, query, session_id, now)
         return hits
@@ -219,6 +220,7 @@ class MemoryClient(ProfileMethods):
                 tiers=tiers,
                 now=now,
                 query_vector=vector,
+                lock_hits=True,  # for the usage feedback below
             )
             hits = agent_config.injectable(settings, hits)
             budget = settings.context_token_budget if token_budget is None else token_budget

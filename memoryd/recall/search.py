@@ -108,9 +108,8 @@ def clear_stats() -> None:
 
 
 def scope_stats(session: Session, where: list[ColumnElement[bool]]) -> ScopeStats:
-    docs, total_length = session.execute(
-        select(func.count(), func.coalesce(func.sum(Memory.search_length), 0)).where(*where)
-    ).one()
+    counted = select(func.count(), func.coalesce(func.sum(Memory.search_length), 0))
+    docs, total_length = session.connection().execute(counted.where(*where)).one()
     return ScopeStats(int(docs), int(total_length))
 
 
@@ -126,11 +125,8 @@ def read_scope(
         recent = _recent_stats.get(key)
     if recent is not None and now - recent[0] < STATS_REUSE_SECONDS:
         return recent[1], None
-    rows = session.execute(
-        select(*SCORING_COLUMNS, Memory.search_length, BODY.label("body"))
-        .where(*where)
-        .limit(SCAN_LIMIT + 1)
-    ).all()
+    in_scope = select(*SCORING_COLUMNS, Memory.search_length, BODY.label("body")).where(*where)
+    rows = session.connection().execute(in_scope.limit(SCAN_LIMIT + 1)).all()
     if len(rows) <= SCAN_LIMIT:
         return ScopeStats(len(rows), sum(r.search_length for r in rows)), rows
     stats = scope_stats(session, where)
@@ -169,7 +165,7 @@ def bm25_ranked(
         )
     # Plain tuples (faster to sort and unpack than rows), in one order on both
     # databases, so that the sums add up alike.
-    rows = session.execute(postings_of_scope).all()
+    rows = session.connection().execute(postings_of_scope).all()
     postings = sorted((memory_id, term, tf, length) for memory_id, term, tf, length in rows)
     if not postings:
         return []
@@ -219,7 +215,8 @@ def trigram_ranked(
     elif stats.docs <= SCAN_LIMIT:
         # A small scope is scored row by row, the same way on both databases: cheaper
         # than an index search, and exact.
-        rows = session.execute(select(*SCORING_COLUMNS, BODY.label("body")).where(*where)).all()
+        in_scope = select(*SCORING_COLUMNS, BODY.label("body")).where(*where)
+        rows = session.connection().execute(in_scope).all()
     elif is_sqlite(session):
         rows = _sqlite_trigram_candidates(session, where, words, limit * 4)
     else:
@@ -252,7 +249,7 @@ def _postgres_trigram_candidates(
     params.update(agent=scope.agent_id, words=words, limit=limit)
     params.update(categories=list(categories or ()), tiers=list(tiers or ()))
     statement = _nearest_statement(len(users), bool(categories), bool(tiers))
-    return session.execute(statement, params).all()
+    return session.connection().execute(statement, params).all()
 
 
 @functools.cache

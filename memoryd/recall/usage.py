@@ -7,10 +7,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, column, func, insert, select, text, update
+from sqlalchemy import Table, Update, bindparam, column, func, insert, select, true, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.expression import Executable
 
 from memoryd.memories.store import lock_rows
@@ -18,7 +17,7 @@ from memoryd.memories.weights import reinforced, restarted_ttl
 from memoryd.models.base import require_aware
 from memoryd.models.db import is_sqlite
 from memoryd.models.tables import Memory, MemoryUsage, Tier
-from memoryd.recall.rank import Hit
+from memoryd.recall.rank import FEEDBACK_COLUMNS, Hit
 from memoryd.settings import Settings
 from memoryd.text import search_tokens
 
@@ -27,18 +26,12 @@ MIN_TERM_CHARS = 3  # "to", "in", "a" say nothing about which memory was used
 
 # What a reinforcement reads of its memories, under their row locks (see _reinforce).
 _FRESH = (
-    select(
-        Memory.id,
-        Memory.tier,
-        Memory.weight,
-        Memory.weight_at,
-        Memory.expires_at,
-        Memory.access_count,
-        Memory.promotable_at,
-    )
+    select(Memory.id, *FEEDBACK_COLUMNS)
     .where(Memory.id.in_(bindparam("ids", expanding=True)))
     .order_by(Memory.id)
 )
+_MEMORIES = cast(Table, Memory.__table__)
+_USAGE = cast(Table, MemoryUsage.__table__)
 
 
 def log_retrieval(
@@ -49,15 +42,19 @@ def log_retrieval(
     session_id: str | None,
     now: datetime,
 ) -> None:
-    """One usage row per hit; access counted, weight reinforced a little, TTL restarted."""
+    """One usage row per hit; access counted, weight reinforced a little, TTL restarted.
+
+    Hits that recall read under their row locks (`recall(lock_hits=True)`) carry the
+    columns the new values are computed from; others are locked and read here. On
+    PostgreSQL the rows' changes and the usage rows then go in one statement."""
     if not hits:
         return
-    if not is_sqlite(session):
-        # Usage rows and access counts are feedback, not user data: losing the last
-        # instant of them in a server crash is harmless, and recall then does not
-        # wait for a WAL flush (the tail of its latency on a busy disk).
-        session.execute(text("SET LOCAL synchronous_commit = off"))
-    record_access(session, settings, [h.id for h in hits], now)
+    read = {hit.id: hit.feedback for hit in hits}
+    if all(row is not None for row in read.values()):
+        fresh: Sequence[Any] = list(read.values())
+    else:
+        fresh = _locked(session, list(read))
+    changes = _reinforced(settings, fresh, settings.reinforce_retrieved, now, retrieved=True)
     n = len(hits)
     usage: dict[str, list[Any]] = {
         "memory_id": [hit.id for hit in hits],
@@ -69,7 +66,14 @@ def log_retrieval(
         "referenced": [False] * n,
         "created_at": [now] * n,
     }
-    _write_rows(session, cast(Table, MemoryUsage.__table__), usage, key=None)
+    if is_sqlite(session):
+        _write_rows(session, _MEMORIES, changes, key="id")
+        _write_rows(session, _USAGE, usage, key=None)
+        return
+    statement = _feedback_statement(tuple(changes), tuple(usage))
+    session.connection().execute(
+        statement, {"changes": _json_rows(changes), "usage": _json_rows(usage)}
+    )
 
 
 def record_access(session: Session, settings: Settings, ids: Sequence[int], now: datetime) -> None:
@@ -87,17 +91,34 @@ def _reinforce(
     *,
     retrieved: bool,
 ) -> None:
-    """Reinforce memories atomically. Their rows are locked in id order (so concurrent
-    recalls queue instead of deadlocking) and re-read, and every new value is computed
-    from what was read under the lock: an access, a concurrent recall's increment or a
-    promotion's tier change is never lost or overwritten. One statement each way.
+    """Reinforce memories atomically: see _locked and _reinforced. One statement each way."""
+    fresh = _locked(session, ids)
+    if fresh:
+        _write_rows(
+            session,
+            _MEMORIES,
+            _reinforced(settings, fresh, amount, now, retrieved=retrieved),
+            key="id",
+        )
+
+
+def _locked(session: Session, ids: Sequence[int]) -> Sequence[Any]:
+    """The memories' FEEDBACK_COLUMNS, re-read under their row locks, taken in id order
+    (so concurrent recalls queue instead of deadlocking)."""
+    locked = lock_rows(session, _FRESH)
+    return session.connection().execute(locked, {"ids": sorted(set(ids))}).all()
+
+
+def _reinforced(
+    settings: Settings, fresh: Sequence[Any], amount: float, now: datetime, *, retrieved: bool
+) -> dict[str, list[Any]]:
+    """The new column values (one list per column, "id" first) of rows read under their
+    locks: every value is computed from what was read under the lock, so an access, a
+    concurrent recall's increment or a promotion's tier change is never lost or
+    overwritten.
 
     Only unindexed columns change, except expires_at once an hour and promotable_at
     once in a memory's life, so the row is rewritten in place (see tables.Memory)."""
-    locked = lock_rows(session, _FRESH)
-    fresh = session.connection().execute(locked, {"ids": sorted(set(ids))}).all()
-    if not fresh:
-        return
     changes = [
         reinforced(row.tier, row.weight, row.weight_at, amount, now, settings)
         | (_retrieved(settings, row, now) if retrieved else {})
@@ -105,65 +126,93 @@ def _reinforce(
     ]
     columns = {"id": [row.id for row in fresh]}
     columns.update({c: [change[c] for change in changes] for c in changes[0]})
-    _write_rows(session, cast(Table, Memory.__table__), columns, key="id")
+    return columns
 
 
 def _write_rows(
     session: Session, table: Table, columns: dict[str, list[Any]], *, key: str | None
 ) -> None:
     """Insert rows (key None) or update them by `key`; `columns` holds one list per
-    column, a value per row.
-
-    On PostgreSQL one statement over a JSON array of the rows, typed by the table's
-    columns: its text does not vary with the number of rows, so the server plans it
-    once, and a recall's twenty rows cost about what one does. (Arrays did the same, but
-    the driver escapes every element of an array in Python: about 1 ms a recall.)
-    SQLite runs in process: plain executemany, parameters typed from the table."""
-    sqlite = is_sqlite(session)
-    params: Any
-    if sqlite:
+    column, a value per row. SQLite runs in process: plain executemany, parameters typed
+    from the table. PostgreSQL: one statement over a JSON array of the rows (_given)."""
+    if is_sqlite(session):
         names = [f"b_{c}" for c in columns]
-        params = [
+        params: Any = [
             dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)
         ]
+        statement = _sqlite_statement(table, tuple(columns), key)
     else:
-        params = {
-            "rows": [
-                dict(zip(columns, map(_json_value, values), strict=True))
-                for values in zip(*columns.values(), strict=True)
-            ]
-        }
-    statement = _rows_statement(table, tuple(columns), key, sqlite)
+        params = {"rows": _json_rows(columns)}
+        statement = _pg_statement(table, tuple(columns), key)
     session.connection().execute(statement, params)
 
 
+def _json_rows(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The rows as JSON objects; the record's column types turn values back on the server."""
+    return [
+        dict(zip(columns, map(_json_value, values), strict=True))
+        for values in zip(*columns.values(), strict=True)
+    ]
+
+
 def _json_value(value: Any) -> Any:
-    """A column value as JSON; the record's column types turn it back on the server."""
     return require_aware(value).isoformat() if isinstance(value, datetime) else value
 
 
+# Statements are built once per shape: every recall writes with the same ones, and
+# building one took about 0.4 ms each time.
 @functools.cache
-def _rows_statement(
-    table: Table, columns: tuple[str, ...], key: str | None, sqlite: bool
-) -> Executable:
-    """_write_rows' statement, built once per shape: every recall writes with the same
-    two, and building one took about 0.4 ms each time."""
-    source: dict[str, ColumnElement[Any]]
-    if sqlite:
-        source = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in columns}
-    else:
-        given = (
-            func.jsonb_to_recordset(bindparam("rows", type_=JSONB))
-            .table_valued(*(column(c, table.c[c].type) for c in columns), name="given")
-            .render_derived(with_types=True)
-        )
-        source = {c: given.c[c] for c in columns}
-    if key is not None:
-        keyed = source.pop(key)
-        return update(table).where(table.c[key] == keyed).values(source)
-    if sqlite:
+def _sqlite_statement(table: Table, columns: tuple[str, ...], key: str | None) -> Executable:
+    source = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in columns}
+    if key is None:
         return insert(table).values(source)
-    return insert(table).from_select(list(source), select(*source.values()))
+    keyed = source.pop(key)
+    return update(table).where(table.c[key] == keyed).values(source)
+
+
+def _given(table: Table, columns: tuple[str, ...], param: str) -> Any:
+    """The JSON array of rows in parameter `param` as a table, typed by `table`'s columns:
+    a statement over it does not vary with the number of rows, so the server plans it
+    once, and a recall's twenty rows cost about what one does. (Arrays did the same, but
+    the driver escapes every element of an array in Python: about 1 ms a recall.)"""
+    return (
+        func.jsonb_to_recordset(bindparam(param, type_=JSONB))
+        .table_valued(*(column(c, table.c[c].type) for c in columns), name=f"{param}_given")
+        .render_derived(with_types=True)
+    )
+
+
+def _pg_update(table: Table, columns: tuple[str, ...], key: str, param: str) -> Update:
+    given = _given(table, columns, param)
+    return (
+        update(table)
+        .where(table.c[key] == given.c[key])
+        .values({c: given.c[c] for c in columns if c != key})
+    )
+
+
+@functools.cache
+def _pg_statement(table: Table, columns: tuple[str, ...], key: str | None) -> Executable:
+    if key is not None:
+        return _pg_update(table, columns, key, "rows")
+    given = _given(table, columns, "rows")
+    return insert(table).from_select(list(columns), select(*given.c))
+
+
+@functools.cache
+def _feedback_statement(changed: tuple[str, ...], logged: tuple[str, ...]) -> Executable:
+    """A retrieval's feedback on PostgreSQL in one round trip: the hits' new columns (a
+    data-modifying CTE), their usage rows, and synchronous_commit off for the
+    transaction. Usage rows and access counts are feedback, not user data: losing the
+    last instant of them in a server crash is harmless, and recall then does not wait
+    for a WAL flush (the tail of its latency on a busy disk)."""
+    reinforce = _pg_update(_MEMORIES, changed, "id", "changes").cte("reinforced")
+    relaxed = select(func.set_config("synchronous_commit", "off", true()).label("setting")).cte(
+        "relaxed"
+    )
+    usage = _given(_USAGE, logged, "usage")
+    rows = select(*usage.c).select_from(usage).join(relaxed, true())
+    return insert(_USAGE).from_select(list(logged), rows).add_cte(reinforce)
 
 
 def _retrieved(settings: Settings, row: Any, now: datetime) -> dict[str, Any]:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import event, select, text
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
-from memoryd.models.db import utcnow
+from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.tables import Memory, MemoryUsage, Tier
-from memoryd.recall.usage import record_access
+from memoryd.recall.rank import recall
+from memoryd.recall.usage import log_retrieval, record_access
 from memoryd.settings import Settings
 from tests.factories import make_memory
 
@@ -101,3 +103,38 @@ def test_a_query_is_logged_exactly_as_asked(settings: Settings, db: Session) -> 
     db.expire_all()
     usage = db.scalars(select(MemoryUsage)).one()
     assert (usage.query, usage.session_id) == (query.replace("\x00", ""), 's"1')
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_recall_writes_its_feedback_in_one_statement(settings: Settings, db: Session) -> None:
+    """Recall reads its hits under their row locks with what the feedback is computed
+    from, so the feedback reads nothing again: the new counts and weights, the usage rows
+    and synchronous_commit off for the transaction go as one statement."""
+    for text_ in ("Prefers green tea", "Bought a clay teapot for green tea", "Lives in Porto"):
+        make_memory(db, settings, text_)
+    db.commit()
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        statements.append(" ".join(statement.split()))
+
+    engine = get_engine(settings)
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        hits = MemoryClient(settings).recall("green tea", "bot", "ann")
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert len(hits) == 2
+    locked = [s for s in statements if "FOR UPDATE" in s]
+    writes = [s for s in statements if s.startswith(("UPDATE", "INSERT", "WITH", "SET"))]
+    assert len(locked) == 1 and "memories.content" in locked[0]  # the hits' own read
+    assert len(writes) == 1 and "UPDATE memories" in writes[0]
+    assert "INSERT INTO memory_usage" in writes[0]
+
+    with session_scope(settings) as session:  # the statement relaxes its transaction
+        found = recall(session, settings, "bot", "ann", "tea", now=utcnow(), lock_hits=True)
+        log_retrieval(session, settings, found, "tea", None, utcnow())
+        assert session.execute(text("SHOW synchronous_commit")).scalar_one() == "off"
+    db.expire_all()
+    counts = db.scalars(select(Memory.access_count).order_by(Memory.id)).all()
+    assert counts == [2, 2, 0]  # each hit counted once per recall, nothing else
