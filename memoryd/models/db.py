@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import sqlite3
 import threading
 import zlib
 from collections.abc import Iterator
@@ -47,11 +49,25 @@ def _configure_sqlite(engine: Engine) -> None:
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
+        _ensure_math_functions(dbapi_conn)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         readonly = conn.get_execution_options().get(READONLY, False)
         conn.exec_driver_sql("BEGIN DEFERRED" if readonly else "BEGIN IMMEDIATE")
+
+
+def _ensure_math_functions(dbapi_conn: Any) -> None:
+    """Recall's BM25 runs ln and floor in SQL (recall/search.py). SQLite builds without
+    its math functions get them from Python, which calls the same C library."""
+    try:
+        dbapi_conn.execute("SELECT ln(1.0), floor(1.5)")
+    except sqlite3.OperationalError:
+        for name, function in MATH_FUNCTIONS.items():
+            dbapi_conn.create_function(name, 1, function, deterministic=True)
+
+
+MATH_FUNCTIONS = {"ln": math.log, "floor": lambda x: float(math.floor(x))}
 
 
 def make_engine(url: str, autocommit: bool = False) -> Engine:

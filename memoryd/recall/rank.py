@@ -40,7 +40,7 @@ from memoryd.text import query_tokens
 EMBEDDING_POOL = 200  # nearest vectors read when category/tier filters apply
 # Statements every recall runs, built once and read as plain rows: building them and
 # loading ORM objects each time cost about 1.3 ms a recall on top of the queries.
-# The candidates that no list read (keyword hits, nearest vectors), by id:
+# The candidates that no list read (the nearest vectors), by id:
 UNREAD_CANDIDATES = select(*SCORING_COLUMNS, Memory.agent_id, Memory.user_id).where(
     Memory.id.in_(bindparam("ids", expanding=True)), Memory.status == MemoryStatus.ACTIVE
 )
@@ -122,7 +122,7 @@ def recall(
     stats, scope_rows = read_scope(session, where, stats_key)
     # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
     seen: dict[int, Any] = {row.id: row for row in scope_rows or ()}
-    keyword = bm25_ranked(session, scope, categories, tiers, terms, stats)
+    keyword = bm25_ranked(session, scope, categories, tiers, terms, stats, seen=seen)
     trigram = trigram_ranked(
         session,
         scope,
@@ -159,7 +159,7 @@ def recall(
     if terms or nearest:
         ids = {mid for _, ranks in lists for mid in ranks} | {mid for mid, _ in nearest}
         rows = [seen[mid] for mid in ids if mid in seen]
-        # Keyword hits (found in the postings alone) and nearest vectors: read here,
+        # The nearest vectors (ids from the scope's cache): read here,
         # through the filters.
         unread = ids - seen.keys()
         if unread:

@@ -1,9 +1,9 @@
 """The two lexical ranked lists of recall, each over every active memory of the scope.
 
-- Keyword: BM25 (k1 1.2, b 0.75, Lucene's IDF) over the scope, computed here from the
-  postings that database triggers keep in `memory_terms`. The statistics come from the
-  same rows on both databases and the sum runs in a fixed order, so PostgreSQL and SQLite
-  rank the same data identically.
+- Keyword: BM25 (k1 1.2, b 0.75, Lucene's IDF) over the scope, summed by the database
+  from the postings that its triggers keep in `memory_terms`. Both databases run the
+  same statement over the same rows and add whole numbers (see bm25_ranked), so
+  PostgreSQL and SQLite rank the same data identically.
 - Trigram: the share of the query's padded word trigrams a memory holds. A scope of up
   to SCAN_LIMIT memories is scored row by row; a larger one takes its candidates from
   pg_trgm's KNN search on PostgreSQL or FTS5's trigram index on SQLite.
@@ -15,10 +15,8 @@ User text never reaches a query syntax raw: terms are letters and digits only
 from __future__ import annotations
 
 import functools
-import math
 import threading
 import time
-from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +27,7 @@ from sqlalchemy import (
     Select,
     String,
     bindparam,
+    cast,
     column,
     func,
     literal_column,
@@ -96,6 +95,11 @@ class ScopeStats:
     docs: int  # active memories the query may return
     total_length: int  # their terms, all together
 
+    @property
+    def average(self) -> float:
+        """Terms per memory, at least one (BM25's average document length)."""
+        return max(self.total_length / self.docs, 1.0) if self.docs else 1.0
+
 
 _recent_stats: dict[Hashable, tuple[float, ScopeStats]] = {}
 _stats_lock = threading.Lock()
@@ -145,40 +149,77 @@ def bm25_ranked(
     terms: list[str],
     stats: ScopeStats,
     limit: int = LIST_LIMIT,
+    seen: dict[int, Any] | None = None,
 ) -> list[tuple[int, float]]:
-    """(memory id, BM25 score) of the scope's memories holding any term, best first.
-    Postings exist for active memories only and carry what the formula needs, so
-    without categories or tiers to match they are read alone, from the index that
-    holds them; with them, they are joined to their memories."""
+    """(memory id, BM25 score) of the scope's memories holding any term, best first, in
+    one statement: the database sums the postings and returns the best memories with
+    their SCORING_COLUMNS, which `seen` collects. Postings exist for active memories only
+    and carry what the formula needs, so without categories or tiers to match they are
+    read alone, from the index that holds them; with them, they are joined to their
+    memories.
+
+    Each term's part is floored to whole nano-points before the sum: integers add up
+    exactly in any order, so both databases compute the same scores from the same rows
+    (their floating-point sums could differ in the last bit with the order of rows)."""
     if not terms or not stats.docs:
         return []
-    postings_of_scope = select(
+    params = {
+        "agent": scope.agent_id,
+        "users": readable_users(scope),
+        "terms": terms,
+        "categories": list(categories or ()),
+        "tiers": list(tiers or ()),
+        "docs": float(stats.docs),
+        "average": stats.average,
+        "limit": limit,
+    }
+    statement = _bm25_statement(bool(categories), bool(tiers))
+    rows = session.connection().execute(statement, params).all()
+    if seen is not None:
+        seen.update((row.id, row) for row in rows)
+    return [(row.id, row.points / POINTS) for row in rows]
+
+
+POINTS = 1e9  # BM25 points per unit of score, summed as whole numbers
+
+
+@functools.cache
+def _bm25_statement(categories: bool, tiers: bool) -> Select[Any]:
+    """bm25_ranked's statement, built once per shape (building it took longer than the
+    database takes to run it): the scope's best memories by BM25, with their
+    SCORING_COLUMNS and score in points."""
+    matching = select(
         MemoryTerm.memory_id, MemoryTerm.term, MemoryTerm.tf, MemoryTerm.search_length
     ).where(
-        MemoryTerm.agent_id == scope.agent_id,
-        MemoryTerm.user_id.in_(readable_users(scope)),
-        MemoryTerm.term.in_(terms),
+        MemoryTerm.agent_id == bindparam("agent"),
+        MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
+        MemoryTerm.term.in_(bindparam("terms", expanding=True)),
     )
     if categories or tiers:
-        postings_of_scope = postings_of_scope.join(Memory, Memory.id == MemoryTerm.memory_id).where(
-            *narrowing(categories, tiers)
+        matching = matching.join(Memory, Memory.id == MemoryTerm.memory_id).where(
+            *_narrowing_parameters(categories, tiers)
         )
-    # Plain tuples (faster to sort and unpack than rows), in one order on both
-    # databases, so that the sums add up alike.
-    rows = session.connection().execute(postings_of_scope).all()
-    postings = sorted((memory_id, term, tf, length) for memory_id, term, tf, length in rows)
-    if not postings:
-        return []
-    docs = stats.docs
-    average = max(stats.total_length / docs, 1.0)
-    frequency = Counter(term for _, term, _, _ in postings)
-    idf = {term: math.log(1 + (docs - df + 0.5) / (df + 0.5)) for term, df in frequency.items()}
-    scores: defaultdict[int, float] = defaultdict(float)
-    for memory_id, term, tf, length in postings:
-        norm = K1 * (1 - B + B * length / average)
-        scores[memory_id] += idf[term] * tf * (K1 + 1) / (tf + norm)
-    ranked = sorted(scores.items(), key=lambda item: (-round(item[1], 9), -item[0]))
-    return ranked[:limit]
+    postings = matching.cte("postings")
+    df = select(postings.c.term, func.count().label("n")).group_by(postings.c.term).cte("df")
+    # Every operand a double, so both databases do the same floating-point arithmetic.
+    n, tf, length = (cast(c, Float) for c in (df.c.n, postings.c.tf, postings.c.search_length))
+    idf = func.ln(1.0 + (bindparam("docs", type_=Float) - n + 0.5) / (n + 0.5), type_=Float)
+    norm = K1 * (1.0 - B + B * length / bindparam("average", type_=Float))
+    part = func.floor(idf * tf * (K1 + 1.0) / (tf + norm) * POINTS, type_=Float)
+    points = func.sum(part, type_=Float).label("points")
+    best = (
+        select(postings.c.memory_id, points)
+        .join(df, df.c.term == postings.c.term)
+        .group_by(postings.c.memory_id)
+        .order_by(points.desc(), postings.c.memory_id.desc())
+        .limit(bindparam("limit"))
+        .subquery("best")
+    )  # limited before the join: only the best memories are read
+    return (
+        select(*SCORING_COLUMNS, best.c.points)
+        .join(best, best.c.memory_id == Memory.id)
+        .order_by(best.c.points.desc(), Memory.id.desc())
+    )
 
 
 def share_of_trigrams(query_grams: set[str], body: str) -> float:
@@ -252,17 +293,24 @@ def _postgres_trigram_candidates(
     return session.connection().execute(statement, params).all()
 
 
+def _narrowing_parameters(categories: bool, tiers: bool) -> list[ColumnElement[bool]]:
+    """narrowing's conditions for statements built once: the values are the bind
+    parameters "categories" and "tiers"."""
+    where: list[ColumnElement[bool]] = []
+    if categories:
+        where.append(Memory.category.in_(bindparam("categories", expanding=True)))
+    if tiers:
+        where.append(Memory.tier.in_(bindparam("tiers", expanding=True)))
+    return where
+
+
 @functools.cache
 def _nearest_statement(users: int, categories: bool, tiers: bool) -> Select[Any]:
     """_postgres_trigram_candidates' statement, built once per shape: building it took
     about 1.5 ms, half of what the index search takes. GiST cannot search a list of users, so each
     readable user is one search, naming only its own user: a redundant IN list would
     mislead the planner's estimate away from the index."""
-    filters = [
-        Memory.status == MemoryStatus.ACTIVE,
-        *([Memory.category.in_(bindparam("categories", expanding=True))] if categories else []),
-        *([Memory.tier.in_(bindparam("tiers", expanding=True))] if tiers else []),
-    ]
+    filters = [Memory.status == MemoryStatus.ACTIVE, *_narrowing_parameters(categories, tiers)]
     distance = BODY.op("<->>", return_type=Float)(bindparam("words", type_=String))
     searches = [
         select(*SCORING_COLUMNS, BODY.label("body"), distance.label("distance"))

@@ -3,6 +3,7 @@ worker refuses to start on a database it cannot use."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -12,7 +13,7 @@ import pytest
 
 from memoryd.client import MemoryClient
 from memoryd.memories.transfer import export_memories
-from memoryd.models.db import session_scope
+from memoryd.models.db import MATH_FUNCTIONS, session_scope
 from memoryd.settings import Settings
 from tests.workers import REPO_ROOT, settings_env
 
@@ -62,3 +63,18 @@ def test_a_worker_that_cannot_use_its_database_does_not_start(
     assert "ready." not in out.stdout + out.stderr  # it never took a task
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("memoryd worker: ") and reason in last
+
+
+@pytest.mark.parametrize("value", [0.5, 1.0, 2.2, 3.75, 1234.5678, 1e-7, 9.87654321e12])
+def test_sqlite_without_math_functions_gets_the_same_ones(value: float) -> None:
+    """Recall's BM25 runs ln and floor in SQL; a SQLite built without them gets Python's,
+    which must give bit for bit what SQLite's own give, or rankings would differ."""
+    builtin = sqlite3.connect(":memory:")
+    fallback = sqlite3.connect(":memory:")
+    for name, function in MATH_FUNCTIONS.items():  # replaces the built-in, as in such a build
+        fallback.create_function(name, 1, function, deterministic=True)
+    query = "SELECT ln(?), floor(?), typeof(floor(?))"
+    assert (
+        fallback.execute(query, [value] * 3).fetchone()
+        == builtin.execute(query, [value] * 3).fetchone()
+    )

@@ -126,7 +126,8 @@ def test_a_recall_writes_its_feedback_in_one_statement(settings: Settings, db: S
         event.remove(engine, "before_cursor_execute", record)
     assert len(hits) == 2
     locked = [s for s in statements if "FOR UPDATE" in s]
-    writes = [s for s in statements if s.startswith(("UPDATE", "INSERT", "WITH", "SET"))]
+    markers = ("UPDATE memories", "INSERT INTO", "SET LOCAL")
+    writes = [s for s in statements if any(m in s for m in markers)]
     assert len(locked) == 1 and "memories.content" in locked[0]  # the hits' own read
     assert len(writes) == 1 and "UPDATE memories" in writes[0]
     assert "INSERT INTO memory_usage" in writes[0]
