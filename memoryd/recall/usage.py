@@ -66,14 +66,14 @@ def log_retrieval(
         "referenced": [False] * n,
         "created_at": [now] * n,
     }
-    if is_sqlite(session):
-        _write_rows(session, _MEMORIES, changes, key="id")
-        _write_rows(session, _USAGE, usage, key=None)
+    if changes and not is_sqlite(session):
+        statement = _feedback_statement(tuple(changes), tuple(usage))
+        params = {"changes": _json_rows(changes), "usage": _json_rows(usage)}
+        session.connection().execute(statement, params)
         return
-    statement = _feedback_statement(tuple(changes), tuple(usage))
-    session.connection().execute(
-        statement, {"changes": _json_rows(changes), "usage": _json_rows(usage)}
-    )
+    if changes:
+        _write_rows(session, _MEMORIES, changes, key="id")
+    _write_rows(session, _USAGE, usage, key=None)
 
 
 def record_access(session: Session, settings: Settings, ids: Sequence[int], now: datetime) -> None:
@@ -112,13 +112,15 @@ def _locked(session: Session, ids: Sequence[int]) -> Sequence[Any]:
 def _reinforced(
     settings: Settings, fresh: Sequence[Any], amount: float, now: datetime, *, retrieved: bool
 ) -> dict[str, list[Any]]:
-    """The new column values (one list per column, "id" first) of rows read under their
-    locks: every value is computed from what was read under the lock, so an access, a
-    concurrent recall's increment or a promotion's tier change is never lost or
-    overwritten.
+    """The new column values (one list per column, "id" first; none without rows) of
+    rows read under their locks: every value is computed from what was read under the
+    lock, so an access, a concurrent recall's increment or a promotion's tier change is
+    never lost or overwritten.
 
     Only unindexed columns change, except expires_at once an hour and promotable_at
     once in a memory's life, so the row is rewritten in place (see tables.Memory)."""
+    if not fresh:
+        return {}
     changes = [
         reinforced(row.tier, row.weight, row.weight_at, amount, now, settings)
         | (_retrieved(settings, row, now) if retrieved else {})
