@@ -125,6 +125,8 @@ def test_a_recall_writes_its_feedback_in_one_statement(settings: Settings, db: S
     finally:
         event.remove(engine, "before_cursor_execute", record)
     assert len(hits) == 2
+    # The agent's settings, the scope (small: read whole), BM25, the hits, the feedback.
+    assert len(statements) == 5, statements
     locked = [s for s in statements if "FOR UPDATE" in s]
     markers = ("UPDATE memories", "INSERT INTO", "SET LOCAL")
     writes = [s for s in statements if any(m in s for m in markers)]
