@@ -57,6 +57,10 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN DEFERRED" if readonly else "BEGIN IMMEDIATE")
 
 
+# Python's stand-ins for SQLite's math functions, where a build lacks them (below).
+MATH_FUNCTIONS = {"ln": math.log, "floor": lambda x: float(math.floor(x))}
+
+
 def _ensure_math_functions(dbapi_conn: Any) -> None:
     """Recall's BM25 runs ln and floor in SQL (recall/search.py). SQLite builds without
     its math functions get them from Python, which calls the same C library."""
@@ -65,9 +69,6 @@ def _ensure_math_functions(dbapi_conn: Any) -> None:
     except sqlite3.OperationalError:
         for name, function in MATH_FUNCTIONS.items():
             dbapi_conn.create_function(name, 1, function, deterministic=True)
-
-
-MATH_FUNCTIONS = {"ln": math.log, "floor": lambda x: float(math.floor(x))}
 
 
 def make_engine(url: str, autocommit: bool = False) -> Engine:
