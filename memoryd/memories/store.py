@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.errors import SharedScopeError
+from memoryd.memories.subjects import key_for
 from memoryd.memories.weights import (
     INITIAL_WEIGHT,
     effective_weight,
@@ -77,6 +78,7 @@ def set_content(memory: Memory, content: str, name: str | None = None) -> None:
     memory.content = content
     if name is not None:
         memory.name = name[:200]
+    memory.name_key = key_for(memory.name, content)
     memory.content_hash = content_hash(content)
     memory.search_text = search_text(f"{memory.name} {content}")
     memory.search_length = memory.search_text.count(" ") + 1 if memory.search_text else 0
@@ -150,7 +152,7 @@ def create_memory(
         category=fact.category,
         tier=tier,
         status=MemoryStatus.ACTIVE,
-        name=(fact.name or fact.content)[:200],
+        name=fact.name[:200],  # its subject key's title, or none
         tags=list(fact.tags),
         confidence=fact.confidence,
         evidence_count=1,

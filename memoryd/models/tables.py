@@ -207,6 +207,15 @@ class Memory(Base):
             postgresql_include=["search_length"],
         ),
         Index("ix_memories_scope_hash", "agent_id", "user_id", "content_hash"),
+        # Memories about the same thing, found by key at any scope size (subjects.py).
+        Index(
+            "ix_memories_scope_key",
+            "agent_id",
+            "user_id",
+            "name_key",
+            postgresql_where=text("status = 'active' AND name_key <> ''"),
+            sqlite_where=text("status = 'active' AND name_key <> ''"),
+        ),
         # Maintenance sweeps read only the rows that are due, through small partial
         # indexes, so a cycle costs what changes, not the size of the store. None of
         # them holds a column that a retrieval changes, so recall's reinforcement
@@ -250,6 +259,8 @@ class Memory(Base):
     tier: Mapped[str] = mapped_column(String(10))
     status: Mapped[str] = mapped_column(String(12), default=MemoryStatus.ACTIVE)
     name: Mapped[str] = mapped_column(String(200))
+    # The name's subject key (memories/subjects.py), '' when the name is no real key.
+    name_key: Mapped[str] = mapped_column(String(200), default="", server_default="")
     content: Mapped[str] = mapped_column(Text)
     description: Mapped[str | None] = mapped_column(Text)
     tags: Mapped[list[str]] = mapped_column(JSON, default=list)

@@ -50,10 +50,13 @@ def test_the_search_triggers_survive_every_step(tmp_path) -> None:
 def test_the_upgrade_gives_existing_postings_their_memorys_length(settings: Settings) -> None:
     """0012 moves each memory's length into its postings, where BM25 reads it."""
     config = alembic_config(settings)
+    # Written before the downgrade: the application's tables are the head's.
+    MemoryClient(settings, dispatch=False).remember(
+        "bot", "ann", "Prefers green tea, hot", name="tea"
+    )
     command.downgrade(config, "0011")
     with pytest.raises(DBAPIError, match="search_length"), get_engine(settings).begin() as conn:
         conn.execute(text("SELECT search_length FROM memory_terms"))  # left with 0012
-    MemoryClient(settings, dispatch=False).remember("bot", "ann", "Prefers green tea, hot")
     command.upgrade(config, "head")
     with get_engine(settings).begin() as conn:
         lengths = conn.execute(
@@ -63,8 +66,29 @@ def test_the_upgrade_gives_existing_postings_their_memorys_length(settings: Sett
             )
         ).all()
     assert [tuple(row) for row in lengths] == [
-        ("green", 8, 8),  # name and content: the text twice
-        ("hot", 8, 8),
-        ("prefer", 8, 8),
-        ("tea", 8, 8),
+        ("green", 5, 5),  # name and content
+        ("hot", 5, 5),
+        ("prefer", 5, 5),
+        ("tea", 5, 5),
+    ]
+
+
+def test_the_upgrade_keys_existing_memories_by_their_names(settings: Settings) -> None:
+    """0013 gives each memory the subject key of its name; a name that only repeats the
+    content (older rows, saves without a name) is no key."""
+    client = MemoryClient(settings, dispatch=False)
+    client.remember("bot", "ann", "Lives in Lisbon", name="Home  City.")
+    client.remember("bot", "ann", "Likes green tea in the morning", name="Likes green tea")
+    client.remember("bot", "ann", "Employer is Acme", name="Employer")
+    with get_engine(settings).begin() as conn:  # as rows from before 0013 hold them
+        conn.execute(text("UPDATE memories SET name = content WHERE name = 'Likes green tea'"))
+    config = alembic_config(settings)
+    command.downgrade(config, "0012")
+    command.upgrade(config, "head")
+    with get_engine(settings).begin() as conn:
+        keys = conn.execute(text("SELECT content, name_key FROM memories ORDER BY id")).all()
+    assert [tuple(row) for row in keys] == [
+        ("Lives in Lisbon", "home city"),
+        ("Likes green tea in the morning", ""),
+        ("Employer is Acme", "employer"),
     ]

@@ -1,0 +1,87 @@
+"""What a memory is about: its subject key, the normalised form of its name.
+
+A fact's `name` names the slot it fills ("home city", "preferred name", "employer"). Two
+memories with the same key are about the same thing whether or not their words overlap
+("Lives in Lisbon" and "Moved to Porto"), so reconciliation looks them up by key, through
+an index, at any scope size; lexical search alone cannot connect them.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from memoryd.models.keys import Scope
+from memoryd.models.tables import Memory, MemoryStatus
+
+MAX_KEY = 200
+# Memories of one key a fact is reconciled with: a single-valued slot holds one (two
+# while an old duplicate waits to be retired); a list-like slot may hold a few dozen.
+SAME_KEY_LIMIT = 50
+CUT_LENGTH = 40  # older names cut from content were 60 or 200 characters long
+_SPACE = re.compile(r"\s+")
+_EDGE = " \t\n.,;:!?'\"“”‘’()[]{}。，；：！？、（）"
+
+
+def subject_key(name: str) -> str:
+    """ "Home  City." and "home city" are one key: NFKC, case-folded, spaces collapsed,
+    punctuation trimmed from the ends."""
+    key = _SPACE.sub(" ", unicodedata.normalize("NFKC", name).casefold())
+    return key.strip(_EDGE)[:MAX_KEY]
+
+
+def is_content_cut(name: str, content: str) -> bool:
+    """A title that only repeats the content, or its head, is no key: older memories and
+    direct saves without a name stored the content or its first 60 or 200 characters as
+    their name. A short word that happens to start the content ("Employer") is a key."""
+    name, content = name.strip(), content.strip()
+    if not name or not content.startswith(name):
+        return False
+    return len(name) == len(content) or len(name) >= CUT_LENGTH
+
+
+def key_for(name: str, content: str) -> str:
+    """The subject key a memory with this name and content is stored under ('' for none)."""
+    return "" if not name.strip() or is_content_cut(name, content) else subject_key(name)
+
+
+def same_key_memories(
+    session: Session, scope: Scope, key: str, category: str, exclude: Sequence[int] = ()
+) -> list[Memory]:
+    """The scope's own active memories of one key and category, oldest first, by index."""
+    if not key:
+        return []
+    stmt = select(Memory).where(
+        Memory.agent_id == scope.agent_id,
+        Memory.user_id == scope.user_id,
+        Memory.name_key == key,
+        Memory.status == MemoryStatus.ACTIVE,
+        Memory.category == category,
+    )
+    if exclude:
+        stmt = stmt.where(Memory.id.not_in(list(exclude)))
+    return list(session.scalars(stmt.order_by(Memory.id).limit(SAME_KEY_LIMIT)))
+
+
+def scope_keys(session: Session, scope: Scope, limit: int) -> list[str]:
+    """The keys the scope uses most, so an extractor reuses one instead of a synonym."""
+    if limit <= 0:
+        return []
+    uses = func.count().label("uses")
+    stmt = (
+        select(Memory.name_key, uses)
+        .where(
+            Memory.agent_id == scope.agent_id,
+            Memory.user_id == scope.user_id,
+            Memory.status == MemoryStatus.ACTIVE,
+            Memory.name_key != "",
+        )
+        .group_by(Memory.name_key)
+        .order_by(uses.desc(), Memory.name_key)
+        .limit(limit)
+    )
+    return [row.name_key for row in session.execute(stmt)]
