@@ -117,6 +117,8 @@ def default_extractor_answer(messages: list[dict[str, Any]]) -> str:
         new = [json.loads(line)["summary"] for line in block.splitlines()]
         kept = [] if previous == "(empty)" else [previous]
         return json.dumps({"synopsis": " || ".join([*kept, *new])})
+    if "<facts>\n" in text:
+        return resolve_answer(text)
     dated, memories = parse_dated_prompt(messages)
     turns = [(role, content) for role, content, _day in dated]
     facts = offline.extract_facts(turns, memories) + offline.extract_episodes(dated)
@@ -128,6 +130,19 @@ def default_extractor_answer(messages: list[dict[str, Any]]) -> str:
         },
         ensure_ascii=False,
     )
+
+
+def resolve_answer(text: str) -> str:
+    """A follow-up about unshown memories of a fact's key: like a careful model, it calls
+    a memory with the same words the same fact, and retires nothing it cannot tell."""
+    block = text.split("<facts>\n", 1)[1].split("\n</facts>", 1)[0]
+    facts = [json.loads(line) for line in block.splitlines()]
+    _turns, memories = parse_prompt([{"role": "user", "content": text}])
+    decisions = []
+    for fact in facts:
+        same = [a for a, (_n, c) in memories.items() if c.casefold() == fact["content"].casefold()]
+        decisions.append({"fact": fact["fact"], "same_as": same[0] if same else None})
+    return json.dumps({"decisions": decisions})
 
 
 EMBEDDING_DIMS = 64

@@ -1,4 +1,4 @@
-"""One session's extraction: claim → fetch relevant memories → one LLM call → write.
+"""One session's extraction: claim → show related memories → one LLM call → write.
 
 No database transaction is open during the LLM call, and the batch's lease is renewed
 while it runs. The write phase is one transaction: memories, events, turns done and the
@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
@@ -22,25 +21,15 @@ from sqlalchemy.orm import Session
 
 from memoryd.agents import config as agent_config
 from memoryd.errors import LeaseLost, LLMError, LLMTransientError
-from memoryd.extraction.extractors import (
-    Extractor,
-    MemoryView,
-    NoExtraction,
-    Proposal,
-    TurnView,
-    cut_to_budget,
-    fit_memories,
-    get_extractor,
-    render_profiles,
-    turn_budget,
-    turn_cost,
-)
+from memoryd.extraction import prepare
+from memoryd.extraction.extractors import Extractor, NoExtraction, Proposal, get_extractor
 from memoryd.extraction.gate import gate_facts
+from memoryd.extraction.prepare import Prepared
+from memoryd.extraction.resolve import resolve
 from memoryd.ingest.heartbeat import kept_alive
 from memoryd.ingest.leases import (
     Claim,
     back_off,
-    claim_batch,
     clear_back_off,
     finish_turns,
     release_lease,
@@ -49,15 +38,13 @@ from memoryd.ingest.leases import (
 )
 from memoryd.llm import circuit
 from memoryd.memories.profile_updates import apply_updates
-from memoryd.memories.profiles import ensure_profiles, get_profile
-from memoryd.memories.reconcile import reconcile_facts, relevant_memories
+from memoryd.memories.profiles import ensure_profiles
+from memoryd.memories.reconcile import reconcile_facts
 from memoryd.models.db import lease_now, lock_scope, session_scope, utcnow
 from memoryd.models.keys import SessionKey
-from memoryd.models.profiles import ProfileType
 from memoryd.models.tables import BatchStatus, ExtractionBatch, FailureKind
 from memoryd.recall import embeddings
 from memoryd.settings import Settings
-from memoryd.text import estimate_tokens
 
 log = logging.getLogger(__name__)
 
@@ -87,17 +74,6 @@ class ExtractStats:
             setattr(self, name, getattr(self, name) + getattr(done, name))
 
 
-@dataclass
-class Prepared:
-    """What one LLM call needs, read while the claim's transaction was open."""
-
-    claim: Claim
-    turns: list[TurnView]
-    memories: list[MemoryView]
-    aliases: dict[int, int]  # prompt alias -> memory id
-    profiles: dict[str, dict[str, Any]]  # the scope's documents as they are now
-
-
 def extract_session(
     settings: Settings,
     key: SessionKey,
@@ -112,22 +88,33 @@ def extract_session(
         extractor = get_extractor(settings) if settings.memory_enabled else NoExtraction()
     stats = ExtractStats()
     for _ in range(settings.extract_batches_per_task):
-        prepared = _claim(settings, key, extractor, stats)
-        if prepared is None:
+        prepared = prepare.claim(settings, key, extractor)
+        if isinstance(prepared, prepare.Refusal):
+            stats.circuit_open = prepared.circuit_open
             return stats
         claim = prepared.claim
         started = time.perf_counter()
         try:
             with kept_alive(settings, _renewal(settings, claim), f"batch-{claim.batch_id}"):
+                prepare.show(settings, prepared)
                 proposal = extractor.extract(
-                    prepared.turns, prepared.memories, profiles=prepared.profiles
+                    prepared.turns,
+                    prepared.memories,
+                    profiles=prepared.profiles,
+                    keys=prepared.keys,
                 )
+                resolve(settings, prepared, proposal, extractor)
         except LLMTransientError as exc:
             kind = FailureKind.TRANSIENT
             _fail(settings, stats, claim, kind, str(exc), clock(), llm_down=extractor.uses_llm)
             return stats  # the session backs off; the sweeper tries it again later
         except LLMError as exc:
             _fail(settings, stats, claim, FailureKind.PERMANENT, str(exc), clock())
+            return stats
+        except OperationalError as exc:
+            # The database went away while the prompt's memories were read: nobody's fault.
+            error = f"database error while reading: {exc}".splitlines()[0]
+            _fail(settings, stats, claim, FailureKind.TRANSIENT, error, clock())
             return stats
         except Exception as exc:
             # A bug, not an LLM fault: free the lease now instead of after lease_seconds,
@@ -162,51 +149,6 @@ def extract_session(
             embeddings.fill_missing(settings, key.scope)  # no-op unless embeddings are on
     stats.more_pending = True
     return stats
-
-
-def _claim(
-    settings: Settings, key: SessionKey, extractor: Extractor, stats: ExtractStats
-) -> Prepared | None:
-    """Claim the next batch and read what its prompt shows, in one transaction. None when
-    nothing is due, another worker holds the session, or the LLM circuit is open."""
-    with session_scope(settings) as session:
-        now = lease_now(session)
-        state = circuit.read(session) if extractor.uses_llm else None
-        if state is not None and state.is_open(now, settings):
-            stats.circuit_open = True
-            return None
-        budget = turn_budget(settings)
-        claim = claim_batch(session, settings, key, now, token_budget=budget, cost=turn_cost)
-        if claim is None:
-            return None
-        if state is not None and state.is_half_open(now, settings):
-            if not circuit.take_probe(session, settings, state, now):
-                session.rollback()  # another worker is probing the endpoint
-                stats.circuit_open = True
-                return None
-            log.warning("LLM circuit half-open: batch %s probes the endpoint", claim.batch_id)
-        turns = [TurnView(t.role, t.content, t.created_at) for t in claim.turns]
-        if claim.oversized:
-            turns = [cut_to_budget(turns[0], budget)]
-            session.execute(
-                update(ExtractionBatch)
-                .where(ExtractionBatch.id == claim.batch_id)
-                .values(truncated_turns=1)
-            )
-            log.warning("turn %s is over the prompt budget: extracting its head", claim.turns[0].id)
-        batch_text = "\n".join(t.content for t in turns)
-        shown = relevant_memories(session, key.scope, batch_text, settings.prefetch_limit)
-        documents = {
-            kind.value: get_profile(session, key.scope, kind, now).content for kind in ProfileType
-        }
-        # The profiles and the memories shown share extract_memory_tokens of the prompt.
-        left = settings.extract_memory_tokens - estimate_tokens(
-            render_profiles(documents, settings)
-        )
-        views = [MemoryView(i, m.category, m.name, m.content) for i, m in enumerate(shown, 1)]
-        views = fit_memories(views, left)
-        aliases = {v.alias: shown[v.alias - 1].id for v in views}
-    return Prepared(claim, turns, views, aliases, documents)
 
 
 def _renewal(settings: Settings, claim: Claim) -> Callable[[Session, datetime], bool]:
@@ -245,6 +187,7 @@ def apply_proposal(
         source_turn_ids=[t.id for t in claim.turns],
         metadata={"extractor": proposal.extractor},
         said_at=said_at,
+        nearby=prepared.nearby,
     )
     profile_updates, profile_rejected = apply_updates(
         session,

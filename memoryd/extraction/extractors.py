@@ -25,7 +25,7 @@ from memoryd.recall.profile_prompt import render_profile
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
 
-EXTRACT_PROMPT = "extract.v3"
+EXTRACT_PROMPT = "extract.v4"
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ class Extractor(Protocol):
         turns: Sequence[TurnView],
         memories: Sequence[MemoryView],
         profiles: Profiles | None = None,
+        keys: Sequence[str] = (),
     ) -> Proposal: ...
 
 
@@ -132,6 +133,14 @@ def render_memories(memories: Sequence[MemoryView]) -> str:
     return "\n".join(render_memory(m) for m in memories) or "(none yet)"
 
 
+def render_fact(number: int, fact: Fact) -> str:
+    return _as_data({"fact": number, "name": fact.name, "content": fact.content})
+
+
+def render_keys(keys: Sequence[str]) -> str:
+    return _as_data(list(keys)) if keys else "(none yet)"
+
+
 def render_profiles(profiles: Profiles, settings: Settings) -> str:
     """The scope's documents as system prompts show them (most useful first, empty fields
     left out), within half of the memories' part of the prompt."""
@@ -161,7 +170,7 @@ def prompt_overhead() -> int:
     its widest)."""
     today = today_line([TurnView("user", "", SAMPLE_AT)], timezone(-timedelta(hours=12)))
     messages = load_prompt(EXTRACT_PROMPT).render(
-        turns="", memories="(none yet)", profiles="(none yet)", today=today
+        turns="", memories="(none yet)", keys="(none yet)", profiles="(none yet)", today=today
     )
     return sum(estimate_tokens(m["content"]) + 4 for m in messages)
 
@@ -207,6 +216,7 @@ class LLMExtractor:
         turns: Sequence[TurnView],
         memories: Sequence[MemoryView],
         profiles: Profiles | None = None,
+        keys: Sequence[str] = (),
     ) -> Proposal:
         started = time.perf_counter()
         zone = user_zone(profiles)
@@ -214,6 +224,7 @@ class LLMExtractor:
             today=today_line(turns, zone),
             turns=render_turns(turns, zone),
             memories=render_memories(memories),
+            keys=render_keys(keys),
             profiles=render_profiles(profiles or {}, self.settings),
         )
         result = self.client.complete_json(
@@ -241,6 +252,7 @@ class OfflineExtractor:
         turns: Sequence[TurnView],
         memories: Sequence[MemoryView],
         profiles: Profiles | None = None,
+        keys: Sequence[str] = (),
     ) -> Proposal:
         started = time.perf_counter()
         said = [(t.role, t.content) for t in turns]
@@ -271,6 +283,7 @@ class NoExtraction:
         turns: Sequence[TurnView],
         memories: Sequence[MemoryView],
         profiles: Profiles | None = None,
+        keys: Sequence[str] = (),
     ) -> Proposal:
         return Proposal(facts=[], extractor="disabled", model=None, prompt_version="none")
 

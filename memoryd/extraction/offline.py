@@ -19,7 +19,7 @@ from memoryd.models.schemas import Fact
 from memoryd.models.tables import Category
 
 EXTRACTOR_NAME = "offline"
-PROMPT_VERSION = "offline.v2"  # v2: dated episodes
+PROMPT_VERSION = "offline.v3"  # v2: dated episodes; v3: named slots hold one value
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,8 @@ def extract_facts(
                 if text.casefold() in seen:
                     continue
                 seen.add(text.casefold())
-                name = rule.name.format(**groups) if rule.name else text[:60]
+                # A named slot holds one value: a new one retires the old, shown or not.
+                name = rule.name.format(**groups) if rule.name else ""
                 replaces = by_name.get(name.casefold()) if rule.name else None
                 if replaces is not None and existing[replaces][1].casefold() == text.casefold():
                     replaces = None  # same value again: dedup will confirm it
@@ -157,6 +158,7 @@ def extract_facts(
                         content=text,
                         category=rule.category,
                         name=name,
+                        single=bool(rule.name),
                         tags=[],
                         confidence=rule.confidence,
                         replaces=replaces,
@@ -210,7 +212,6 @@ def extract_episodes(turns: Sequence[tuple[str, str, date]]) -> list[Fact]:
                     Fact(
                         content=text,
                         category=Category.EPISODE,
-                        name=text[:60],
                         confidence=0.85,
                         occurred_at=day,
                     )

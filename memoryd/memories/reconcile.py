@@ -2,6 +2,15 @@
 
 Runs inside the batch's write transaction under the per-scope lock, so two workers
 proposing the same fact for one user cannot both create it.
+
+What a fact is reconciled with, at any scope size:
+- the memories the extractor named (`same_as`, `replaces`), by their prompt aliases;
+- an exact duplicate, by content hash (indexed);
+- the memories with the same subject key and category (indexed, memories/subjects.py):
+  a single-valued slot ("home city") keeps one value, so a new one retires them all,
+  whether the extractor was shown them or not;
+- near duplicates among those, the batch's own new memories and `nearby`: the memories
+  the caller's ranked search found for the fact (recall/candidates.py).
 """
 
 from __future__ import annotations
@@ -23,13 +32,14 @@ from memoryd.memories.store import (
     record_event,
     supersede_memory,
 )
+from memoryd.memories.subjects import key_for, same_key_memories
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Fact
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus
 from memoryd.settings import Settings
-from memoryd.text import content_hash, similarity, trigrams
+from memoryd.text import content_hash, similarity
 
-NEAR_DUP_CANDIDATES = 200
+Nearby = Mapping[str, Sequence[int]]  # a fact's content hash -> memory ids found for it
 
 
 @dataclass
@@ -40,43 +50,20 @@ class ReconcileCounts:
     kept: list[Memory] = field(default_factory=list)  # the memory each fact ended up in
 
 
-def active_memories(session: Session, scope: Scope, limit: int) -> list[Memory]:
-    return list(
-        session.scalars(
-            select(Memory)
-            .where(
-                Memory.agent_id == scope.agent_id,
-                Memory.user_id == scope.user_id,
-                Memory.status == MemoryStatus.ACTIVE,
-            )
-            .order_by(Memory.updated_at.desc(), Memory.id.desc())
-            .limit(limit)
-        )
-    )
+@dataclass
+class _Run:
+    """One call's shared state: where it writes, and what it created so far."""
 
-
-def relevant_memories(session: Session, scope: Scope, text: str, limit: int) -> list[Memory]:
-    """Memories to show the extractor: the recent ones that share most trigrams with the
-    batch (containment of the memory's trigrams in the batch text)."""
-    if limit <= 0:
-        return []
-    batch_grams = trigrams(text)
-    candidates = active_memories(session, scope, NEAR_DUP_CANDIDATES)
-
-    def overlap(m: Memory) -> float:
-        grams = trigrams(m.content)
-        return len(grams & batch_grams) / len(grams) if grams else 0.0
-
-    return sorted(candidates, key=overlap, reverse=True)[:limit]
-
-
-def _in_scope(session: Session, scope: Scope, memory_id: int | None) -> Memory | None:
-    if memory_id is None:
-        return None
-    memory = session.get(Memory, memory_id)
-    if memory is None or (memory.agent_id, memory.user_id) != (scope.agent_id, scope.user_id):
-        return None
-    return memory if memory.status == MemoryStatus.ACTIVE else None
+    session: Session
+    settings: Settings
+    scope: Scope
+    aliases: Mapping[int, int]
+    now: datetime
+    nearby: Nearby
+    said_at: datetime | None
+    metadata: dict[str, Any] | None
+    writer: dict[str, Any]  # actor, batch_id and source_turn_ids of every write
+    counts: ReconcileCounts = field(default_factory=ReconcileCounts)
 
 
 def reconcile_facts(
@@ -92,6 +79,7 @@ def reconcile_facts(
     source_turn_ids: list[int] | None = None,
     metadata: dict[str, Any] | None = None,
     said_at: datetime | None = None,
+    nearby: Nearby | None = None,
 ) -> ReconcileCounts:
     """Confirm duplicates, create new memories, retire the ones a new fact replaces.
 
@@ -100,53 +88,104 @@ def reconcile_facts(
     old turn never retires a newer fact (see `_keep_as_history`). Direct saves pass
     None: a person replacing a memory by hand always wins.
     """
-    counts = ReconcileCounts()
-    candidates = active_memories(session, scope, NEAR_DUP_CANDIDATES)
+    writer = {"actor": actor, "batch_id": batch_id, "source_turn_ids": source_turn_ids}
+    run = _Run(session, settings, scope, aliases, now, nearby or {}, said_at, metadata, writer)
     for fact in facts:
-        same = (
-            _in_scope(session, scope, aliases.get(fact.same_as or -1))
-            or find_by_hash(session, scope, fact.content)
-            or _near_duplicate(candidates, fact, settings)
-        )
-        replaced = _in_scope(session, scope, aliases.get(fact.replaces or -1))
-        # Both rows are changed below from what was read: lock and re-read them first.
-        if same is not None and not lock_memory(session, same):
-            same = None
-        if replaced is not None and not lock_memory(session, replaced):
-            replaced = None
-        if same is not None and same.content_hash == content_hash(fact.content):
-            replaced = None if replaced is same else replaced
-        kw: dict[str, Any] = {
-            "actor": actor,
-            "batch_id": batch_id,
-            "source_turn_ids": source_turn_ids,
-        }
-        if same is not None and same is not replaced:
-            confirm_memory(session, settings, same, fact, now, **kw)
-            _add_time(same, fact, said_at)
-            counts.confirmed += 1
-            kept, created = same, False
+        _reconcile(run, fact)
+    return run.counts
+
+
+def _reconcile(run: _Run, fact: Fact) -> None:
+    same_key = same_key_memories(
+        run.session, run.scope, key_for(fact.name, fact.content), fact.category
+    )
+    same = (
+        _in_scope(run, fact.same_as)
+        or find_by_hash(run.session, run.scope, fact.content)
+        or _near_duplicate(_candidates(run, fact, same_key), fact, run.settings)
+    )
+    retired = [m for m in (_in_scope(run, fact.replaces),) if m is not None]
+    if fact.single:  # the slot holds one value: every other one of its key goes
+        retired += [m for m in same_key if m not in retired]
+    # Every row changed below is changed from what was read: lock and re-read it first.
+    if same is not None and not lock_memory(run.session, same):
+        same = None
+    retired = [m for m in retired if lock_memory(run.session, m)]
+    if same is not None and same in retired:
+        if same.content_hash == content_hash(fact.content):
+            retired.remove(same)  # said again, not changed: a confirmation
         else:
-            detail = {**(metadata or {}), **(fact.detail or {})} or None
-            kept = create_memory(
-                session, settings, scope, fact, now, metadata=detail, said_at=said_at, **kw
-            )
-            candidates.append(kept)
-            counts.created += 1
-            created = True
-        counts.kept.append(kept)
-        if replaced is None or replaced is kept:
-            continue
-        if said_at is not None and said_at < said_time(replaced):
-            # Said before the memory it would replace: that one stays. (A confirmation
-            # still counted as evidence; only a new row needs retiring.)
+            same = None  # a near duplicate it updates: a new memory retires it
+    if same is not None:
+        confirm_memory(run.session, run.settings, same, fact, run.now, **run.writer)
+        _add_time(same, fact, run.said_at)
+        run.counts.confirmed += 1
+        kept, created = same, False
+    else:
+        kept, created = _create(run, fact), True
+    run.counts.kept.append(kept)
+    _retire(run, kept, created, retired)
+
+
+def _create(run: _Run, fact: Fact) -> Memory:
+    detail = {**(run.metadata or {}), **(fact.detail or {})} or None
+    memory = create_memory(
+        run.session,
+        run.settings,
+        run.scope,
+        fact,
+        run.now,
+        metadata=detail,
+        said_at=run.said_at,
+        **run.writer,
+    )
+    run.counts.created += 1
+    return memory
+
+
+def _retire(run: _Run, kept: Memory, created: bool, retired: Sequence[Memory]) -> None:
+    """Supersede what `kept` replaces, oldest said first. A memory said after the fact
+    stays: a new row is then kept as its history (and retires nothing more)."""
+    actor, batch_id = run.writer["actor"], run.writer["batch_id"]
+    for old in sorted((m for m in retired if m is not kept), key=said_time):
+        if run.said_at is not None and run.said_at < said_time(old):
             if created:
-                _keep_as_history(session, kept, replaced, now, actor=actor, batch_id=batch_id)
-                counts.superseded += 1
-            continue
-        supersede_memory(session, replaced, kept, now, actor=actor, batch_id=batch_id)
-        counts.superseded += 1
-    return counts
+                _keep_as_history(run.session, kept, old, run.now, actor=actor, batch_id=batch_id)
+                run.counts.superseded += 1
+                return
+            continue  # a confirmation still counted as evidence; nothing to retire
+        supersede_memory(run.session, old, kept, run.now, actor=actor, batch_id=batch_id)
+        run.counts.superseded += 1
+
+
+def _in_scope(run: _Run, alias: int | None) -> Memory | None:
+    """The scope's own active memory behind a prompt alias, if any."""
+    memory_id = run.aliases.get(alias) if alias is not None else None
+    if memory_id is None:
+        return None
+    memory = run.session.get(Memory, memory_id)
+    scope = run.scope
+    if memory is None or memory.agent_id != scope.agent_id or memory.user_id != scope.user_id:
+        return None
+    return memory if memory.status == MemoryStatus.ACTIVE else None
+
+
+def _candidates(run: _Run, fact: Fact, same_key: Sequence[Memory]) -> list[Memory]:
+    """Where a near duplicate of `fact` may be: its key's memories, the memories the
+    caller's search found for it, and those this call created."""
+    ids = set(run.nearby.get(content_hash(fact.content), ())) - {m.id for m in same_key}
+    found: list[Memory] = []
+    if ids:
+        found = list(
+            run.session.scalars(
+                select(Memory).where(
+                    Memory.id.in_(sorted(ids)),
+                    Memory.agent_id == run.scope.agent_id,
+                    Memory.user_id == run.scope.user_id,
+                )
+            )
+        )
+    return [*same_key, *found, *run.counts.kept]
 
 
 def said_time(memory: Memory) -> datetime:

@@ -175,6 +175,9 @@ class Fact(BaseModel):
     tags: list[str] = Field(default_factory=list)
     confidence: float = Field(ge=0, le=1)
     temporary: Literal["no", "short", "followup", "mood"] = "no"
+    # The slot `name` names holds one value at a time ("home city"), so a new value
+    # retires the old one even when the model was not shown it (memories/reconcile.py).
+    single: bool = False
     replaces: int | None = None
     same_as: int | None = None
     # Structured detail kept in the memory's metadata (an experience's pain/solution/…).
@@ -258,6 +261,24 @@ class ExtractionOutput(BaseModel):
     facts: list[Fact] = Field(default_factory=list)
     experiences: list[Experience] = Field(default_factory=list)
     profile_updates: list[ProfileUpdate] = Field(default_factory=list)
+
+
+class Decision(BaseModel):
+    """How one new fact relates to older memories of its key (the follow-up call)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    fact: int
+    replaces: int | None = None
+    same_as: int | None = None
+
+
+class ResolveOutput(BaseModel):
+    """The whole answer of a follow-up call (extraction/resolve.py)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    decisions: list[Decision] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------ read side

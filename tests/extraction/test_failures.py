@@ -247,7 +247,9 @@ class _BrokenExtractor:
 
     uses_llm = False
 
-    def extract(self, turns: object, memories: object, profiles: object = None) -> object:
+    def extract(
+        self, turns: object, memories: object, profiles: object = None, keys: object = ()
+    ) -> object:
         raise ZeroDivisionError("bug in the extractor")
 
 
@@ -290,7 +292,7 @@ def test_batches_stay_within_the_prompt_budget(
 def test_a_turn_longer_than_the_budget_alone_is_cut_for_extraction_and_flagged(
     settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
-    s = with_llm(settings, fake_llm, extract_max_prompt_tokens=1000, extract_memory_tokens=100)
+    s = with_llm(settings, fake_llm, extract_max_prompt_tokens=1200, extract_memory_tokens=100)
     huge = "Call me Sam. " + "and so on " * 2000
     say(s, huge, "I live in Rome.")
     while extract_session(s, KEY).batches:

@@ -109,6 +109,7 @@ def test_the_date_line_fits_the_prompt_overhead(at: datetime, zone: timezone) ->
     messages = load_prompt(EXTRACT_PROMPT).render(
         turns="",
         memories="(none yet)",
+        keys="(none yet)",
         profiles="(none yet)",
         today=today_line([TurnView("user", "hi", at)], zone),
     )

@@ -108,7 +108,11 @@ def test_a_batch_that_outlived_its_lease_writes_nothing(settings: Settings) -> N
 
     class HungThenBack(OfflineExtractor):
         def extract(
-            self, turns: Sequence[TurnView], memories: Sequence[MemoryView], profiles: Any = None
+            self,
+            turns: Sequence[TurnView],
+            memories: Sequence[MemoryView],
+            profiles: Any = None,
+            keys: Sequence[str] = (),
         ) -> Proposal:
             expire_lease(settings)  # the lease ran out while the call was hanging
             assert extract_session(settings, KEY).turns == 1  # another worker took over
@@ -137,7 +141,11 @@ def test_a_slow_but_live_call_renews_its_lease_and_is_not_taken_over(
 
     class Slow(OfflineExtractor):
         def extract(
-            self, turns: Sequence[TurnView], memories: Sequence[MemoryView], profiles: Any = None
+            self,
+            turns: Sequence[TurnView],
+            memories: Sequence[MemoryView],
+            profiles: Any = None,
+            keys: Sequence[str] = (),
         ) -> Proposal:
             started.set()
             time.sleep(3.0)

@@ -1,0 +1,100 @@
+"""After the extraction call, before the write: what each proposed fact is to be
+reconciled with beyond what its prompt showed.
+
+- Every fact gets its `nearby` memories (recall's search on its text), where the write
+  looks for a near duplicate.
+- A fact whose key holds one value (`single`) needs nothing more: the write retires the
+  key's other memories itself (memories/reconcile.py).
+- A fact of a key that holds several values, whose other memories the model was not
+  shown, cannot be settled by rule ("likes ramen" adds to "likes sushi"; "no longer
+  eats meat" retires "eats everything"). One small follow-up call for the whole batch
+  shows the model those memories and takes its `replaces` / `same_as`, as if they had
+  been in the first prompt. Without an LLM (the offline rules) such facts simply add.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from memoryd.extraction.extractors import (
+    Extractor,
+    LLMExtractor,
+    MemoryView,
+    Proposal,
+    render_fact,
+    render_memories,
+)
+from memoryd.extraction.prepare import Prepared
+from memoryd.memories.subjects import key_for, same_key_memories
+from memoryd.models.db import session_scope
+from memoryd.models.schemas import Fact, ResolveOutput
+from memoryd.prompts import load_prompt
+from memoryd.recall.candidates import nearby
+from memoryd.settings import Settings
+from memoryd.text import content_hash
+
+RESOLVE_PROMPT = "resolve.v1"
+
+Unsettled = list[tuple[Fact, list[MemoryView]]]
+
+
+def resolve(
+    settings: Settings, prepared: Prepared, proposal: Proposal, extractor: Extractor
+) -> None:
+    """Fill `prepared.nearby`, and settle the unshown memories of list-like keys."""
+    facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
+    scope = prepared.claim.key.scope
+    with session_scope(settings) as session:
+        prepared.nearby = nearby(session, settings, scope, facts)
+        unsettled = _unsettled(session, prepared, proposal.facts) if extractor.uses_llm else []
+    if unsettled and isinstance(extractor, LLMExtractor):
+        _ask(settings, extractor, prepared, proposal, unsettled)
+
+
+def _unsettled(session: Session, prepared: Prepared, facts: list[Fact]) -> Unsettled:
+    """Facts of list-like keys with memories of that key the prompt did not show (an
+    exact repeat excepted: the write confirms it by its hash)."""
+    shown = list(prepared.aliases.values())
+    scope = prepared.claim.key.scope
+    alias = max(prepared.aliases, default=0)
+    unsettled: Unsettled = []
+    for fact in facts:
+        key = key_for(fact.name, fact.content)
+        if fact.single or not key or fact.replaces is not None or fact.same_as is not None:
+            continue
+        digest = content_hash(fact.content)
+        views = []
+        for memory in same_key_memories(session, scope, key, fact.category, exclude=shown):
+            if memory.content_hash != digest:
+                alias += 1
+                prepared.aliases[alias] = memory.id
+                views.append(MemoryView(alias, memory.category, memory.name, memory.content))
+        if views:
+            unsettled.append((fact, views))
+    return unsettled
+
+
+def _ask(
+    settings: Settings,
+    extractor: LLMExtractor,
+    prepared: Prepared,
+    proposal: Proposal,
+    unsettled: Unsettled,
+) -> None:
+    """One call for the whole batch; its decisions become the facts' own."""
+    views = {v.alias: v for _, shown in unsettled for v in shown}
+    messages = load_prompt(RESOLVE_PROMPT).render(
+        facts="\n".join(render_fact(i, fact) for i, (fact, _) in enumerate(unsettled, 1)),
+        memories=render_memories(list(views.values())),
+    )
+    result = extractor.client.complete_json(settings.extraction_model, messages, ResolveOutput)
+    proposal.llm_calls += result.calls
+    proposal.tokens_in += result.tokens_in
+    proposal.tokens_out += result.tokens_out
+    for decision in result.value.decisions:
+        if not 1 <= decision.fact <= len(unsettled):
+            continue  # a number the call was not given
+        fact, shown = unsettled[decision.fact - 1]
+        own = {v.alias for v in shown}  # only the memories of its own key
+        fact.replaces = decision.replaces if decision.replaces in own else None
+        fact.same_as = decision.same_as if decision.same_as in own else None

@@ -1,0 +1,87 @@
+"""What the extractor is shown, and where a new fact's duplicates may be: recall's own
+ranked search (keyword, trigram, vectors when on) over the scope's whole store.
+
+Reads only: nothing is logged as usage, and nothing here is locked. Both run outside the
+batch's write transaction; the write re-reads whatever it changes under its locks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy.orm import Session
+
+from memoryd.models.db import utcnow
+from memoryd.models.keys import Scope
+from memoryd.models.schemas import Fact
+from memoryd.recall.embeddings import Vectors, embed_query
+from memoryd.recall.rank import Hit, recall
+from memoryd.settings import Settings
+from memoryd.text import content_hash
+
+# A batch's turns as a query: its most recent part, as long as recall ever reads.
+MAX_QUERY_CHARS = 2000
+NEARBY_LIMIT = 10  # memories searched per fact for a near duplicate
+
+
+def related(
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    text: str,
+    k: int,
+    categories: Sequence[str] | None = None,
+    *,
+    by_meaning: bool = True,
+    fill: bool = False,
+) -> list[Hit]:
+    """The scope's own active memories (never the shared `*` scope's: extraction cannot
+    change those) most related to `text`, best first; `by_meaning`: embeddings too, when
+    they are on; `fill`: when fewer match, the strongest and most recent after them."""
+    if k <= 0:
+        return []
+    query = text[-MAX_QUERY_CHARS:]
+    vector = embed_query(settings, query) if by_meaning else None
+    hits = _own(session, settings, scope, query, k, categories, vector)
+    if fill and len(hits) < k:
+        found = {hit.id for hit in hits}
+        strongest = _own(session, settings, scope, "", k, categories, None)
+        hits += [hit for hit in strongest if hit.id not in found][: k - len(hits)]
+    return hits
+
+
+def _own(
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    query: str,
+    k: int,
+    categories: Sequence[str] | None,
+    vector: Vectors | None,
+) -> list[Hit]:
+    hits = recall(
+        session,
+        settings,
+        scope.agent_id,
+        scope.user_id,
+        query,
+        k=k * 2,  # room for shared memories, left out below
+        categories=categories,
+        now=utcnow(),
+        query_vector=vector,
+    )
+    return [hit for hit in hits if hit.user_id == scope.user_id][:k]
+
+
+def nearby(
+    session: Session, settings: Settings, scope: Scope, facts: Sequence[Fact]
+) -> dict[str, list[int]]:
+    """For each fact (by content hash), the memories of its category most like it in
+    words: a near duplicate is judged by its words (text.similarity), so no vectors."""
+    found: dict[str, list[int]] = {}
+    for fact in facts:
+        hits = related(
+            session, settings, scope, fact.content, NEARBY_LIMIT, [fact.category], by_meaning=False
+        )
+        found[content_hash(fact.content)] = [hit.id for hit in hits]
+    return found

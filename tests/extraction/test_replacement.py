@@ -1,0 +1,159 @@
+"""Replacement and dedup at the scope sizes users reach: a new fact finds the memory it
+contradicts or repeats among thousands, whether or not its prompt showed that memory."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bench.replacement import run_scenario, say, store_filler
+from memoryd.client import MemoryClient
+from memoryd.extraction.batch import extract_session
+from memoryd.models.keys import Scope
+from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus
+from memoryd.settings import Settings
+from tests.conftest import with_llm
+from tests.fakellm import FakeLLM, answer
+
+
+def fact(content: str, name: str, *, single: bool, **more: object) -> dict[str, object]:
+    return {"content": content, "name": name, "single": single, "confidence": 0.95, **more}
+
+
+def statuses(db: Session) -> dict[str, str]:
+    db.expire_all()
+    return {row.content: row.status for row in db.execute(select(Memory.content, Memory.status))}
+
+
+def test_contradictions_retire_old_facts_under_5000_other_memories(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    """bench/replacement.py's 5,000 case, at a reduced fact count: names, places,
+    preferences, jobs and dates, each contradicted after 5,000 memories of real
+    conversation; the scripted model names `replaces` only for memories it was shown."""
+    outcome = run_scenario(with_llm(settings, fake_llm), size=5000, facts=8)
+    assert (outcome.resolved, outcome.facts, outcome.duplicates) == (8, 8, 0)
+
+
+def test_call_me_bob_after_250_memories_retires_sam(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = with_llm(settings, fake_llm)
+    extract_session(s, say(s, "ann", "s1", "Call me Sam."))
+    store_filler(s, Scope("bench", "ann"), 250, seed=0)
+    extract_session(s, say(s, "ann", "s2", "Call me Bob."))
+    prompt = fake_llm.requests[-1]["messages"][1]["content"]
+    assert '"preferred name"' in prompt.split("<keys>")[1].split("</keys>")[0]
+    found = statuses(db)
+    assert found["Wants to be called Sam"] == MemoryStatus.SUPERSEDED
+    assert found["Wants to be called Bob"] == MemoryStatus.ACTIVE
+
+
+def test_a_single_valued_key_retires_an_unshown_memory_without_another_call(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = with_llm(settings, fake_llm, prefetch_limit=0)  # the prompt shows no memory
+    fake_llm.push(answer({"facts": [fact("Lives in Lisbon", "home city", single=True)]}))
+    extract_session(s, say(s, "ann", "s1", "I live in Lisbon."))
+    fake_llm.push(answer({"facts": [fact("Lives in Porto", "Home City", single=True)]}))
+    extract_session(s, say(s, "ann", "s2", "Big news: I moved to Porto last month."))
+    assert fake_llm.calls == 2  # one per batch
+    assert statuses(db) == {
+        "Lives in Lisbon": MemoryStatus.SUPERSEDED,
+        "Lives in Porto": MemoryStatus.ACTIVE,
+    }
+
+
+def test_a_list_like_key_is_settled_by_one_follow_up_call_for_the_batch(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """Whether "Vegan since 2024" retires "Eats everything" or adds to it is the model's
+    call: it is asked once, shown the unshown memories of the facts' keys."""
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    fake_llm.push(
+        answer(
+            {
+                "facts": [
+                    fact("Eats everything", "diet", single=False),
+                    fact("Likes sushi", "favourite foods", single=False),
+                ]
+            }
+        )
+    )
+    extract_session(s, say(s, "ann", "s1", "I eat everything, sushi most of all."))
+    fake_llm.push(
+        answer(
+            {
+                "facts": [
+                    fact("Vegan since 2024", "diet", single=False),
+                    fact("Likes ramen", "favourite foods", single=False),
+                ]
+            }
+        ),
+        answer({"decisions": [{"fact": 1, "replaces": 1}, {"fact": 2, "replaces": None}]}),
+    )
+    extract_session(s, say(s, "ann", "s2", "I'm vegan since 2024. Ramen is great too."))
+    follow_up = fake_llm.requests[-1]["messages"][1]["content"]
+    facts = follow_up.split("<facts>\n")[1].split("\n</facts>")[0].splitlines()
+    assert [json.loads(line)["content"] for line in facts] == ["Vegan since 2024", "Likes ramen"]
+    assert "Eats everything" in follow_up and "Likes sushi" in follow_up
+    assert statuses(db) == {
+        "Eats everything": MemoryStatus.SUPERSEDED,
+        "Likes sushi": MemoryStatus.ACTIVE,
+        "Vegan since 2024": MemoryStatus.ACTIVE,
+        "Likes ramen": MemoryStatus.ACTIVE,
+    }
+    batch = db.scalars(select(ExtractionBatch).order_by(ExtractionBatch.id.desc())).first()
+    assert batch is not None and batch.llm_calls == 2
+
+
+def test_a_follow_up_cannot_retire_a_memory_of_another_key(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    fake_llm.push(
+        answer(
+            {
+                "facts": [
+                    fact("Plays chess", "hobbies", single=False),
+                    fact("Likes sushi", "favourite foods", single=False),
+                ]
+            }
+        )
+    )
+    extract_session(s, say(s, "ann", "s1", "I play chess and like sushi."))
+    fake_llm.push(
+        answer({"facts": [fact("Plays go", "hobbies", single=False)]}),
+        answer({"decisions": [{"fact": 1, "replaces": 2}, {"fact": 7, "replaces": 1}]}),
+    )
+    extract_session(s, say(s, "ann", "s2", "I play go as well."))
+    assert set(statuses(db).values()) == {MemoryStatus.ACTIVE}
+
+
+def test_a_near_duplicate_is_found_past_the_most_recent_memories(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = with_llm(settings, fake_llm)
+    extract_session(s, say(s, "ann", "s1", "I really like green tea in the morning."))
+    store_filler(s, Scope("bench", "ann"), 300, seed=7)
+    extract_session(s, say(s, "ann", "s2", "I really like green tea in the mornings!"))
+    kept = db.scalars(select(Memory).where(Memory.content.like("%green tea%"))).all()
+    assert [(m.content, m.evidence_count) for m in kept] == [
+        ("Prefers green tea in the morning", 2)
+    ]
+
+
+def test_a_memory_saved_by_hand_with_a_key_is_found_by_it(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    client.remember("bench", "ann", "Works at Acme", name="Employer")
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    fake_llm.push(answer({"facts": [fact("Works at Globex", "employer", single=True)]}))
+    extract_session(s, say(s, "ann", "s1", "I work at Globex now."))
+    assert statuses(db) == {
+        "Works at Acme": MemoryStatus.SUPERSEDED,
+        "Works at Globex": MemoryStatus.ACTIVE,
+    }
