@@ -1,0 +1,306 @@
+"""Replacement at scale: does a new fact still retire the one it contradicts when the old
+one is buried under thousands of other memories?
+
+Each user first says facts of distinct subjects ("Call me Sam", "I live in Lisbon", "My
+employer is Acme"…), through the whole pipeline. Then N other memories of real
+conversation (RealMem, Apache-2.0: bench/data/NOTICE) are stored in the same scope. Then
+the user contradicts every old fact, one session each ("Big news: I moved to Porto last
+month"), and workers extract them with an LLM served over HTTP by the test suite's
+scripted model: like a real model, it names `replaces` only for a memory it was shown.
+
+Reported per database and N: the share of contradictions resolved (old fact superseded,
+new one active), duplicates left active (two active memories of one subject or one
+text), and the p95 of candidate selection (what a batch reads to choose the memories
+its prompt shows and its facts' near duplicates) against a recall of the same scope
+and text, measured in the same run: the baseline.
+
+    .venv/bin/python bench/replacement.py                 # N = 100, 1,000, 5,000, 50,000
+    .venv/bin/python bench/replacement.py --sizes 5000 --facts 10 --databases sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
+
+from sqlalchemy import func, select, text
+
+from bench.common import emit, percentile, print_table, scratch_database
+from memoryd.client import MemoryClient
+from memoryd.extraction.batch import extract_session
+from memoryd.extraction.offline import extract_facts
+from memoryd.memories.store import set_content
+from memoryd.memories.subjects import scope_keys
+from memoryd.memories.weights import INITIAL_WEIGHT, set_weight
+from memoryd.models.db import session_scope, utcnow
+from memoryd.models.keys import Scope, SessionKey
+from memoryd.models.tables import Category, Memory, MemoryStatus, Tier
+from memoryd.recall.candidates import nearby, related
+from memoryd.recall.rank import recall
+from memoryd.settings import Settings
+from tests.fakellm import FakeLLM
+
+DATA = Path(__file__).resolve().parent / "data"
+AGENT = "bench"
+FIRST_TURNS = 6  # old facts said per session
+FAVOURITES = ["food", "colour", "band", "sport", "book", "film", "drink", "season", "game"]
+SLOTS = ["employer", "job title", "manager", "gym", "car", "phone", "doctor", "bank", "team"]
+DATED = ["dentist appointment", "next holiday", "anniversary dinner", "flight home"]
+PEOPLE = ["Sam", "Bob", "Alex", "Mia", "Noor", "Kai", "Lena", "Omar", "Ines", "Yuki"]
+CITIES = ["Lisbon", "Porto", "Berlin", "Osaka", "Lima", "Accra", "Oslo", "Quito", "Hanoi"]
+THINGS = ["ramen", "teal", "Blur", "tennis", "Dune", "Heat", "oolong", "autumn", "chess", "Acme"]
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    """One subject: what the user said first, and what they say later instead."""
+
+    old: str
+    new: str
+
+
+def contradictions(user: int) -> list[Contradiction]:
+    """Distinct subjects for one user (a scope holds one value of each): names, places,
+    jobs, dates and preferences, their values varied per user."""
+
+    def pick(pool: list[str], i: int, shift: int) -> str:
+        return pool[(i * 3 + user * 7 + shift) % len(pool)]
+
+    said = [
+        Contradiction(f"Call me {pick(PEOPLE, 0, 0)}.", f"Actually, call me {pick(PEOPLE, 0, 1)}."),
+        Contradiction(
+            f"I live in {pick(CITIES, 1, 0)}.",
+            f"Big news: I moved to {pick(CITIES, 1, 1)} last month.",
+        ),
+    ]
+    for i, thing in enumerate(FAVOURITES, 2):
+        old, new = pick(THINGS, i, 0), pick(THINGS, i, 1)
+        said.append(
+            Contradiction(f"My favourite {thing} is {old}.", f"My favourite {thing} is {new}.")
+        )
+    for i, slot in enumerate(SLOTS, 20):
+        old, new = f"{pick(CITIES, i, 0)} {slot} {user}", f"{pick(CITIES, i, 2)} {slot} {user}"
+        said.append(Contradiction(f"My {slot} is {old}.", f"My {slot} is {new} these days."))
+    for i, slot in enumerate(DATED, 1):
+        old, new = f"2027-0{i}-1{user % 10}", f"2027-0{i + 4}-2{user % 10}"
+        said.append(Contradiction(f"My {slot} is on {old}.", f"My {slot} is on {new} now."))
+    return said
+
+
+def filler(n: int, seed: int) -> Iterator[tuple[str, str]]:
+    """(name, content) of n memories of real conversation: RealMem's session memories,
+    their 【topic】 as the name; past its 5,072 texts, numbered copies."""
+    with gzip.open(DATA / "realmem.json.gz", "rt", encoding="utf-8") as f:
+        users = json.load(f)["users"]
+    texts = [m for u in users for s in u["sessions"] for m in s["memories"]]
+    for i in range(n):
+        text = texts[(i + seed) % len(texts)]
+        topic, _, body = text.partition("】")
+        name, content = (topic.lstrip("【").strip(), body.strip()) if body else ("", text)
+        yield name, content if i < len(texts) else f"{content} (note {i // len(texts)})"
+
+
+def store_filler(settings: Settings, scope: Scope, n: int, seed: int) -> None:
+    """N active memories, as extraction stores them, written in chunks."""
+    now = utcnow()
+    rows = iter(filler(n, seed))
+    while chunk := [row for _, row in zip(range(2000), rows, strict=False)]:
+        with session_scope(settings) as session:
+            for name, content in chunk:
+                memory = Memory(
+                    agent_id=scope.agent_id,
+                    user_id=scope.user_id,
+                    category=Category.PROJECT,
+                    tier=Tier.LONG,
+                    status=MemoryStatus.ACTIVE,
+                    name=name[:200],
+                    tags=[],
+                    confidence=0.9,
+                    said_at=now - timedelta(minutes=1),
+                    created_at=now,
+                    updated_at=now,
+                )
+                set_content(memory, content)
+                set_weight(memory, INITIAL_WEIGHT, now, settings)
+                session.add(memory)
+
+
+def analyze(settings: Settings) -> None:
+    """Planner statistics for the loaded tables, as autovacuum keeps them in service
+    (this machine's PostgreSQL runs without it); SQLite plans without them."""
+    if settings.resolved_database_url.startswith("postgresql"):
+        with session_scope(settings) as session:
+            session.execute(text("ANALYZE memories, memory_terms"))
+
+
+def say(settings: Settings, user: str, session: str, *lines: str) -> SessionKey:
+    client = MemoryClient(settings, dispatch=False)
+    turns = [
+        {"agent_id": AGENT, "user_id": user, "session_id": session, "role": "user", "content": c}
+        for c in lines
+    ]
+    client.enqueue_turns(turns)
+    client.end_session(AGENT, user, session)
+    return SessionKey(AGENT, user, session)
+
+
+def extract_all(settings: Settings, key: SessionKey) -> None:
+    while extract_session(settings, key).batches:
+        pass
+
+
+@dataclass
+class Outcome:
+    resolved: int = 0
+    facts: int = 0
+    duplicates: int = 0
+    selection_ms: list[float] | None = None
+    recall_ms: list[float] | None = None
+
+
+def timed_selection(settings: Settings, scope: Scope, line: str) -> tuple[float, float]:
+    """What a batch reads to choose candidates (prepare.show, resolve's nearby), and a
+    recall of the same text: milliseconds each."""
+    facts = extract_facts([("user", line)], {})
+    with session_scope(settings, readonly=True) as session:
+        started = time.perf_counter()
+        scope_keys(session, scope, 60)
+        related(session, settings, scope, line, settings.prefetch_limit, fill=True)
+        nearby(session, settings, scope, facts)
+        selection = time.perf_counter() - started
+        started = time.perf_counter()
+        recall(session, settings, scope.agent_id, scope.user_id, line, now=utcnow())
+        baseline = time.perf_counter() - started
+    return selection * 1000, baseline * 1000
+
+
+def run_scenario(settings: Settings, size: int, facts: int) -> Outcome:
+    """`facts` contradictions over as many users as they need, each user's scope holding
+    `size` other memories between the old facts and the new ones."""
+    per_user = len(contradictions(0))
+    outcome = Outcome(selection_ms=[], recall_ms=[])
+    users = [f"u{u}" for u in range((facts + per_user - 1) // per_user)]
+    plans = {u: contradictions(i)[: facts - i * per_user] for i, u in enumerate(users)}
+    for u, plan in plans.items():
+        for start in range(0, len(plan), FIRST_TURNS):  # within a batch's max_facts
+            lines = [c.old for c in plan[start : start + FIRST_TURNS]]
+            extract_all(settings, say(settings, u, f"first-{start}", *lines))
+        store_filler(settings, Scope(AGENT, u), size, seed=len(u) * 131)
+    analyze(settings)
+    for u, plan in plans.items():
+        for i, c in enumerate(plan):
+            selection, baseline = timed_selection(settings, Scope(AGENT, u), c.new)
+            outcome.selection_ms.append(selection)  # type: ignore[union-attr]
+            outcome.recall_ms.append(baseline)  # type: ignore[union-attr]
+            extract_all(settings, say(settings, u, f"later-{i}", c.new))
+    with session_scope(settings, readonly=True) as session:
+        for u, plan in plans.items():
+            outcome.facts += len(plan)
+            outcome.resolved += sum(resolved(session, u, c) for c in plan)
+            outcome.duplicates += duplicates(session, u)
+    return outcome
+
+
+def resolved(session: object, user: str, c: Contradiction) -> bool:
+    """The old fact is superseded, and what replaced it is active."""
+    old = extract_facts([("user", c.old)], {})[0].content
+    new = extract_facts([("user", c.new)], {})[0].content
+    rows = dict(
+        session.execute(  # type: ignore[attr-defined]
+            select(Memory.content, Memory.status).where(
+                Memory.agent_id == AGENT,
+                Memory.user_id == user,
+                Memory.content.in_([old, new]),
+            )
+        ).all()
+    )
+    return rows.get(old) == MemoryStatus.SUPERSEDED and rows.get(new) == MemoryStatus.ACTIVE
+
+
+def duplicates(session: object, user: str) -> int:
+    """Active memories beyond the first of one subject key, or of one text."""
+    active = (
+        Memory.agent_id == AGENT,
+        Memory.user_id == user,
+        Memory.status == MemoryStatus.ACTIVE,
+        Memory.category == Category.USER,  # what the user said, not the filler
+    )
+    extra = 0
+    for column, keyed in ((Memory.name_key, True), (Memory.content_hash, False)):
+        counted = (
+            select(func.count())
+            .where(*active, *((Memory.name_key != "",) if keyed else ()))
+            .group_by(column)
+            .having(func.count() > 1)
+        )
+        extra += sum(n - 1 for n in session.scalars(counted))  # type: ignore[attr-defined]
+    return extra
+
+
+@contextmanager
+def database(kind: str, folder: Path) -> Iterator[str]:
+    if kind == "sqlite":
+        yield f"sqlite:///{folder / f'replacement-{time.monotonic_ns()}.db'}"
+    else:
+        with scratch_database("memoryd_bench_replacement") as url:
+            yield url
+
+
+def measure(kind: str, size: int, facts: int, llm: FakeLLM, folder: Path) -> Outcome:
+    with database(kind, folder) as url:
+        settings = Settings(
+            database_url=url,
+            data_dir=folder,
+            llm_base_url=llm.base_url,
+            llm_api_key="bench",
+            llm_retries=0,
+        )
+        if kind == "sqlite":
+            from memoryd.models.migrate import upgrade
+
+            upgrade(settings)
+        return run_scenario(settings, size, facts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000, 50000])
+    parser.add_argument("--facts", type=int, default=52, help="contradictions per size")
+    parser.add_argument("--databases", nargs="+", default=["postgres", "sqlite"])
+    args = parser.parse_args()
+    figures: dict[str, float | None] = {}
+    with FakeLLM() as llm, tempfile.TemporaryDirectory() as tmp:
+        for kind in args.databases:
+            rows = []
+            for size in args.sizes:
+                out = measure(kind, size, args.facts, llm, Path(tmp))
+                share = out.resolved / out.facts
+                p95 = percentile(out.selection_ms or [0.0], 95)
+                base = percentile(out.recall_ms or [0.0], 95)
+                rows += [
+                    (f"N={size}: contradictions resolved", share * 100, "%", None),
+                    (f"N={size}: duplicates left active", out.duplicates, "rows", None),
+                    (f"N={size}: recall p95 (baseline)", base, "ms", 1.0),
+                    (f"N={size}: candidate selection p95", p95, "ms", p95 / base),
+                ]
+                figures[f"{kind}_{size}_resolved"] = share
+                figures[f"{kind}_{size}_duplicates"] = out.duplicates
+                figures[f"{kind}_{size}_selection_p95_ms"] = p95
+                figures[f"{kind}_{size}_recall_p95_ms"] = base
+            print_table(f"replacement on {kind}, {args.facts} facts per size", rows)
+    emit(figures)
+
+
+if __name__ == "__main__":
+    main()
