@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from memoryd.models.checks import check_text as check_text  # re-exported
 from memoryd.models.profiles import ProfileUpdate
 from memoryd.models.tables import Category, Memory
 
@@ -43,19 +44,6 @@ _ISO_START = re.compile(r"\d{4}-\d{2}-\d{2}")
 # Hard cap checked before pydantic's own: the configurable limit lives in Settings.
 ABSOLUTE_MAX_CONTENT = 1_000_000
 MAX_METADATA_DEPTH = 20
-
-
-def check_text(value: str, field: str) -> str:
-    """Reject NUL bytes and lone surrogates, which no database stores faithfully."""
-    if "\x00" in value:
-        raise ValueError(f"{field} contains a NUL byte (\\x00); strip it before sending")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(
-            f"{field} is not valid Unicode (lone surrogate at position {exc.start})"
-        ) from None
-    return value
 
 
 def check_json(value: Any, path: str, depth: int = 0) -> None:
