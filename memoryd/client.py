@@ -5,13 +5,14 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from memoryd.agents import config as agent_config
 from memoryd.client_profiles import ProfileMethods
 from memoryd.errors import MemorydError, TurnRejected
 from memoryd.ingest.buffer import end_session, ingest, payload_items
-from memoryd.memories import edits
+from memoryd.memories import edits, profiles
 from memoryd.memories.health import MemoryHealth, memory_health
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
@@ -19,6 +20,7 @@ from memoryd.models.profiles import ProfileType
 from memoryd.models.schemas import EventOut, IngestResult, MemoryOut, TurnIn
 from memoryd.models.tables import Category
 from memoryd.recall import embeddings, inject
+from memoryd.recall.context import dated
 from memoryd.recall.context import render as render_context
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.session_context import SessionContext, session_context
@@ -224,7 +226,9 @@ class MemoryClient(ProfileMethods):
             )
             hits = agent_config.injectable(settings, hits)
             budget = settings.context_token_budget if token_budget is None else token_budget
-            block, included = render_context(hits, budget, now)
+            scope = Scope(agent_id, user_id)
+            zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
+            block, included = render_context(hits, budget, now, zone)
             log_retrieval(session, settings, included, query, session_id, now)
         return block
 

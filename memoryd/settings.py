@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     max_turn_chars: int = Field(32_000, gt=0)
     max_bulk_turns: int = Field(10_000, gt=0)
     max_metadata_bytes: int = Field(16_384, gt=0, description="A turn's metadata as JSON")
+    max_clock_skew_seconds: float = Field(
+        300,
+        ge=0,
+        description="How far a turn's timestamp may be ahead of the database clock",
+    )
 
     # --- batching and extraction (names follow the seed config) ---------------------
     batch_size: int = Field(20, ge=1, description="Turns per extraction batch (10 exchanges)")

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from memoryd.models.checks import clean_text
 from memoryd.models.db import session_scope
 from memoryd.models.schemas import Fact
 from memoryd.models.tables import AgentConfig, Category, ChatSession, Tier
@@ -26,7 +27,11 @@ if TYPE_CHECKING:
     from memoryd.recall.rank import Hit
 
 
-Keyword = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+Keyword = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=100),
+    AfterValidator(clean_text),  # no NUL or lone surrogate, as everywhere else
+]
 
 
 class AgentSettings(BaseModel):

@@ -7,14 +7,12 @@ aliases (1, 2, 3 …) so the model can only point at memories it was shown.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import cache, lru_cache
 from typing import Any, Protocol
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memoryd.extraction import offline
 from memoryd.llm.client import LLMClient
@@ -24,6 +22,7 @@ from memoryd.prompts import load_prompt
 from memoryd.recall.profile_prompt import render_profile
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
+from memoryd.zones import local, user_zone
 
 EXTRACT_PROMPT = "extract.v4"
 
@@ -82,33 +81,18 @@ def _as_data(obj: object) -> str:
 # names one, so the model can turn "yesterday" into a date.
 
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_OFFSET = re.compile(r"(?:UTC|GMT)\s*([+-])(\d{1,2})(?::?(\d\d))?", re.IGNORECASE)
-
-
-def user_zone(profiles: Profiles | None) -> tzinfo:
-    """The zone of the user profile's `timezone` ("Europe/Lisbon", "UTC+8"), else UTC."""
-    name = ((profiles or {}).get("user") or {}).get("timezone")
-    if not isinstance(name, str) or not name.strip():
-        return UTC
-    if match := _OFFSET.fullmatch(name.strip()):
-        sign, hours, minutes = match.groups()
-        offset = timedelta(hours=int(hours), minutes=int(minutes or 0))
-        return timezone(-offset if sign == "-" else offset) if offset < timedelta(hours=15) else UTC
-    try:
-        return ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError):
-        return UTC
 
 
 def when(at: datetime, zone: tzinfo) -> str:
     """Fixed width (16 characters for any year from 1000), so a turn's cost is known
     before its time is."""
-    return f"{at.astimezone(zone):%Y-%m-%d %H:%M}"
+    return f"{local(at, zone):%Y-%m-%d %H:%M}"
 
 
 def today_line(turns: Sequence[TurnView], zone: tzinfo) -> str:
-    """The session's date: the newest turn's, with its weekday and the times' UTC offset."""
-    newest = max((t.at for t in turns), default=datetime.now(UTC)).astimezone(zone)
+    """The session's date: the newest turn's, with its weekday and the times' UTC offset
+    (UTC's, for a time the zone cannot carry: see `local`)."""
+    newest = local(max((t.at for t in turns), default=datetime.now(UTC)), zone)
     offset = newest.utcoffset() or timedelta()
     sign, minutes = ("-" if offset < timedelta() else "+"), abs(offset) // timedelta(minutes=1)
     label = f"UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}"

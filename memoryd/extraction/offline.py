@@ -237,6 +237,13 @@ _LANGUAGE = [
     _r(r"\bmy (?:native|first|primary|mother) (?:language|tongue) is\s+(?P<x>[A-Za-z]+)"),
     _r(r"我的母语是(?P<x>[^，。！？,.!?\s]{1,10})"),
 ]
+# Profiles hold language tags (BCP 47); the names the rules above catch, as tags.
+LANGUAGE_TAGS = {
+    "english": "en", "chinese": "zh", "mandarin": "zh", "中文": "zh", "汉语": "zh",
+    "普通话": "zh", "cantonese": "yue", "粤语": "yue", "portuguese": "pt", "spanish": "es",
+    "french": "fr", "german": "de", "italian": "it", "japanese": "ja", "日语": "ja",
+    "korean": "ko", "韩语": "ko", "russian": "ru", "arabic": "ar", "hindi": "hi",
+}  # fmt: skip
 _OCCUPATION = [
     _r(r"\bI work as an? (?P<x>[a-z][a-z \-]{2,40}?)(?=[.!?,]| at | in | for |$)"),
     _r(r"\bI(?:'m| am) an? (?P<x>[a-z][a-z \-]{2,40}?) by profession"),
@@ -270,8 +277,9 @@ def extract_profile_updates(
                 rules.append(rule)
         if timezone := first(_TIMEZONE, content):
             updates.append(_update("user", "set", "timezone", timezone, 0.9))
-        if language := first(_LANGUAGE, content):
-            updates.append(_update("user", "set", "primary_language", language, 0.9))
+        language = first(_LANGUAGE, content)
+        if language and (tag := LANGUAGE_TAGS.get(language.lower())):
+            updates.append(_update("user", "set", "primary_language", tag, 0.9))
         if occupation := first(_OCCUPATION, content):
             for kind in ("user", "work"):
                 updates.append(_update(kind, "set", "occupation", occupation, 0.85))

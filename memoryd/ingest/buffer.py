@@ -10,7 +10,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,7 +19,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from memoryd.errors import TurnRejected, field_errors
-from memoryd.models.db import rowcount, write_connection
+from memoryd.models.db import database_now, rowcount, write_connection
 from memoryd.models.keys import SessionKey, session_pk, turns_of
 from memoryd.models.schemas import IngestResult, TurnIn
 from memoryd.models.tables import (
@@ -104,6 +104,31 @@ def _validate(
             turn = turn.model_copy(update={"turn_key": f"{key_prefix}:{index}"})
         good.append((index, turn))
     return good, bad
+
+
+def _not_ahead_of_the_clock(
+    settings: Settings, good: list[tuple[int, TurnIn]], bad: list[dict[str, Any]]
+) -> list[tuple[int, TurnIn]]:
+    """Turns not stamped later than the database clock allows; the others go to `bad`.
+    A turn from a sender whose clock is ahead would count as said after every later turn,
+    and its facts would outrank what the user says next."""
+    if all(turn.timestamp is None for _index, turn in good):
+        return good  # the common case costs no clock read
+    now = database_now(settings)
+    latest = now + timedelta(seconds=settings.max_clock_skew_seconds)
+    kept: list[tuple[int, TurnIn]] = []
+    for index, turn in good:
+        if turn.timestamp is not None and turn.timestamp > latest:
+            message = (
+                f"timestamp {turn.timestamp.isoformat()} is ahead of the database clock "
+                f"({now.isoformat(timespec='seconds')}) by more than "
+                f"{settings.max_clock_skew_seconds:g} s (MEMORYD_MAX_CLOCK_SKEW_SECONDS): "
+                "fix the sender's clock, or leave timestamp out to mean now"
+            )
+            bad.append(_rejected(index, "timestamp", message))
+        else:
+            kept.append((index, turn))
+    return kept
 
 
 def _rejected(index: int, field: str, message: str) -> dict[str, Any]:
@@ -354,6 +379,7 @@ def ingest(
     the turns are committed.
     """
     good, bad = _validate(items, settings, key_prefix)
+    good = _not_ahead_of_the_clock(settings, good, bad)
     result, due = IngestResult(), list[SessionKey]()
     if good:  # no transaction at all when every item was rejected
         try:

@@ -11,7 +11,7 @@ of losing an update. The agent's shared `*` scope is written only by calls that 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any
 
 from pydantic import ValidationError
@@ -34,6 +34,7 @@ from memoryd.models.profiles import (
     default_content,
 )
 from memoryd.models.tables import Actor, Profile, ProfileEvent
+from memoryd.zones import user_zone
 
 ITEM_KEY = "name"  # list items (people, places, projects, …) are told apart by name
 
@@ -106,6 +107,19 @@ def get_profile(session: Session, scope: Scope, kind: ProfileType, now: datetime
             version=0,
             updated_at=now,
         )
+
+
+def user_timezone(session: Session, scope: Scope) -> tzinfo:
+    """The zone the scope's user profile names (UTC when none): what "today" means to the
+    user, on the read side as in extraction."""
+    content = session.scalar(
+        select(Profile.content).where(
+            Profile.agent_id == scope.agent_id,
+            Profile.user_id == scope.user_id,
+            Profile.type == ProfileType.USER,
+        )
+    )
+    return user_zone({"user": content})
 
 
 def validated(kind: ProfileType, content: Any) -> dict[str, Any]:

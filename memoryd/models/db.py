@@ -203,6 +203,17 @@ def lease_now(session: Session) -> datetime:
     return now
 
 
+def database_now(settings: Settings) -> datetime:
+    """The database server's clock, by which ingest bounds turn timestamps: every writer
+    is judged by the same clock, whatever its own says. SQLite's is this machine's."""
+    engine = get_engine(settings, autocommit=True)
+    if engine.dialect.name == "sqlite":
+        return utcnow()
+    with engine.connect() as conn:
+        now: datetime = conn.execute(text("SELECT statement_timestamp()")).scalar_one()
+    return now
+
+
 LOCK_CLASS_SCOPE = 1
 LOCK_CLASS_MAINTENANCE = 2
 

@@ -12,10 +12,26 @@ import enum
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-Text = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2000)]
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+from memoryd.models.checks import clean_text, language_tag, time_zone_name
+
+# No NUL or lone surrogate in any value (as for turns); zones and languages as the
+# context block and the extractor's date line can read them.
+Text = Annotated[
+    str, StringConstraints(strip_whitespace=True, max_length=2000), AfterValidator(clean_text)
+]
+Name = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
+    AfterValidator(clean_text),
+]
+TimeZone = Annotated[
+    str, StringConstraints(strip_whitespace=True, max_length=100), AfterValidator(time_zone_name)
+]
+Language = Annotated[
+    str, StringConstraints(strip_whitespace=True, max_length=35), AfterValidator(language_tag)
+]
 Clock = Annotated[str, StringConstraints(pattern=r"^([01]\d|2[0-3]):[0-5]\d$")]
 Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 
@@ -64,7 +80,7 @@ class Place(_Doc):
     name: Name
     category: Text | None = None
     address: Text | None = None
-    timezone: Text | None = None
+    timezone: TimeZone | None = None
     commute_minutes: int | None = Field(None, ge=0)
     preference: Literal["like", "neutral", "avoid"] | None = None
     notes: Text | None = None
@@ -73,7 +89,7 @@ class Place(_Doc):
 
 class Preferences(_Doc):
     communication_style: Text | None = None
-    language_preference: list[Text] = Field(default_factory=list)
+    language_preference: list[Language] = Field(default_factory=list)
     location_preference: Text | None = None
     work_lifestyle: Text | None = None
     notification_preference: list[Text] = Field(default_factory=list)
@@ -101,8 +117,8 @@ class Routine(_Doc):
 
 class UserMemoryContent(_Doc):
     occupation: Text | None = None
-    timezone: Text | None = None
-    primary_language: Text | None = None
+    timezone: TimeZone | None = None
+    primary_language: Language | None = None
     people: list[Person] = Field(default_factory=list)
     places: list[Place] = Field(default_factory=list)
     preferences: Preferences = Field(default_factory=Preferences)

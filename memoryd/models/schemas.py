@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from memoryd.models.checks import check_text as check_text  # re-exported
 from memoryd.models.profiles import ProfileUpdate
 from memoryd.models.tables import Category, Memory
 
@@ -34,22 +35,15 @@ Ident = Annotated[
 ]
 Role = Literal["user", "assistant", "system", "tool"]
 
+# Turn timestamps: an ISO 8601 date and time with a zone, not before this. The upper
+# bound is the database clock plus `max_clock_skew_seconds`, checked at ingest.
+EARLIEST_TIMESTAMP = datetime(2000, 1, 1, tzinfo=UTC)
+TIMESTAMP_EXAMPLE = "2026-11-22T10:00:00Z"
+_ISO_START = re.compile(r"\d{4}-\d{2}-\d{2}")
+
 # Hard cap checked before pydantic's own: the configurable limit lives in Settings.
 ABSOLUTE_MAX_CONTENT = 1_000_000
 MAX_METADATA_DEPTH = 20
-
-
-def check_text(value: str, field: str) -> str:
-    """Reject NUL bytes and lone surrogates, which no database stores faithfully."""
-    if "\x00" in value:
-        raise ValueError(f"{field} contains a NUL byte (\\x00); strip it before sending")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(
-            f"{field} is not valid Unicode (lone surrogate at position {exc.start})"
-        ) from None
-    return value
 
 
 def check_json(value: Any, path: str, depth: int = 0) -> None:
@@ -109,11 +103,41 @@ class TurnIn(BaseModel):
             check_json(value, "metadata")
         return value
 
+    @field_validator("timestamp", mode="before")
+    @classmethod
+    def _iso_8601(cls, value: Any) -> Any:
+        # pydantic would take a number (or a string of digits) as Unix seconds, which
+        # README never promised: refuse it rather than guess the unit.
+        if isinstance(value, bool | int | float) or (
+            isinstance(value, str) and not _ISO_START.match(value.strip())
+        ):
+            raise ValueError(
+                f"timestamp {str(value)[:40]!r} is not an ISO 8601 date and time; "
+                f"send e.g. {TIMESTAMP_EXAMPLE!r}"
+            )
+        return value
+
     @field_validator("timestamp")
     @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
+    def _aware_and_sane(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            # A time without a zone is ambiguous: taken as UTC, a user's "yesterday" in
+            # UTC+8 would land on the wrong day.
+            raise ValueError(
+                f"timestamp {value.isoformat()} has no time zone; add one "
+                f"(e.g. {TIMESTAMP_EXAMPLE!r} or +08:00)"
+            )
+        try:
+            value = value.astimezone(UTC)
+        except OverflowError:  # e.g. 9999-12-31T23:00-05:00 is past year 9999 in UTC
+            raise ValueError(f"timestamp {value.isoformat()} is out of range") from None
+        if value < EARLIEST_TIMESTAMP:
+            raise ValueError(
+                f"timestamp {value.isoformat()} is before {EARLIEST_TIMESTAMP:%Y-%m-%d}; "
+                "it cannot be when a turn was said"
+            )
         return value
 
     @field_validator("user_id")

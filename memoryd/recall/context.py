@@ -8,11 +8,12 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 
 from memoryd.models.tables import Category
 from memoryd.recall.rank import Hit
 from memoryd.text import estimate_tokens
+from memoryd.zones import local
 
 HEADER = "<memory-context>\nLong-term memories that may be relevant to this conversation:\n"
 FOOTER = "</memory-context>"
@@ -81,7 +82,8 @@ def neutralise(text: str, after: str = "") -> str:
 
 
 def relative_day(then: datetime, now: datetime) -> str:
-    """'today', 'yesterday', '5 days ago', '3 weeks ago', '2 months ago', 'in 4 days' …"""
+    """'today', 'yesterday', '5 days ago', '3 weeks ago', '2 months ago', 'in 4 days' …,
+    by the calendar days `then` and `now` carry (both in the user's zone, see `entry`)."""
     days = (now.date() - then.date()).days
     if days in (0, 1, -1):
         return {0: "today", 1: "yesterday", -1: "tomorrow"}[days]
@@ -122,35 +124,49 @@ def experience_text(hit: Hit) -> str | None:
     )
 
 
-def entry(hit: Hit, now: datetime) -> str:
+# Categories whose entries say when ("yesterday"): only they need the user's zone.
+DATED = frozenset({Category.EPISODE, Category.EXPERIENCE})
+
+
+def dated(hits: Sequence[Hit]) -> bool:
+    return any(h.category in DATED for h in hits)
+
+
+def entry(hit: Hit, now: datetime, zone: tzinfo = UTC) -> str:
     """`[category] title` (when the name adds to the text), the text, then what to make
-    of it: '(confidence 90%, seen 3 times)'. Episodes lead with their date."""
+    of it: '(confidence 90%, seen 3 times)'. Episodes lead with their date. Days are the
+    user's (`zone`), as extraction dated them: an episode of this morning in UTC+8 is
+    "today" there, whatever the date in UTC."""
     text = hit.content.strip()
     notes = [f"confidence {round(hit.confidence * 100)}%"]
     if hit.evidence_count > 1:
         notes.append(f"seen {hit.evidence_count} times")
-    said = hit.said_at or hit.created_at
+    today = local(now, zone)
+    said = local(hit.said_at or hit.created_at, zone)
     if hit.category == Category.EXPERIENCE:
         text = experience_text(hit) or text
-        notes.append(f"learned {relative_day(said, now)}")
+        notes.append(f"learned {relative_day(said, today)}")
     elif hit.category == Category.EPISODE:
-        if hit.occurred_at is not None:
-            text = f"{hit.occurred_at:%Y-%m-%d}, {relative_day(hit.occurred_at, now)}: {text}"
+        if hit.occurred_at is not None:  # a calendar day, already the user's
+            day = hit.occurred_at
+            text = f"{day:%Y-%m-%d}, {relative_day(day, today)}: {text}"
         else:
-            notes.append(f"told {relative_day(said, now)}")
+            notes.append(f"told {relative_day(said, today)}")
     title = hit.name.strip()
     named = title and title != hit.content.strip() and hit.category != Category.EXPERIENCE
     head = f"[{hit.category}] {title}\n" if named else f"[{hit.category}] "
     return f"{head}{text} ({', '.join(notes)})"
 
 
-def render(hits: Sequence[Hit], token_budget: int, now: datetime) -> tuple[str, list[Hit]]:
-    """The block for the most useful hits that fit the budget, grouped by category;
-    ("", []) when none fits. Returns the hits actually included."""
+def render(
+    hits: Sequence[Hit], token_budget: int, now: datetime, zone: tzinfo = UTC
+) -> tuple[str, list[Hit]]:
+    """The block for the most useful hits that fit the budget, grouped by category, days
+    in the user's `zone`; ("", []) when none fits. Returns the hits actually included."""
     used = estimate_tokens(HEADER) + estimate_tokens(FOOTER) + 2
     included: list[Hit] = []
     for hit in sorted(hits, key=lambda h: -h.score):  # most useful first
-        cost = estimate_tokens(entry(hit, now)) + 1
+        cost = estimate_tokens(entry(hit, now, zone)) + 1
         if used + cost > token_budget:
             continue  # a shorter one further down may still fit
         included.append(hit)
@@ -160,5 +176,5 @@ def render(hits: Sequence[Hit], token_budget: int, now: datetime) -> tuple[str, 
     order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
     grouped = sorted(included, key=lambda h: (order.get(Category(h.category), 99), -h.score))
     # Escaped as a whole: a tag could be split across a name, its text and the next entry.
-    body = neutralise("\n\n".join(entry(h, now) for h in grouped), after="\n" + FOOTER)
+    body = neutralise("\n\n".join(entry(h, now, zone) for h in grouped), after="\n" + FOOTER)
     return f"{HEADER}\n{body}\n{FOOTER}", included

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -97,3 +99,10 @@ def test_injected_tiers_leave_short_term_memories_out_of_context(settings: Setti
     set_agent(settings, "bot", inject_tiers=["long"])
     assert client.build_context("cook", "bot", "ann") == ""
     assert len(client.recall("cook", "bot", "ann")) == 1  # recall itself is not limited
+
+
+@pytest.mark.parametrize("trigger", ["de\x00ploy", "deploy \ud800"])
+def test_a_trigger_keyword_with_nul_or_a_lone_surrogate_is_refused(trigger: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        AgentSettings.model_validate({"inject_long_term_triggers": ["release", trigger]})
+    assert caught.value.errors()[0]["loc"] == ("inject_long_term_triggers", 1)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import given
 from hypothesis import strategies as st
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
@@ -24,7 +24,7 @@ from memoryd.extraction.extractors import (
 from memoryd.ingest.sweeper import retry_failed
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
-from memoryd.models.tables import Category, ExtractionBatch, Memory, MemoryStatus
+from memoryd.models.tables import Category, ExtractionBatch, Memory, MemoryStatus, Turn
 from memoryd.prompts import load_prompt
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
@@ -114,6 +114,32 @@ def test_the_date_line_fits_the_prompt_overhead(at: datetime, zone: timezone) ->
         today=today_line([TurnView("user", "hi", at)], zone),
     )
     assert sum(estimate_tokens(m["content"]) + 4 for m in messages) <= prompt_overhead()
+
+
+def test_a_time_the_users_zone_cannot_carry_is_shown_in_utc() -> None:
+    """9999-12-31 23:00 UTC is past year 9999 in UTC+8: the prompt shows it in UTC rather
+    than fail the batch with an OverflowError."""
+    last = TurnView("user", "hi", datetime(9999, 12, 31, 23, tzinfo=UTC))
+    first = TurnView("user", "hi", datetime(1, 1, 1, 1, tzinfo=UTC))
+    east, west = timezone(timedelta(hours=8)), timezone(timedelta(hours=-8))
+    assert today_line([last], east) == "Friday 9999-12-31; turn times are UTC+00:00"
+    assert render_turn(1, last, east) == '[1] 9999-12-31 23:00 user: "hi"'
+    assert render_turn(1, first, west).endswith('-01-01 01:00 user: "hi"')  # year 1, in UTC
+
+
+def test_a_stored_extreme_timestamp_never_fails_the_batch(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """A turn stored before ingest bounded timestamps, read in a profile's timezone."""
+    s = with_llm(settings, fake_llm)
+    MemoryClient(s).patch_profile("bot", "ann", "user", {"timezone": "Asia/Shanghai"})
+    key = say(s, "s1", ("2026-11-02T10:00:00Z", "I ran a half marathon."))
+    db.execute(update(Turn).values(created_at=datetime(9999, 12, 31, 23, tzinfo=UTC)))
+    db.commit()
+    stats = extract_session(s, key)
+    assert (stats.batches, stats.dead_lettered) == (1, 0)
+    prompt = fake_llm.requests[0]["messages"][1]["content"]
+    assert '[1] 9999-12-31 23:00 user: "I ran a half marathon."' in prompt
 
 
 # ------------------------------------------------------------------------------ episodes

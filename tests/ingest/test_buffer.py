@@ -38,7 +38,19 @@ BAD_ITEMS = [
     (turn(content=12), "content", "valid string"),
     (turn(agent_id=""), "agent_id", "at least 1 character"),
     (turn(user_id="*"), "user_id", "shared workspace"),
-    (turn(timestamp="yesterday"), "timestamp", "datetime"),
+    (turn(timestamp="yesterday"), "timestamp", "not an ISO 8601 date and time"),
+    # A time without a zone is ambiguous, and a number's unit is a guess: both refused.
+    (turn(timestamp="2026-11-22T10:00:00"), "timestamp", "has no time zone"),
+    (turn(timestamp=datetime(2026, 11, 22, 10)), "timestamp", "has no time zone"),
+    (turn(timestamp="2026-11-22"), "timestamp", "has no time zone"),
+    (turn(timestamp=1_763_805_600), "timestamp", "not an ISO 8601 date and time"),
+    (turn(timestamp=1_763_805_600.5), "timestamp", "not an ISO 8601 date and time"),
+    (turn(timestamp="1763805600"), "timestamp", "not an ISO 8601 date and time"),
+    # Outside a sane range: before 2000, or ahead of the database clock.
+    (turn(timestamp="1999-12-31T23:59:59Z"), "timestamp", "is before 2000-01-01"),
+    (turn(timestamp="2099-01-01T00:00:00Z"), "timestamp", "ahead of the database clock"),
+    (turn(timestamp="9999-12-31T23:59:59+00:00"), "timestamp", "ahead of the database clock"),
+    (turn(timestamp="9999-12-31T23:00:00-05:00"), "timestamp", "out of range"),
     (turn(metadata=[1, 2]), "metadata", "dictionary"),
     (turn(colour="red"), "colour", "Extra inputs"),
     # Metadata is checked like content: one bad value must not sink the good turns of a

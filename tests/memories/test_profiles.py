@@ -79,6 +79,18 @@ def test_put_and_patch_follow_rfc_7396(settings: Settings) -> None:
     ("patch", "field"),
     [
         ({"timezone": 5}, "timezone"),
+        # Values are what every reader can use: real zones, language tags, no NUL.
+        ({"timezone": "Mars/Olympus_Mons"}, "timezone"),
+        ({"timezone": "UTC+25"}, "timezone"),
+        ({"places": [{"name": "Home", "timezone": "Lisbon time"}]}, "places.0.timezone"),
+        ({"primary_language": "the Queen's English"}, "primary_language"),
+        (
+            {"preferences": {"language_preference": ["en", "中文"]}},
+            "preferences.language_preference.1",
+        ),
+        ({"occupation": "nu\x00rse"}, "occupation"),
+        ({"people": [{"name": "Mia\x00"}]}, "people.0.name"),
+        ({"interests": ["jazz \ud800"]}, "interests.0"),
         ({"colour": "red"}, "colour"),
         ({"people": [{"relationship": "sister"}]}, "people.0.name"),
         ({"places": [{"name": "Home", "commute_minutes": -3}]}, "places.0.commute_minutes"),
@@ -96,6 +108,34 @@ def test_a_bad_document_names_the_field_and_changes_nothing(
         client.patch_profile("bot", "ann", "user", patch)
     assert caught.value.errors[0]["field"] == field
     assert client.profile("bot", "ann", "user").version == 0
+
+
+def test_zones_and_language_tags_people_write_are_accepted(settings: Settings) -> None:
+    client = MemoryClient(settings)
+    for zone in ("Europe/Lisbon", "UTC", "UTC+8", "GMT-03:30"):
+        assert (
+            client.patch_profile("bot", "ann", "user", {"timezone": zone}).content["timezone"]
+            == zone
+        )
+    patch = {"primary_language": "zh-CN", "preferences": {"language_preference": ["en", "pt-BR"]}}
+    assert client.patch_profile("bot", "ann", "user", patch).content["primary_language"] == "zh-CN"
+
+
+def test_a_bad_value_from_the_model_is_counted_and_the_rest_applied(settings: Settings) -> None:
+    result = extract(
+        settings,
+        update(path="timezone", value="Mars/Olympus_Mons"),
+        update(path="primary_language", value="Klingon, mostly"),
+        update(path="occupation", value="nu\x00rse"),
+        update(path="interests", op="add", value="chess"),
+    )
+    assert result == {"applied": 1, "invalid_value": 3}
+    content = doc(settings)
+    assert (content["timezone"], content["occupation"], content["interests"]) == (
+        None,
+        None,
+        ["chess"],
+    )
 
 
 def test_api_edits_stamp_meta_and_unchanged_items_keep_theirs(settings: Settings) -> None:

@@ -50,6 +50,9 @@ BAD_BODIES: list[tuple[str, Any, str]] = [
     ("unknown field", {**turn_item(), "contnet": "typo"}, "turns[0].contnet"),
     ("blank", turn_item(content="\n"), "turns[0].content"),
     ("NUL byte", turn_item(content="a\x00b"), "turns[0].content"),
+    ("no time zone", turn_item(timestamp="2026-11-22T10:00:00"), "turns[0].timestamp"),
+    ("a number for a time", turn_item(timestamp=1763805600), "turns[0].timestamp"),
+    ("a clock in 2099", turn_item(timestamp="2099-01-01T00:00:00Z"), "turns[0].timestamp"),
     (
         "nested wrong type",
         {"turns": [turn_item(metadata={"x": [1, {"y": None}]}, role=None)]},
