@@ -100,13 +100,26 @@ def update(
     tags: Sequence[str] | None = None,
     shared: bool = False,
 ) -> MemoryOut:
+    """Edit what is given; a change to nothing (no field, or the same values) writes
+    nothing and records no event."""
     check_writable(scope, shared)
     lock_scope(session, scope)
     memory = _owned(session, scope, memory_id, writable=True)
     if memory.status != MemoryStatus.ACTIVE:
         raise NotFound(f"memory {memory_id} is {memory.status}; restore it first")
+    new_content = content if content is not None else memory.content
+    if name is None and new_content != memory.content and is_copied_title(memory):
+        name = ""  # the old text as a title would be shown and searched after the edit
+    changed = (
+        new_content != memory.content
+        or (name is not None and name[:200] != memory.name)
+        or (category is not None and category != memory.category)
+        or (tags is not None and list(tags) != list(memory.tags))
+    )
+    if not changed:
+        return MemoryOut.from_memory(memory)
     before = memory.content
-    set_content(memory, content if content is not None else memory.content, name)
+    set_content(memory, new_content, name)
     if category is not None:
         memory.category = category
     if tags is not None:
@@ -115,6 +128,14 @@ def update(
     record_event(session, memory, EventKind.UPDATED, Actor.API, now, before=before)
     session.flush()
     return MemoryOut.from_memory(memory)
+
+
+def is_copied_title(memory: Memory) -> bool:
+    """Whether the memory's name is its content copied rather than a subject key: the
+    whole text, or the cut legacy rows stored (content[:60] by the offline extractor,
+    content[:200] on creation). A real key ("diet") is never a cut of the text."""
+    name, content = memory.name, memory.content
+    return bool(name.strip()) and name in {content, content[:60], content[:200]}
 
 
 def forget(

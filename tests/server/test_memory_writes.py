@@ -1,0 +1,53 @@
+"""Memory writes over HTTP and the page: one truth per memory (issue 21, item 2)."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from memoryd.client import MemoryClient
+from memoryd.settings import Settings
+from tests.server.conftest import Keys, bearer
+
+
+def sign_in(api: TestClient, keys: Keys) -> None:
+    response = api.post("/login", data={"key": keys.admin}, follow_redirects=False)
+    assert response.status_code == 303, response.text
+
+
+def test_a_patch_of_the_content_drops_the_copied_title_and_an_empty_patch_writes_nothing(
+    api: TestClient, keys: Keys
+) -> None:
+    auth = bearer(keys.ann)
+    created = api.post(
+        "/v1/memories/bot/ann", json={"content": "Vegetarian since 2020"}, headers=auth
+    )
+    base = f"/v1/memories/bot/ann/{created.json()['id']}"
+    edited = api.patch(base, json={"content": "Vegan since 2024"}, headers=auth).json()
+    assert (edited["name"], edited["content"]) == ("", "Vegan since 2024")
+    context = api.post(
+        "/v1/context",
+        json={"agent_id": "bot", "user_id": "ann", "query": "vegan vegetarian"},
+        headers=auth,
+    ).json()["context"]
+    assert "Vegan since 2024" in context and "Vegetarian" not in context
+    for body in ({}, {"content": "Vegan since 2024", "name": ""}):
+        same = api.patch(base, json=body, headers=auth)
+        assert same.status_code == 200 and same.json()["updated_at"] == edited["updated_at"]
+    kinds = [e["kind"] for e in api.get(f"{base}/history", headers=auth).json()]
+    assert kinds == ["created", "updated"]
+
+
+def test_the_page_edit_drops_the_copied_title_and_saving_it_unchanged_writes_nothing(
+    api: TestClient, keys: Keys, api_settings: Settings
+) -> None:
+    client = MemoryClient(api_settings, dispatch=False)
+    memory = client.remember("bot", "ann", "Vegetarian since 2020", tags=["food"])
+    sign_in(api, keys)
+    form = {"name": memory.name, "category": "user", "tags": "food"}  # as the form shows them
+    saved = api.post(f"/memories/{memory.id}/edit", data={**form, "content": "Vegan since 2024"})
+    assert saved.status_code == 200, saved.text
+    assert "Vegetarian" not in saved.text
+    assert client.get("bot", "ann", memory.id).name == ""
+    again = {"name": "", "category": "user", "tags": "food", "content": "Vegan since 2024"}
+    assert api.post(f"/memories/{memory.id}/edit", data=again).status_code == 200
+    assert [e.kind for e in client.history("bot", "ann", memory.id)] == ["created", "updated"]
