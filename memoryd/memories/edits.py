@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import NotFound
+from memoryd.memories.checks import checked_content
 from memoryd.memories.reconcile import reconcile_facts
 from memoryd.memories.store import (
     check_writable,
@@ -68,6 +69,7 @@ def remember(
 ) -> MemoryOut:
     """An explicit "remember this": long tier, through the same dedup and replacement."""
     check_writable(scope, shared)
+    content = checked_content(content)
     fact = Fact(
         content=content,
         category=category,
@@ -103,6 +105,8 @@ def update(
     """Edit what is given; a change to nothing (no field, or the same values) writes
     nothing and records no event."""
     check_writable(scope, shared)
+    if content is not None:
+        content = checked_content(content)
     lock_scope(session, scope)
     memory = _owned(session, scope, memory_id, writable=True)
     if memory.status != MemoryStatus.ACTIVE:

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from memoryd.errors import ProfileRejected
+from memoryd.errors import ProfileRejected, field_errors
+from memoryd.memories.checks import MemoryContent
 from memoryd.memories.profiles import commit_change, ensure_profiles, load, to_out, validated
 from memoryd.memories.store import create_memory, find_by_hash
 from memoryd.models.db import lock_scope
@@ -58,7 +59,7 @@ class ImportRecord(BaseModel):
 
     agent_id: Ident
     user_id: Ident
-    content: str = Field(min_length=1, max_length=10_000)
+    content: MemoryContent = Field(min_length=1, max_length=10_000)
     category: Category = Category.USER
     name: str = Field("", max_length=200)
     tags: list[str] = Field(default_factory=list)
@@ -88,7 +89,11 @@ def import_memories(
                 )
                 continue
             record = ImportRecord.model_validate(data)
-        except (json.JSONDecodeError, ValidationError, ProfileRejected) as exc:
+        except ValidationError as exc:
+            problems = "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
+            errors.append(f"line {number}: {problems}")
+            continue
+        except (json.JSONDecodeError, ProfileRejected) as exc:
             errors.append(f"line {number}: {str(exc).splitlines()[0]}")
             continue
         scope = Scope(record.agent_id, record.user_id)

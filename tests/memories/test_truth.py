@@ -3,11 +3,19 @@ nothing (issue 21, item 2)."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
+from memoryd.errors import MemoryRejected
+from memoryd.memories.transfer import import_memories
+from memoryd.models.db import session_scope, utcnow
 from memoryd.settings import Settings
 from tests.factories import make_memory
+
+ALL = ["active", "superseded", "archived", "expired", "deleted"]
 
 
 def test_a_content_edit_drops_a_title_that_copied_the_old_text(settings: Settings) -> None:
@@ -45,3 +53,31 @@ def test_an_edit_that_changes_nothing_writes_nothing(settings: Settings) -> None
     nothing = client.update("bot", "ann", memory.id)
     assert same.updated_at == nothing.updated_at == memory.updated_at
     assert [e.kind for e in client.history("bot", "ann", memory.id)] == ["created"]
+
+
+def test_blank_content_is_refused_everywhere_with_the_same_words(settings: Settings) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    memory = client.remember("bot", "ann", "Prefers tea")
+    with pytest.raises(MemoryRejected, match=r"^content: content is blank$"):
+        client.remember("bot", "ann", "   ")
+    with pytest.raises(MemoryRejected, match=r"^content: content is blank$"):
+        client.update("bot", "ann", memory.id, content="\n\t ")
+    for arguments in (
+        {"action": "create", "content": "  "},
+        {"action": "update", "id": memory.id, "content": " "},
+    ):
+        answer = client.execute_tool("bot", "ann", "memory_save", arguments)
+        assert answer == {"ok": False, "error": "content: content is blank"}
+    assert [m.content for m in client.list("bot", "ann")] == ["Prefers tea"]
+
+
+def test_import_refuses_blank_content_naming_the_line_and_field(settings: Settings) -> None:
+    lines = [json.dumps({"agent_id": "bot", "user_id": "ann", "content": c}) for c in (" ", "  ")]
+    with session_scope(settings) as session:
+        result = import_memories(session, settings, lines, utcnow())
+    assert result["imported"] == 0
+    assert result["errors"] == [
+        "line 1: content: content is blank",
+        "line 2: content: content is blank",
+    ]
+    assert MemoryClient(settings, dispatch=False).list("bot", "ann", statuses=ALL) == []

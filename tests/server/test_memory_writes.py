@@ -51,3 +51,21 @@ def test_the_page_edit_drops_the_copied_title_and_saving_it_unchanged_writes_not
     again = {"name": "", "category": "user", "tags": "food", "content": "Vegan since 2024"}
     assert api.post(f"/memories/{memory.id}/edit", data=again).status_code == 200
     assert [e.kind for e in client.history("bot", "ann", memory.id)] == ["created", "updated"]
+
+
+def test_blank_content_is_a_problem_naming_the_field_over_http_and_on_the_page(
+    api: TestClient, keys: Keys, api_settings: Settings
+) -> None:
+    auth = bearer(keys.ann)
+    memory = api.post("/v1/memories/bot/ann", json={"content": "Prefers tea"}, headers=auth).json()
+    for response in (
+        api.post("/v1/memories/bot/ann", json={"content": "   "}, headers=auth),
+        api.patch(f"/v1/memories/bot/ann/{memory['id']}", json={"content": " \n"}, headers=auth),
+    ):
+        assert response.status_code == 422, response.text
+        assert response.json()["errors"] == [{"field": "content", "message": "content is blank"}]
+    sign_in(api, keys)
+    page = api.post(f"/memories/{memory['id']}/edit", data={"content": "   ", "category": "user"})
+    assert page.status_code == 422 and "content: content is blank" in page.text
+    client = MemoryClient(api_settings, dispatch=False)
+    assert [m.content for m in client.list("bot", "ann")] == ["Prefers tea"]
