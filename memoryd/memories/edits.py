@@ -66,8 +66,10 @@ def remember(
     tags: Sequence[str] = (),
     replaces: int | None = None,
     shared: bool = False,
-) -> MemoryOut:
-    """An explicit "remember this": long tier, through the same dedup and replacement."""
+) -> tuple[MemoryOut, bool]:
+    """An explicit "remember this": long tier, through the same dedup and replacement.
+    Returns the memory and whether it was created (False: one the scope already held,
+    now confirmed)."""
     check_writable(scope, shared)
     content = checked_content(content)
     fact = Fact(
@@ -86,7 +88,7 @@ def remember(
         session, settings, scope, [fact], aliases, now, actor=Actor.API, metadata={"source": "api"}
     )
     session.flush()
-    return MemoryOut.from_memory(counts.kept[0])
+    return MemoryOut.from_memory(counts.kept[0]), counts.created > 0
 
 
 def update(

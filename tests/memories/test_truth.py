@@ -81,3 +81,11 @@ def test_import_refuses_blank_content_naming_the_line_and_field(settings: Settin
         "line 2: content: content is blank",
     ]
     assert MemoryClient(settings, dispatch=False).list("bot", "ann", statuses=ALL) == []
+
+
+def test_saving_a_memory_again_never_lowers_its_confidence(settings: Settings) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    first, created = client.save("bot", "ann", "Allergic to peanuts")
+    again, created_again = client.save("bot", "ann", "allergic to peanuts.")
+    assert (created, created_again, again.id) == (True, False, first.id)
+    assert (first.confidence, again.confidence, again.evidence_count) == (1.0, 1.0, 2)

@@ -69,3 +69,14 @@ def test_blank_content_is_a_problem_naming_the_field_over_http_and_on_the_page(
     assert page.status_code == 422 and "content: content is blank" in page.text
     client = MemoryClient(api_settings, dispatch=False)
     assert [m.content for m in client.list("bot", "ann")] == ["Prefers tea"]
+
+
+def test_saving_an_existing_memory_answers_200_with_it(api: TestClient, keys: Keys) -> None:
+    auth = bearer(keys.ann)
+    created = api.post(
+        "/v1/memories/bot/ann", json={"content": "Allergic to peanuts"}, headers=auth
+    )
+    again = api.post("/v1/memories/bot/ann", json={"content": "allergic to peanuts"}, headers=auth)
+    assert (created.status_code, again.status_code) == (201, 200)
+    assert again.json()["id"] == created.json()["id"]
+    assert (again.json()["evidence_count"], again.json()["confidence"]) == (2, 1.0)
