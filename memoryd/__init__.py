@@ -4,6 +4,7 @@ from memoryd.client import MemoryClient
 from memoryd.errors import (
     LLMError,
     MemorydError,
+    MemoryRejected,
     NotFound,
     ProfileRejected,
     SharedScopeError,
@@ -17,6 +18,7 @@ __all__ = [
     "IngestResult",
     "LLMError",
     "MemoryClient",
+    "MemoryRejected",
     "MemorydError",
     "NotFound",
     "ProfileOut",

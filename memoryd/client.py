@@ -268,8 +268,34 @@ class MemoryClient(ProfileMethods):
     ) -> MemoryOut:
         """Save a memory now ("remember this"): long tier, deduplicated, may replace one.
         Writing the agent's shared scope (user_id "*") needs `shared=True`."""
+        saved, _created = self.save(
+            agent_id,
+            user_id,
+            content,
+            category=category,
+            name=name,
+            tags=tags,
+            replaces=replaces,
+            shared=shared,
+        )
+        return saved
+
+    def save(
+        self,
+        agent_id: str,
+        user_id: str,
+        content: str,
+        *,
+        category: Category | str = Category.USER,
+        name: str = "",
+        tags: Sequence[str] = (),
+        replaces: int | None = None,
+        shared: bool = False,
+    ) -> tuple[MemoryOut, bool]:
+        """`remember`, also saying whether the memory was created (False: the scope
+        already held it, and this save confirmed it)."""
         with session_scope(self.settings) as session:
-            saved = edits.remember(
+            return edits.remember(
                 session,
                 self.settings,
                 Scope(agent_id, user_id),
@@ -281,7 +307,6 @@ class MemoryClient(ProfileMethods):
                 replaces=replaces,
                 shared=shared,
             )
-        return saved
 
     def update(
         self,

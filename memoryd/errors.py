@@ -33,6 +33,14 @@ class ProfileRejected(MemorydError):
         self.errors = errors or []
 
 
+class MemoryRejected(MemorydError):
+    """A memory's text failed validation (blank, NUL …); `errors` names each bad field."""
+
+    def __init__(self, message: str, errors: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or []
+
+
 class LLMError(MemorydError):
     """The LLM call failed for good (after retries, or not retryable)."""
 

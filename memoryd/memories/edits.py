@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import NotFound
+from memoryd.memories.checks import checked_content
 from memoryd.memories.reconcile import reconcile_facts
 from memoryd.memories.store import (
     check_writable,
@@ -65,9 +66,12 @@ def remember(
     tags: Sequence[str] = (),
     replaces: int | None = None,
     shared: bool = False,
-) -> MemoryOut:
-    """An explicit "remember this": long tier, through the same dedup and replacement."""
+) -> tuple[MemoryOut, bool]:
+    """An explicit "remember this": long tier, through the same dedup and replacement.
+    Returns the memory and whether it was created (False: one the scope already held,
+    now confirmed)."""
     check_writable(scope, shared)
+    content = checked_content(content)
     fact = Fact(
         content=content,
         category=category,
@@ -84,7 +88,7 @@ def remember(
         session, settings, scope, [fact], aliases, now, actor=Actor.API, metadata={"source": "api"}
     )
     session.flush()
-    return MemoryOut.from_memory(counts.kept[0])
+    return MemoryOut.from_memory(counts.kept[0]), counts.created > 0
 
 
 def update(
@@ -100,13 +104,28 @@ def update(
     tags: Sequence[str] | None = None,
     shared: bool = False,
 ) -> MemoryOut:
+    """Edit what is given; a change to nothing (no field, or the same values) writes
+    nothing and records no event."""
     check_writable(scope, shared)
+    if content is not None:
+        content = checked_content(content)
     lock_scope(session, scope)
     memory = _owned(session, scope, memory_id, writable=True)
     if memory.status != MemoryStatus.ACTIVE:
         raise NotFound(f"memory {memory_id} is {memory.status}; restore it first")
+    new_content = content if content is not None else memory.content
+    if name is None and new_content != memory.content and is_copied_title(memory):
+        name = ""  # the old text as a title would be shown and searched after the edit
+    changed = (
+        new_content != memory.content
+        or (name is not None and name[:200] != memory.name)
+        or (category is not None and category != memory.category)
+        or (tags is not None and list(tags) != list(memory.tags))
+    )
+    if not changed:
+        return MemoryOut.from_memory(memory)
     before = memory.content
-    set_content(memory, content if content is not None else memory.content, name)
+    set_content(memory, new_content, name)
     if category is not None:
         memory.category = category
     if tags is not None:
@@ -115,6 +134,14 @@ def update(
     record_event(session, memory, EventKind.UPDATED, Actor.API, now, before=before)
     session.flush()
     return MemoryOut.from_memory(memory)
+
+
+def is_copied_title(memory: Memory) -> bool:
+    """Whether the memory's name is its content copied rather than a subject key: the
+    whole text, or the cut legacy rows stored (content[:60] by the offline extractor,
+    content[:200] on creation). A real key ("diet") is never a cut of the text."""
+    name, content = memory.name, memory.content
+    return bool(name.strip()) and name in {content, content[:60], content[:200]}
 
 
 def forget(

@@ -189,8 +189,10 @@ def confirm_memory(
     A re-observed short-tier memory is promoted to the long tier (DESIGN: promotion).
     """
     memory.evidence_count += 1
-    # Independent observations: combine as 1 - (1-a)(1-b), never above 0.99.
-    memory.confidence = min(0.99, 1 - (1 - memory.confidence) * (1 - fact.confidence))
+    # Independent observations: combine as 1 - (1-a)(1-b), capped at 0.99 — but a
+    # confirmation never lowers it (an explicit save stored 1.0; seeing it again is no doubt).
+    combined = min(0.99, 1 - (1 - memory.confidence) * (1 - fact.confidence))
+    memory.confidence = max(memory.confidence, combined)
     reinforce_observed(memory, now, settings)
     memory.source_turn_ids = [*memory.source_turn_ids, *(source_turn_ids or [])][-50:]
     memory.updated_at = now

@@ -12,15 +12,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from memoryd.errors import ProfileRejected
+from memoryd.errors import ProfileRejected, field_errors
+from memoryd.memories.importing import ImportRecord, KnownMemories, import_memory
 from memoryd.memories.profiles import commit_change, ensure_profiles, load, to_out, validated
-from memoryd.memories.store import create_memory, find_by_hash
 from memoryd.models.db import lock_scope
 from memoryd.models.keys import Scope
 from memoryd.models.profiles import ItemMeta, ProfileStatus, ProfileType
-from memoryd.models.schemas import Fact, Ident, MemoryOut
-from memoryd.models.tables import Actor, Category, Memory, MemoryStatus, Profile, Tier
+from memoryd.models.schemas import EventOut, Ident, MemoryOut
+from memoryd.models.tables import Actor, Memory, MemoryEvent, Profile
 from memoryd.settings import Settings
+
+__all__ = ["ImportRecord", "export_memories", "import_memories"]
 
 EXPORT_CHUNK = 1000
 
@@ -28,7 +30,8 @@ EXPORT_CHUNK = 1000
 def export_memories(
     session: Session, agent_id: str | None = None, user_id: str | None = None
 ) -> Iterator[str]:
-    """One JSON object per memory, oldest first, streamed in chunks."""
+    """One JSON object per memory, oldest first, streamed in chunks, each with its
+    history (`history`: its events, oldest first), so an import keeps it."""
     last = 0
     while True:
         stmt = select(Memory).where(Memory.id > last)
@@ -39,8 +42,11 @@ def export_memories(
         rows = session.scalars(stmt.order_by(Memory.id).limit(EXPORT_CHUNK)).all()
         if not rows:
             break
+        events = _events_of(session, [m.id for m in rows])
         for memory in rows:
-            yield MemoryOut.from_memory(memory).model_dump_json()
+            line = MemoryOut.from_memory(memory).model_dump(mode="json")
+            line["history"] = events.get(memory.id, [])
+            yield json.dumps(line, ensure_ascii=False)
         last = rows[-1].id
     documents = select(Profile).order_by(Profile.id)
     if agent_id:
@@ -51,32 +57,25 @@ def export_memories(
         yield json.dumps({"kind": "profile", **to_out(profile).model_dump(mode="json")})
 
 
-class ImportRecord(BaseModel):
-    """What `memoryd import` accepts per line (an export line is one)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    agent_id: Ident
-    user_id: Ident
-    content: str = Field(min_length=1, max_length=10_000)
-    category: Category = Category.USER
-    name: str = Field("", max_length=200)
-    tags: list[str] = Field(default_factory=list)
-    confidence: float = Field(0.9, ge=0, le=1)
-    tier: Tier = Tier.LONG
-    status: MemoryStatus = MemoryStatus.ACTIVE
-    expires_at: datetime | None = None
-    said_at: datetime | None = None
-    occurred_at: datetime | None = None
+def _events_of(session: Session, memory_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """The history of a chunk of memories in one query, per memory, oldest first."""
+    events: dict[int, list[dict[str, Any]]] = {}
+    stmt = select(MemoryEvent).where(MemoryEvent.memory_id.in_(memory_ids))
+    for event in session.scalars(stmt.order_by(MemoryEvent.id)):
+        out = EventOut.model_validate(event).model_dump(mode="json", exclude={"id", "memory_id"})
+        events.setdefault(event.memory_id, []).append(out)
+    return events
 
 
 def import_memories(
     session: Session, settings: Settings, lines: Iterable[str], now: datetime
 ) -> dict[str, object]:
-    """Add memories; an active one whose content the scope already holds is skipped.
+    """Add memories, idempotently: a memory the scope already holds (the same one, by the
+    identity its export carries, or an active one with the same content) is skipped.
     Bad lines are reported by number and do not stop the others."""
     imported = skipped = imported_profiles = 0
     errors: list[str] = []
+    known = KnownMemories(session)
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -88,37 +87,17 @@ def import_memories(
                 )
                 continue
             record = ImportRecord.model_validate(data)
-        except (json.JSONDecodeError, ValidationError, ProfileRejected) as exc:
+        except ValidationError as exc:
+            problems = "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
+            errors.append(f"line {number}: {problems}")
+            continue
+        except (json.JSONDecodeError, ProfileRejected) as exc:
             errors.append(f"line {number}: {str(exc).splitlines()[0]}")
             continue
-        scope = Scope(record.agent_id, record.user_id)
-        lock_scope(session, scope)
-        if record.status == MemoryStatus.ACTIVE and find_by_hash(session, scope, record.content):
+        if import_memory(session, settings, record, known, now):
+            imported += 1
+        else:
             skipped += 1
-            continue
-        fact = Fact(
-            content=record.content,
-            category=record.category,
-            name=record.name,
-            tags=record.tags,
-            confidence=record.confidence,
-            occurred_at=record.occurred_at.date() if record.occurred_at else None,
-        )
-        memory = create_memory(
-            session,
-            settings,
-            scope,
-            fact,
-            now,
-            actor=Actor.API,
-            metadata={"source": "import"},
-            force_tier=record.tier,
-            said_at=record.said_at,
-        )
-        memory.status = record.status
-        if record.tier == Tier.SHORT:
-            memory.expires_at = record.expires_at or memory.expires_at
-        imported += 1
     session.flush()
     result: dict[str, object] = {"imported": imported, "skipped": skipped, "errors": errors}
     if imported_profiles:

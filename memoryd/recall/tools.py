@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from memoryd.errors import field_errors
+from memoryd.memories.checks import not_blank
 from memoryd.models.tables import Category
 
 
@@ -27,9 +28,14 @@ class MemorySaveArgs(BaseModel):
     description: str | None = Field(None, max_length=300, description="One-line description")
     id: int | None = Field(None, description="Memory id, for update and delete")
 
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        return value if value is None else not_blank(value)
+
     @model_validator(mode="after")
     def _needs(self) -> MemorySaveArgs:
-        if self.action == "create" and not (self.content or "").strip():
+        if self.action == "create" and self.content is None:
             raise ValueError("create needs 'content'")
         if self.action in ("update", "delete") and self.id is None:
             raise ValueError(f"{self.action} needs the memory 'id'")

@@ -17,6 +17,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memoryd.errors import (
+    MemoryRejected,
     NotFound,
     ProfileRejected,
     SharedScopeError,
@@ -164,6 +165,11 @@ def install(app: FastAPI) -> None:
         errors = [
             FieldError(field=f"content.{e['field']}", message=e["message"]) for e in exc.errors
         ]
+        return _validation_problem(request, errors)
+
+    @app.exception_handler(MemoryRejected)
+    async def _memory_rejected(request: Request, exc: MemoryRejected) -> JSONResponse:
+        errors = [FieldError(field=e["field"], message=e["message"]) for e in exc.errors]
         return _validation_problem(request, errors)
 
     @app.exception_handler(SharedScopeError)

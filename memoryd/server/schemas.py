@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from memoryd.memories.checks import not_blank
 from memoryd.models.schemas import Ident, MemoryOut, TurnIn, check_text
 from memoryd.models.tables import Category, Tier
 from memoryd.recall.rank import Hit
@@ -78,8 +79,12 @@ class ContextOut(BaseModel):
 Tag = Annotated[CleanText, Field(min_length=1, max_length=100)]
 
 
+# Blank refused with the same words as by the client, the tools and import.
+MemoryText = Annotated[CleanText, AfterValidator(not_blank)]
+
+
 class MemoryCreate(Strict):
-    content: CleanText = Field(min_length=1, max_length=4000)
+    content: MemoryText = Field(min_length=1, max_length=4000)
     category: Category = Category.USER
     name: CleanText = Field("", max_length=200)
     tags: list[Tag] = Field(default_factory=list, max_length=50)
@@ -87,7 +92,7 @@ class MemoryCreate(Strict):
 
 
 class MemoryUpdate(Strict):
-    content: CleanText | None = Field(None, min_length=1, max_length=4000)
+    content: MemoryText | None = Field(None, min_length=1, max_length=4000)
     name: CleanText | None = Field(None, max_length=200)
     category: Category | None = None
     tags: list[Tag] | None = Field(None, max_length=50)

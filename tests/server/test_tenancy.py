@@ -87,7 +87,7 @@ def test_a_key_never_reaches_a_scope_it_is_not_bound_to(
 ) -> None:
     agent, user = target
     with session_scope(api_settings) as session:
-        memory = remember(session, api_settings, Scope(agent, user), "Prefers tea", utcnow())
+        memory, _ = remember(session, api_settings, Scope(agent, user), "Prefers tea", utcnow())
     key = make_key(api_settings, "random", agent_ids=sorted(key_agents), user_id=key_user)
     method, path, body = endpoint
     url = path.format(a=agent, u=user, id=memory.id)

@@ -45,21 +45,22 @@ def save(
     category: FormText = "",
     tags: FormText = "",
 ) -> HTMLResponse:
+    stored = memory_by_id(state, memory_id)
     try:
         change = MemoryUpdate(
             content=content,
-            name=name or None,
+            # The form sends the title it was shown: unchanged, it is "not given", so a
+            # content edit can clear a title that only copied the old text.
+            name=None if name == stored.name else name,
             category=category or None,
             tags=[t.strip() for t in tags.split(",") if t.strip()],
         )
     except ValidationError as exc:
-        memory = memory_by_id(state, memory_id)
         message = "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
-        return Page(request).render("_edit.html", status=422, m=memory, error=message)
-    scope = memory_by_id(state, memory_id)
+        return Page(request).render("_edit.html", status=422, m=stored, error=message)
     memory = state.client.update(
-        scope.agent_id,
-        scope.user_id,
+        stored.agent_id,
+        stored.user_id,
         memory_id,
         content=change.content,
         name=change.name,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from memoryd.models.schemas import EventOut, MemoryOut
 from memoryd.models.tables import SHARED_USER, Category, MemoryStatus, Tier
@@ -47,12 +47,26 @@ def list_memories(
     return MemoryList(memories=memories)
 
 
-@router.post("", status_code=201, response_model=MemoryOut, summary="Remember something now")
+@router.post(
+    "",
+    status_code=201,
+    response_model=MemoryOut,
+    summary="Remember something now",
+    responses={
+        201: {"description": "A new memory"},
+        200: {"model": MemoryOut, "description": "Already remembered: that memory, confirmed"},
+    },
+)
 def create_memory(
-    state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath, body: MemoryCreate
+    state: State,
+    principal: Caller,
+    agent_id: AgentPath,
+    user_id: UserPath,
+    body: MemoryCreate,
+    response: Response,
 ) -> MemoryOut:
     check_scope(principal, agent_id, user_id, write=True)
-    return state.client.remember(
+    saved, created = state.client.save(
         agent_id,
         user_id,
         body.content,
@@ -62,6 +76,9 @@ def create_memory(
         replaces=body.replaces,
         shared=user_id == SHARED_USER,  # the path names the shared scope: explicit enough
     )
+    if not created:
+        response.status_code = 200
+    return saved
 
 
 @router.get("/{memory_id}", response_model=MemoryOut, summary="One memory")
