@@ -243,7 +243,7 @@ class OfflineExtractor:
         facts = offline.extract_facts(said, {m.alias: (m.name, m.content) for m in memories})
         zone = user_zone(profiles)  # "yesterday" is the user's yesterday
         facts += offline.extract_episodes(
-            [(t.role, t.content, t.at.astimezone(zone).date()) for t in turns]
+            [(t.role, t.content, local(t.at, zone).date()) for t in turns]
         )
         user_profile = (profiles or {}).get("user")
         return Proposal(
