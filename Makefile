@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/maintenance.py
 	$(BIN)/python bench/recall.py
+	$(BIN)/python bench/replacement.py
 	$(BIN)/python bench/http.py
 
 # Recall quality (hit@k) on RealMem and MADial-Bench against BM25 and published models.

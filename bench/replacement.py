@@ -56,7 +56,14 @@ AGENT = "bench"
 FIRST_TURNS = 6  # old facts said per session
 FAVOURITES = ["food", "colour", "band", "sport", "book", "film", "drink", "season", "game"]
 SLOTS = ["employer", "job title", "manager", "gym", "car", "phone", "doctor", "bank", "team"]
-DATED = ["dentist appointment", "next holiday", "anniversary dinner", "flight home"]
+DATED = [
+    "dentist appointment",
+    "next holiday",
+    "anniversary dinner",
+    "flight home",
+    "yoga class",
+    "car service",
+]
 PEOPLE = ["Sam", "Bob", "Alex", "Mia", "Noor", "Kai", "Lena", "Omar", "Ines", "Yuki"]
 CITIES = ["Lisbon", "Porto", "Berlin", "Osaka", "Lima", "Accra", "Oslo", "Quito", "Hanoi"]
 THINGS = ["ramen", "teal", "Blur", "tennis", "Dune", "Heat", "oolong", "autumn", "chess", "Acme"]
@@ -93,7 +100,7 @@ def contradictions(user: int) -> list[Contradiction]:
         old, new = f"{pick(CITIES, i, 0)} {slot} {user}", f"{pick(CITIES, i, 2)} {slot} {user}"
         said.append(Contradiction(f"My {slot} is {old}.", f"My {slot} is {new} these days."))
     for i, slot in enumerate(DATED, 1):
-        old, new = f"2027-0{i}-1{user % 10}", f"2027-0{i + 4}-2{user % 10}"
+        old, new = f"2027-0{i}-1{user % 10}", f"2027-{i + 4:02d}-2{user % 10}"
         said.append(Contradiction(f"My {slot} is on {old}.", f"My {slot} is on {new} now."))
     return said
 
