@@ -50,10 +50,11 @@ def test_the_search_triggers_survive_every_step(tmp_path) -> None:
 def test_the_upgrade_gives_existing_postings_their_memorys_length(settings: Settings) -> None:
     """0012 moves each memory's length into its postings, where BM25 reads it."""
     config = alembic_config(settings)
+    # Saved before the downgrade: the models describe head, not 0011.
+    MemoryClient(settings, dispatch=False).remember("bot", "ann", "Prefers green tea, hot")
     command.downgrade(config, "0011")
     with pytest.raises(DBAPIError, match="search_length"), get_engine(settings).begin() as conn:
         conn.execute(text("SELECT search_length FROM memory_terms"))  # left with 0012
-    MemoryClient(settings, dispatch=False).remember("bot", "ann", "Prefers green tea, hot")
     command.upgrade(config, "head")
     with get_engine(settings).begin() as conn:
         lengths = conn.execute(
