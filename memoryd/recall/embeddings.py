@@ -5,8 +5,9 @@ llama.cpp; its own base URL and key, defaulting to the LLM's) and "local" (a
 sentence-transformers model from a path or an installed package, never downloaded).
 Vectors are unit-length float32 bytes on the memory. A scope's vectors are compared in
 one numpy product and kept in memory (up to embedding_cache_mb per process) until any of
-them is written again. Memories are embedded off the chat path: by the worker after a
-batch commits and by beat's sweep. Any failure only logs: recall goes on by keyword.
+them is written again. Providers are shared per (provider, model, endpoint), whatever
+agent asks. Memories are embedded off the chat path: by the worker after a batch commits
+and by beat's sweep. Any failure only logs: recall goes on by keyword.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,6 +29,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from memoryd.errors import ConfigError, LLMError
+from memoryd.llm.client import client_key
+from memoryd.llm.shared import Shared
 from memoryd.memories.store import readable
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
@@ -60,14 +62,8 @@ class RemoteEmbedder:
     def __init__(self, settings: Settings) -> None:
         from memoryd.llm.client import LLMClient  # the openai SDK loads only when used
 
-        endpoint = settings.model_copy(
-            update={
-                "llm_base_url": settings.embedding_base_url or settings.llm_base_url,
-                "llm_api_key": settings.embedding_api_key or settings.llm_api_key,
-            }
-        )
         self.model = str(settings.embedding_model)
-        self.client = LLMClient(endpoint)
+        self.client = LLMClient(_endpoint(settings))
 
     def embed(self, texts: list[str]) -> Vectors:
         return _unit(self.client.embed(self.model, texts))
@@ -111,11 +107,27 @@ class LocalEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-@lru_cache(maxsize=4)
+def _endpoint(settings: Settings) -> Settings:
+    """The settings of the embeddings endpoint: its own URL and key, else the LLM's."""
+    return settings.model_copy(
+        update={
+            "llm_base_url": settings.embedding_base_url or settings.llm_base_url,
+            "llm_api_key": settings.embedding_api_key or settings.llm_api_key,
+        }
+    )
+
+
+_providers: Shared[Embedder] = Shared(size=8)
+
+
 def embedder(settings: Settings) -> Embedder:
+    """The process's provider for these settings' model and endpoint: agents whose
+    overrides differ elsewhere share it, so a local model loads once."""
+    model = str(settings.embedding_model)
     if settings.embedding_provider == "local":
-        return LocalEmbedder(settings)
-    return RemoteEmbedder(settings)
+        return _providers.get(("local", model), lambda: LocalEmbedder(settings))
+    key = ("openai", model, *client_key(_endpoint(settings)))
+    return _providers.get(key, lambda: RemoteEmbedder(settings))
 
 
 def to_bytes(vector: Vectors) -> bytes:
