@@ -148,6 +148,12 @@ class Settings(BaseSettings):
     embedding_query_cache: int = Field(
         1024, ge=0, description="Query vectors kept in memory, so a repeat costs no call"
     )
+    embedding_cache_mb: float = Field(
+        256,
+        ge=0,
+        description="Scope vectors each process keeps in memory (MB); the scopes recalled "
+        "least recently go first, and a scope larger than this is read on every recall",
+    )
 
     # --- per-agent defaults (each agent may override them: memoryd/agents) ------------
     memory_enabled: bool = Field(True, description="Extract and inject memories at all")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import unicodedata
 from functools import lru_cache
+from typing import Any
 
 import snowballstemmer  # type: ignore[import-untyped]
 
@@ -96,10 +98,20 @@ STOP_CHARS = frozenset(
 def stem(word: str) -> str:
     """English stem ("preferences" -> "prefer"); other Latin-script words pass through
     the same rules, which only ever shorten them consistently."""
-    return str(_STEMMER.stemWord(word))
+    return str(_stemmer().stemWord(word))
 
 
-_STEMMER = snowballstemmer.stemmer("english")
+# A snowball stemmer keeps the word it works on in the object itself, so threads sharing
+# one read each other's words (wrong terms, IndexError). One per thread; under gevent's
+# patched threading, one per greenlet; prefork workers are separate processes.
+_local = threading.local()
+
+
+def _stemmer() -> Any:
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = _local.stemmer = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 def search_tokens(text: str) -> list[str]:

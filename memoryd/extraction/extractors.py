@@ -6,16 +6,18 @@ aliases (1, 2, 3 …) so the model can only point at memories it was shown.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any, Protocol
 
 from memoryd.extraction import offline
-from memoryd.llm.client import LLMClient
+from memoryd.llm.client import LLMClient, client_key
+from memoryd.llm.shared import Shared
 from memoryd.models.profiles import ProfileType, ProfileUpdate
 from memoryd.models.schemas import Experience, ExtractionOutput, Fact
 from memoryd.prompts import load_prompt
@@ -272,7 +274,18 @@ class NoExtraction:
         return Proposal(facts=[], extractor="disabled", model=None, prompt_version="none")
 
 
-@lru_cache(maxsize=4)
+_llm_extractors: Shared[LLMExtractor] = Shared(size=8)
+
+
 def get_extractor(settings: Settings) -> Extractor:
-    """One extractor per settings per process, so HTTP connections are reused."""
-    return LLMExtractor(settings) if settings.llm_configured else OfflineExtractor()
+    """One LLM client per model and endpoint per process, so HTTP connections are reused
+    by every agent: agents' overrides make Settings copies that differ in other fields."""
+    if not settings.llm_configured:
+        return OfflineExtractor()
+    key = (settings.extraction_model, *client_key(settings))
+    shared = _llm_extractors.get(key, lambda: LLMExtractor(settings))
+    if shared.settings is settings:
+        return shared
+    extractor = copy.copy(shared)  # the client and prompt shared, the agent's own settings
+    extractor.settings = settings
+    return extractor

@@ -78,6 +78,20 @@ class _WaitRetryAfterOrBackoff:
         return float(self._backoff(state))
 
 
+def client_key(settings: Settings) -> tuple[object, ...]:
+    """Every setting an LLMClient reads: clients built from settings equal in these are
+    interchangeable, so one can serve every agent (memoryd/llm/shared.py)."""
+    return (
+        settings.llm_base_url,
+        settings.llm_api_key,
+        settings.llm_timeout_seconds,
+        settings.llm_retries,
+        settings.llm_backoff_max_seconds,
+        settings.llm_response_format,
+        settings.llm_temperature,
+    )
+
+
 class LLMClient:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

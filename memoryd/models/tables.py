@@ -240,13 +240,14 @@ class Memory(Base):
             ),
             sqlite_where=text("tier = 'short' AND status = 'active' AND promotable_at IS NOT NULL"),
         ),
-        # The embedding cache's stamp (count and id sum of a scope's embedded memories)
-        # as an index-only scan, not a read of every row.
+        # The embedding cache's stamp (count, id sum and vector_version sum of a scope's
+        # embedded memories) as an index-only scan, not a read of every row.
         Index(
             "ix_memories_scope_vectors",
             "agent_id",
             "user_id",
             "id",
+            "vector_version",
             postgresql_where=text("status = 'active' AND vector IS NOT NULL"),
             sqlite_where=text("status = 'active' AND vector IS NOT NULL"),
         ),
@@ -286,6 +287,9 @@ class Memory(Base):
     search_length: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Embedding as float32 bytes, filled off the chat path when embeddings are on.
     vector: Mapped[bytes | None] = mapped_column(LargeBinary)
+    # How many vectors were written to this memory: every write that sets `vector` adds
+    # one, so the per-process scope cache sees a rewritten vector (recall/embeddings.py).
+    vector_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     supersedes_id: Mapped[int | None] = mapped_column(BigInteger)
     superseded_by_id: Mapped[int | None] = mapped_column(BigInteger)
     source_turn_ids: Mapped[list[int]] = mapped_column(JSON, default=list)

