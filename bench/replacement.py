@@ -40,8 +40,9 @@ from bench.common import emit, percentile, print_table, scratch_database
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.extraction.offline import extract_facts
+from memoryd.extraction.prepare import PROMPT_KEYS
 from memoryd.memories.store import set_content
-from memoryd.memories.subjects import scope_keys
+from memoryd.memories.subjects import same_key_memories, scope_keys, subject_key
 from memoryd.memories.weights import INITIAL_WEIGHT, set_weight
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
@@ -49,6 +50,7 @@ from memoryd.models.tables import Category, Memory, MemoryStatus, Tier
 from memoryd.recall.candidates import nearby, related
 from memoryd.recall.rank import recall
 from memoryd.settings import Settings
+from memoryd.text import content_hash
 from tests.fakellm import FakeLLM
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -128,7 +130,7 @@ def store_filler(settings: Settings, scope: Scope, n: int, seed: int) -> None:
                 memory = Memory(
                     agent_id=scope.agent_id,
                     user_id=scope.user_id,
-                    category=Category.PROJECT,
+                    category=Category.USER,  # where the facts are: every lookup meets it
                     tier=Tier.LONG,
                     status=MemoryStatus.ACTIVE,
                     name=name[:200],
@@ -177,14 +179,16 @@ class Outcome:
 
 
 def timed_selection(settings: Settings, scope: Scope, line: str) -> tuple[float, float]:
-    """What a batch reads to choose candidates (prepare.show, resolve's nearby), and a
-    recall of the same text: milliseconds each."""
+    """What a batch reads to choose candidates (prepare.show, resolve's nearby, the
+    write's same-key lookups), and a recall of the same text: milliseconds each."""
     facts = extract_facts([("user", line)], {})
     with session_scope(settings, readonly=True) as session:
         started = time.perf_counter()
-        scope_keys(session, scope, 60)
+        scope_keys(session, scope, PROMPT_KEYS)
         related(session, settings, scope, line, settings.prefetch_limit, fill=True)
         nearby(session, settings, scope, facts)
+        for fact in facts:  # what the write reads of each fact's key
+            same_key_memories(session, scope, subject_key(fact.name), fact.category)
         selection = time.perf_counter() - started
         started = time.perf_counter()
         recall(session, settings, scope.agent_id, scope.user_id, line, now=utcnow())
@@ -215,7 +219,7 @@ def run_scenario(settings: Settings, size: int, facts: int) -> Outcome:
         for u, plan in plans.items():
             outcome.facts += len(plan)
             outcome.resolved += sum(resolved(session, u, c) for c in plan)
-            outcome.duplicates += duplicates(session, u)
+            outcome.duplicates += duplicates(session, u, plan)
     return outcome
 
 
@@ -235,22 +239,19 @@ def resolved(session: object, user: str, c: Contradiction) -> bool:
     return rows.get(old) == MemoryStatus.SUPERSEDED and rows.get(new) == MemoryStatus.ACTIVE
 
 
-def duplicates(session: object, user: str) -> int:
-    """Active memories beyond the first of one subject key, or of one text."""
-    active = (
-        Memory.agent_id == AGENT,
-        Memory.user_id == user,
-        Memory.status == MemoryStatus.ACTIVE,
-        Memory.category == Category.USER,  # what the user said, not the filler
-    )
+def duplicates(session: object, user: str, plan: list[Contradiction]) -> int:
+    """Active memories beyond the first of one of the facts' subject keys, or of one of
+    their texts (the filler repeats its topics and some texts; those are not the user's
+    facts)."""
+    facts = [extract_facts([("user", c.new)], {})[0] for c in plan]
+    active = (Memory.agent_id == AGENT, Memory.user_id == user, Memory.status == "active")
     extra = 0
-    for column, keyed in ((Memory.name_key, True), (Memory.content_hash, False)):
-        counted = (
-            select(func.count())
-            .where(*active, *((Memory.name_key != "",) if keyed else ()))
-            .group_by(column)
-            .having(func.count() > 1)
-        )
+    for column, values in (
+        (Memory.name_key, [subject_key(f.name) for f in facts]),
+        (Memory.content_hash, [content_hash(f.content) for f in facts]),
+    ):
+        counted = select(func.count()).where(*active, column.in_(values)).group_by(column)
+        counted = counted.having(func.count() > 1)
         extra += sum(n - 1 for n in session.scalars(counted))  # type: ignore[attr-defined]
     return extra
 

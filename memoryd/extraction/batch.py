@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from sqlalchemy import update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from memoryd.agents import config as agent_config
@@ -49,6 +50,8 @@ from memoryd.settings import Settings
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+# Failures of reaching the database, not of the batch: never counted as an attempt.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout)
 
 
 @dataclass
@@ -111,7 +114,7 @@ def extract_session(
         except LLMError as exc:
             _fail(settings, stats, claim, FailureKind.PERMANENT, str(exc), clock())
             return stats
-        except OperationalError as exc:
+        except DATABASE_UNAVAILABLE as exc:
             # The database went away while the prompt's memories were read: nobody's fault.
             error = f"database error while reading: {exc}".splitlines()[0]
             _fail(settings, stats, claim, FailureKind.TRANSIENT, error, clock())
@@ -133,7 +136,7 @@ def extract_session(
             log.warning("%s", exc)
             stats.lost_leases += 1
             return stats
-        except OperationalError as exc:
+        except DATABASE_UNAVAILABLE as exc:
             # The database went away mid-write, or picked this transaction as a deadlock
             # victim: nothing was written, and it is nobody's fault: retry soon.
             error = f"database error while writing: {exc}".splitlines()[0]

@@ -33,7 +33,7 @@ from memoryd.models.db import lease_now, session_scope
 from memoryd.models.keys import SessionKey
 from memoryd.models.profiles import ProfileType
 from memoryd.models.tables import ExtractionBatch
-from memoryd.recall.candidates import related
+from memoryd.recall.candidates import query_vector, related
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
 
@@ -104,10 +104,12 @@ def show(settings: Settings, prepared: Prepared) -> None:
     said = [t.content for t in prepared.turns if t.role == "user"] or [
         t.content for t in prepared.turns
     ]
-    with session_scope(settings) as session:
+    text = "\n".join(said)
+    vector = query_vector(settings, text)  # before the transaction: it may be a call
+    with session_scope(settings, readonly=True) as session:
         keys = scope_keys(session, scope, PROMPT_KEYS)
         hits = related(
-            session, settings, scope, "\n".join(said), settings.prefetch_limit, fill=True
+            session, settings, scope, text, settings.prefetch_limit, vector=vector, fill=True
         )
     left = settings.extract_memory_tokens - estimate_tokens(
         render_profiles(prepared.profiles, settings)

@@ -21,6 +21,7 @@ from memoryd.extraction.extractors import (
     LLMExtractor,
     MemoryView,
     Proposal,
+    fit_memories,
     render_fact,
     render_memories,
 )
@@ -34,6 +35,9 @@ from memoryd.settings import Settings
 from memoryd.text import content_hash
 
 RESOLVE_PROMPT = "resolve.v1"
+# The follow-up's ids start here: a prompt never shows this many memories, so no id of
+# the first call's answer can name a memory only the follow-up was shown.
+FOLLOW_UP_ALIASES = 100_000
 
 Unsettled = list[tuple[Fact, list[MemoryView]]]
 
@@ -42,26 +46,46 @@ def resolve(
     settings: Settings, prepared: Prepared, proposal: Proposal, extractor: Extractor
 ) -> None:
     """Fill `prepared.nearby`, and settle the unshown memories of list-like keys."""
+    _drop_unshown(prepared, proposal.facts)
     facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
     scope = prepared.claim.key.scope
-    with session_scope(settings) as session:
+    with session_scope(settings, readonly=True) as session:
         prepared.nearby = nearby(session, settings, scope, facts)
-        unsettled = _unsettled(session, prepared, proposal.facts) if extractor.uses_llm else []
+        unsettled = (
+            _unsettled(session, settings, prepared, proposal.facts)
+            if isinstance(extractor, LLMExtractor)
+            else []
+        )
     if unsettled and isinstance(extractor, LLMExtractor):
         _ask(settings, extractor, prepared, proposal, unsettled)
 
 
-def _unsettled(session: Session, prepared: Prepared, facts: list[Fact]) -> Unsettled:
+def _drop_unshown(prepared: Prepared, facts: list[Fact]) -> None:
+    """A `replaces` or `same_as` naming an id the prompt did not show points at nothing:
+    the model made it up, and the ids the follow-up adds are not for it."""
+    for fact in facts:
+        if fact.replaces not in prepared.aliases:
+            fact.replaces = None
+        if fact.same_as not in prepared.aliases:
+            fact.same_as = None
+
+
+def _unsettled(
+    session: Session, settings: Settings, prepared: Prepared, facts: list[Fact]
+) -> Unsettled:
     """Facts of list-like keys with memories of that key the prompt did not show (an
-    exact repeat excepted: the write confirms it by its hash)."""
+    exact repeat excepted: the write confirms it by its hash). Their aliases follow
+    FOLLOW_UP_ALIASES, apart from any the first prompt used."""
     shown = list(prepared.aliases.values())
     scope = prepared.claim.key.scope
-    alias = max(prepared.aliases, default=0)
+    alias = FOLLOW_UP_ALIASES
     unsettled: Unsettled = []
     for fact in facts:
         key = key_for(fact.name, fact.content)
         if fact.single or not key or fact.replaces is not None or fact.same_as is not None:
             continue
+        if fact.confidence < settings.min_confidence:
+            continue  # the gate drops it: not worth a call
         digest = content_hash(fact.content)
         views = []
         for memory in same_key_memories(session, scope, key, fact.category, exclude=shown):
@@ -82,11 +106,16 @@ def _ask(
     unsettled: Unsettled,
 ) -> None:
     """One call for the whole batch; its decisions become the facts' own."""
-    views = {v.alias: v for _, shown in unsettled for v in shown}
+    # Within the same share of a prompt as the first call's memories; the ones left
+    # out are kept, as a fact of a list-like key leaves them without a decision.
+    views = fit_memories(
+        [v for _, shown in unsettled for v in shown], settings.extract_memory_tokens
+    )
     messages = load_prompt(RESOLVE_PROMPT).render(
         facts="\n".join(render_fact(i, fact) for i, (fact, _) in enumerate(unsettled, 1)),
-        memories=render_memories(list(views.values())),
+        memories=render_memories(views),
     )
+    given = {v.alias for v in views}
     result = extractor.client.complete_json(settings.extraction_model, messages, ResolveOutput)
     proposal.llm_calls += result.calls
     proposal.tokens_in += result.tokens_in
@@ -95,6 +124,6 @@ def _ask(
         if not 1 <= decision.fact <= len(unsettled):
             continue  # a number the call was not given
         fact, shown = unsettled[decision.fact - 1]
-        own = {v.alias for v in shown}  # only the memories of its own key
+        own = {v.alias for v in shown} & given  # only memories of its key it was shown
         fact.replaces = decision.replaces if decision.replaces in own else None
         fact.same_as = decision.same_as if decision.same_as in own else None

@@ -30,6 +30,7 @@ from memoryd.memories.store import (
     find_by_hash,
     lock_memory,
     record_event,
+    set_content,
     supersede_memory,
 )
 from memoryd.memories.subjects import key_for, same_key_memories
@@ -96,16 +97,17 @@ def reconcile_facts(
 
 
 def _reconcile(run: _Run, fact: Fact) -> None:
-    same_key = same_key_memories(
-        run.session, run.scope, key_for(fact.name, fact.content), fact.category
-    )
+    key = key_for(fact.name, fact.content)
+    same_key = same_key_memories(run.session, run.scope, key, fact.category)
     same = (
         _in_scope(run, fact.same_as)
         or find_by_hash(run.session, run.scope, fact.content)
         or _near_duplicate(_candidates(run, fact, same_key), fact, run.settings)
     )
     retired = [m for m in (_in_scope(run, fact.replaces),) if m is not None]
-    if fact.single:  # the slot holds one value: every other one of its key goes
+    if fact.single and fact.temporary == "no":
+        # The slot holds one value: every other one of its key goes. (A passing state,
+        # "short" or a mood, never retires a lasting value unasked.)
         retired += [m for m in same_key if m not in retired]
     # Every row changed below is changed from what was read: lock and re-read it first.
     if same is not None and not lock_memory(run.session, same):
@@ -119,6 +121,8 @@ def _reconcile(run: _Run, fact: Fact) -> None:
     if same is not None:
         confirm_memory(run.session, run.settings, same, fact, run.now, **run.writer)
         _add_time(same, fact, run.said_at)
+        if key and not same.name_key:  # saved without a key: the next fact finds it by this
+            set_content(same, same.content, fact.name)
         run.counts.confirmed += 1
         kept, created = same, False
     else:

@@ -59,6 +59,7 @@ def same_key_memories(
         Memory.agent_id == scope.agent_id,
         Memory.user_id == scope.user_id,
         Memory.name_key == key,
+        Memory.name_key != "",  # stated, so SQLite plans with the partial key index
         Memory.status == MemoryStatus.ACTIVE,
         Memory.category == category,
     )

@@ -32,22 +32,32 @@ def related(
     k: int,
     categories: Sequence[str] | None = None,
     *,
-    by_meaning: bool = True,
+    vector: Vectors | None = None,
     fill: bool = False,
 ) -> list[Hit]:
     """The scope's own active memories (never the shared `*` scope's: extraction cannot
-    change those) most related to `text`, best first; `by_meaning`: embeddings too, when
-    they are on; `fill`: when fewer match, the strongest and most recent after them."""
+    change those) most related to `text` (and `vector`, query_vector's embedding, when
+    given), best first; `fill`: when fewer match, the strongest and most recent after
+    them."""
     if k <= 0:
         return []
-    query = text[-MAX_QUERY_CHARS:]
-    vector = embed_query(settings, query) if by_meaning else None
-    hits = _own(session, settings, scope, query, k, categories, vector)
+    hits = _own(session, settings, scope, query_text(text), k, categories, vector)
     if fill and len(hits) < k:
         found = {hit.id for hit in hits}
         strongest = _own(session, settings, scope, "", k, categories, None)
         hits += [hit for hit in strongest if hit.id not in found][: k - len(hits)]
     return hits
+
+
+def query_text(text: str) -> str:
+    """A batch's turns as a query: its most recent part."""
+    return text[-MAX_QUERY_CHARS:]
+
+
+def query_vector(settings: Settings, text: str) -> Vectors | None:
+    """The embedding `related` ranks by, when embeddings are on. Computed before any
+    transaction opens: it may be a call to the embedding endpoint."""
+    return embed_query(settings, query_text(text))
 
 
 def _own(
@@ -80,8 +90,6 @@ def nearby(
     words: a near duplicate is judged by its words (text.similarity), so no vectors."""
     found: dict[str, list[int]] = {}
     for fact in facts:
-        hits = related(
-            session, settings, scope, fact.content, NEARBY_LIMIT, [fact.category], by_meaning=False
-        )
+        hits = related(session, settings, scope, fact.content, NEARBY_LIMIT, [fact.category])
         found[content_hash(fact.content)] = [hit.id for hit in hits]
     return found

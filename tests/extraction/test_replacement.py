@@ -92,7 +92,7 @@ def test_a_list_like_key_is_settled_by_one_follow_up_call_for_the_batch(
                 ]
             }
         ),
-        answer({"decisions": [{"fact": 1, "replaces": 1}, {"fact": 2, "replaces": None}]}),
+        answer({"decisions": [{"fact": 1, "replaces": 100_001}, {"fact": 2, "replaces": None}]}),
     )
     extract_session(s, say(s, "ann", "s2", "I'm vegan since 2024. Ramen is great too."))
     follow_up = fake_llm.requests[-1]["messages"][1]["content"]
@@ -112,6 +112,8 @@ def test_a_list_like_key_is_settled_by_one_follow_up_call_for_the_batch(
 def test_a_follow_up_cannot_retire_a_memory_of_another_key(
     settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
+    """Two unsettled facts of two keys in one call: each decision may only name a
+    memory of its own fact's key, and only one the call showed."""
     s = with_llm(settings, fake_llm, prefetch_limit=0)
     fake_llm.push(
         answer(
@@ -125,11 +127,73 @@ def test_a_follow_up_cannot_retire_a_memory_of_another_key(
     )
     extract_session(s, say(s, "ann", "s1", "I play chess and like sushi."))
     fake_llm.push(
-        answer({"facts": [fact("Plays go", "hobbies", single=False)]}),
-        answer({"decisions": [{"fact": 1, "replaces": 2}, {"fact": 7, "replaces": 1}]}),
+        answer(
+            {
+                "facts": [
+                    fact("Plays go", "hobbies", single=False),
+                    fact("Likes ramen", "favourite foods", single=False, replaces=1),
+                ]
+            }
+        ),
+        answer({"decisions": [{"fact": 1, "replaces": 100_002}, {"fact": 2, "same_as": 100_001}]}),
     )
-    extract_session(s, say(s, "ann", "s2", "I play go as well."))
+    extract_session(s, say(s, "ann", "s2", "I play go as well, and like ramen."))
+    follow_up = fake_llm.requests[-1]["messages"][1]["content"]
+    assert '"id": 100001' in follow_up and '"id": 100002' in follow_up  # both keys asked
     assert set(statuses(db).values()) == {MemoryStatus.ACTIVE}
+    assert len(statuses(db)) == 4
+
+
+def test_a_short_lived_fact_never_retires_a_lasting_value_unasked(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    MemoryClient(s, dispatch=False).remember("bench", "ann", "Works at Acme", name="employer")
+    fake_llm.push(
+        answer(
+            {
+                "facts": [
+                    fact("Works at Globex this week", "employer", single=True, temporary="short")
+                ]
+            }
+        )
+    )
+    extract_session(s, say(s, "ann", "s1", "I'm covering at Globex this week."))
+    assert statuses(db) == {
+        "Works at Acme": MemoryStatus.ACTIVE,
+        "Works at Globex this week": MemoryStatus.ACTIVE,
+    }
+
+
+def test_an_id_the_prompt_did_not_show_retires_nothing(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """The model names ids it was never shown, in its answer: nothing is retired, even
+    where the follow-up gave that number to a memory."""
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    fake_llm.push(answer({"facts": [fact("Plays chess", "hobbies", single=False)]}))
+    extract_session(s, say(s, "ann", "s1", "I play chess."))
+    fake_llm.push(
+        answer({"facts": [fact("Plays go", "hobbies", single=False, replaces=100_001, same_as=1)]}),
+        answer({"decisions": []}),
+    )
+    extract_session(s, say(s, "ann", "s2", "I play go."))
+    assert statuses(db) == {"Plays chess": MemoryStatus.ACTIVE, "Plays go": MemoryStatus.ACTIVE}
+
+
+def test_a_confirmation_gives_a_memory_saved_without_a_key_the_facts_key(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    MemoryClient(settings, dispatch=False).remember("bench", "ann", "Lives in Porto")
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    fake_llm.push(answer({"facts": [fact("Lives in Porto", "home city", single=True)]}))
+    extract_session(s, say(s, "ann", "s1", "I live in Porto."))
+    fake_llm.push(answer({"facts": [fact("Lives in Braga", "home city", single=True)]}))
+    extract_session(s, say(s, "ann", "s2", "I moved to Braga."))
+    assert statuses(db) == {
+        "Lives in Porto": MemoryStatus.SUPERSEDED,
+        "Lives in Braga": MemoryStatus.ACTIVE,
+    }
 
 
 def test_a_near_duplicate_is_found_past_the_most_recent_memories(
