@@ -19,7 +19,7 @@ from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.profiles import ProfileType
 from memoryd.models.schemas import EventOut, IngestResult, MemoryOut, TurnIn
 from memoryd.models.tables import Category
-from memoryd.recall import embeddings, inject
+from memoryd.recall import candidates, embeddings, inject
 from memoryd.recall.context import dated
 from memoryd.recall.context import render as render_context
 from memoryd.recall.rank import Hit, recall
@@ -294,11 +294,13 @@ class MemoryClient(ProfileMethods):
     ) -> tuple[MemoryOut, bool]:
         """`remember`, also saying whether the memory was created (False: the scope
         already held it, and this save confirmed it)."""
+        scope = Scope(agent_id, user_id)
         with session_scope(self.settings) as session:
+            similar = candidates.near(session, self.settings, scope, content, Category(category))
             return edits.remember(
                 session,
                 self.settings,
-                Scope(agent_id, user_id),
+                scope,
                 content,
                 utcnow(),
                 category=Category(category),
@@ -306,6 +308,7 @@ class MemoryClient(ProfileMethods):
                 tags=tags,
                 replaces=replaces,
                 shared=shared,
+                nearby=similar,
             )
 
     def update(

@@ -37,6 +37,7 @@ from memoryd.models.tables import (
     MemoryStatus,
 )
 from memoryd.settings import Settings
+from memoryd.text import content_hash
 
 MAX_PAGE = 500
 
@@ -66,10 +67,12 @@ def remember(
     tags: Sequence[str] = (),
     replaces: int | None = None,
     shared: bool = False,
+    nearby: Sequence[int] = (),
 ) -> tuple[MemoryOut, bool]:
     """An explicit "remember this": long tier, through the same dedup and replacement.
-    Returns the memory and whether it was created (False: one the scope already held,
-    now confirmed)."""
+    `nearby`: the memories a near duplicate may be among (the caller's search,
+    recall/candidates.py). Returns the memory and whether it was created (False: one
+    the scope already held, now confirmed)."""
     check_writable(scope, shared)
     content = checked_content(content)
     fact = Fact(
@@ -85,7 +88,15 @@ def remember(
     if replaces is not None:
         _owned(session, scope, replaces, writable=True)
     counts = reconcile_facts(
-        session, settings, scope, [fact], aliases, now, actor=Actor.API, metadata={"source": "api"}
+        session,
+        settings,
+        scope,
+        [fact],
+        aliases,
+        now,
+        actor=Actor.API,
+        metadata={"source": "api"},
+        nearby={content_hash(fact.content): list(nearby)},
     )
     session.flush()
     return MemoryOut.from_memory(counts.kept[0]), counts.created > 0

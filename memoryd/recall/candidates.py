@@ -86,10 +86,14 @@ def _own(
 def nearby(
     session: Session, settings: Settings, scope: Scope, facts: Sequence[Fact]
 ) -> dict[str, list[int]]:
-    """For each fact (by content hash), the memories of its category most like it in
-    words: a near duplicate is judged by its words (text.similarity), so no vectors."""
-    found: dict[str, list[int]] = {}
-    for fact in facts:
-        hits = related(session, settings, scope, fact.content, NEARBY_LIMIT, [fact.category])
-        found[content_hash(fact.content)] = [hit.id for hit in hits]
-    return found
+    """For each fact (by content hash), the memories where a near duplicate may be."""
+    return {
+        content_hash(fact.content): near(session, settings, scope, fact.content, fact.category)
+        for fact in facts
+    }
+
+
+def near(session: Session, settings: Settings, scope: Scope, text: str, category: str) -> list[int]:
+    """The memories of `category` most like `text` in words: a near duplicate is judged
+    by its words (text.similarity), so no vectors."""
+    return [hit.id for hit in related(session, settings, scope, text, NEARBY_LIMIT, [category])]

@@ -221,3 +221,13 @@ def test_a_memory_saved_by_hand_with_a_key_is_found_by_it(
         "Works at Acme": MemoryStatus.SUPERSEDED,
         "Works at Globex": MemoryStatus.ACTIVE,
     }
+
+
+def test_a_saved_near_duplicate_is_found_past_the_most_recent_memories(
+    settings: Settings, db: Session
+) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    first = client.remember("bench", "ann", "Prefers green tea in the morning")
+    store_filler(settings, Scope("bench", "ann"), 300, seed=3)
+    again = client.remember("bench", "ann", "Prefers green tea in the mornings!")
+    assert again.id == first.id and again.evidence_count == 2
