@@ -1,6 +1,6 @@
 """The two lexical ranked lists of recall, each over every active memory of the scope.
 
-- Keyword: BM25 (k1 1.2, b 0.75, Lucene's IDF) over the scope, summed by the database
+- Keyword: BM25 (k1 0.6, b 0.75, Lucene's IDF) over the scope, summed by the database
   from the postings that its triggers keep in `memory_terms`. Both databases run the
   same statement over the same rows and add whole numbers (see bm25_ranked), so
   PostgreSQL and SQLite rank the same data identically.
@@ -44,7 +44,11 @@ from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus, MemoryTerm
 from memoryd.text import content_words, word_trigrams
 
-K1 = 1.2
+# Memories are one short sentence: a term's second occurrence says little more than its
+# first. 0.6 ranks a memory's text exactly as 1.2 ranked it when its name repeated the
+# text (every unnamed memory until subject keys, 0013), the setting bench/quality.py
+# was measured with.
+K1 = 0.6
 B = 0.75
 LIST_LIMIT = 50
 MAX_QUERY_TRIGRAMS = 48
