@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -95,63 +96,89 @@ def extract_session(
         if isinstance(prepared, prepare.Refusal):
             stats.circuit_open = prepared.circuit_open
             return stats
-        claim = prepared.claim
-        started = time.perf_counter()
-        try:
-            with kept_alive(settings, _renewal(settings, claim), f"batch-{claim.batch_id}"):
-                prepare.show(settings, prepared)
-                proposal = extractor.extract(
-                    prepared.turns,
-                    prepared.memories,
-                    profiles=prepared.profiles,
-                    keys=prepared.keys,
-                )
-                resolve(settings, prepared, proposal, extractor)
-        except LLMTransientError as exc:
-            kind = FailureKind.TRANSIENT
-            _fail(settings, stats, claim, kind, str(exc), clock(), llm_down=extractor.uses_llm)
-            return stats  # the session backs off; the sweeper tries it again later
-        except LLMError as exc:
-            _fail(settings, stats, claim, FailureKind.PERMANENT, str(exc), clock())
+        proposal = _propose(settings, prepared, extractor, stats, clock)
+        if proposal is None:
             return stats
-        except DATABASE_UNAVAILABLE as exc:
-            # The database went away while the prompt's memories were read: nobody's fault.
-            error = f"database error while reading: {exc}".splitlines()[0]
-            _fail(settings, stats, claim, FailureKind.TRANSIENT, error, clock())
+        done = _write(settings, prepared, proposal, extractor, stats, clock)
+        if done is None:
             return stats
-        except Exception as exc:
-            # A bug, not an LLM fault: free the lease now instead of after lease_seconds,
-            # count the attempt (so a poison batch dead-letters), and let the task fail.
-            error = f"unexpected {type(exc).__name__}: {exc}"
-            _fail(settings, stats, claim, FailureKind.BUG, error, clock())
-            raise
-        proposal.duration_ms = proposal.duration_ms or (time.perf_counter() - started) * 1000
-
-        try:
-            with session_scope(settings) as session:
-                done = apply_proposal(
-                    session, settings, prepared, proposal, clock(), extractor.uses_llm
-                )
-        except LeaseLost as exc:
-            log.warning("%s", exc)
-            stats.lost_leases += 1
-            return stats
-        except DATABASE_UNAVAILABLE as exc:
-            # The database went away mid-write, or picked this transaction as a deadlock
-            # victim: nothing was written, and it is nobody's fault: retry soon.
-            error = f"database error while writing: {exc}".splitlines()[0]
-            _fail(settings, stats, claim, FailureKind.TRANSIENT, error, clock())
-            return stats
-        except Exception as exc:
-            # The write transaction rolled back; record the failure, then fail the task.
-            error = f"unexpected {type(exc).__name__}: {exc}"
-            _fail(settings, stats, claim, FailureKind.BUG, error, clock())
-            raise
         stats.add(done)
         if done.created:
             embeddings.fill_missing(settings, key.scope)  # no-op unless embeddings are on
     stats.more_pending = True
     return stats
+
+
+def _propose(
+    settings: Settings,
+    prepared: Prepared,
+    extractor: Extractor,
+    stats: ExtractStats,
+    clock: Clock,
+) -> Proposal | None:
+    """The batch's LLM phase, its lease kept alive: what the prompt shows, the call, and
+    the settling of unshown memories. None when it failed (recorded in `stats`)."""
+    claim = prepared.claim
+    started = time.perf_counter()
+    try:
+        with kept_alive(settings, _renewal(settings, claim), f"batch-{claim.batch_id}"):
+            prepare.show(settings, prepared)
+            proposal = extractor.extract(
+                prepared.turns, prepared.memories, profiles=prepared.profiles, keys=prepared.keys
+            )
+            resolve(settings, prepared, proposal, extractor)
+    except LLMTransientError as exc:
+        kind = FailureKind.TRANSIENT
+        _fail(settings, stats, claim, kind, str(exc), clock(), llm_down=extractor.uses_llm)
+        return None  # the session backs off; the sweeper tries it again later
+    except LLMError as exc:
+        _fail(settings, stats, claim, FailureKind.PERMANENT, str(exc), clock())
+        return None
+    except DATABASE_UNAVAILABLE as exc:
+        # The database went away while the prompt's memories were read: nobody's fault.
+        error = f"database error while reading: {exc}".splitlines()[0]
+        _fail(settings, stats, claim, FailureKind.TRANSIENT, error, clock())
+        return None
+    except Exception as exc:
+        # A bug, not an LLM fault: free the lease now instead of after lease_seconds,
+        # count the attempt (so a poison batch dead-letters), and let the task fail.
+        error = f"unexpected {type(exc).__name__}: {exc}"
+        _fail(settings, stats, claim, FailureKind.BUG, error, clock())
+        raise
+    proposal.duration_ms = proposal.duration_ms or (time.perf_counter() - started) * 1000
+    return proposal
+
+
+def _write(
+    settings: Settings,
+    prepared: Prepared,
+    proposal: Proposal,
+    extractor: Extractor,
+    stats: ExtractStats,
+    clock: Clock,
+) -> ExtractStats | None:
+    """The batch's write phase in one transaction. None when it wrote nothing (a lost
+    lease or a failure, recorded in `stats`)."""
+    try:
+        with session_scope(settings) as session:
+            return apply_proposal(
+                session, settings, prepared, proposal, clock(), extractor.uses_llm
+            )
+    except LeaseLost as exc:
+        log.warning("%s", exc)
+        stats.lost_leases += 1
+        return None
+    except DATABASE_UNAVAILABLE as exc:
+        # The database went away mid-write, or picked this transaction as a deadlock
+        # victim: nothing was written, and it is nobody's fault: retry soon.
+        error = f"database error while writing: {exc}".splitlines()[0]
+        _fail(settings, stats, prepared.claim, FailureKind.TRANSIENT, error, clock())
+        return None
+    except Exception as exc:
+        # The write transaction rolled back; record the failure, then fail the task.
+        error = f"unexpected {type(exc).__name__}: {exc}"
+        _fail(settings, stats, prepared.claim, FailureKind.BUG, error, clock())
+        raise
 
 
 def _renewal(settings: Settings, claim: Claim) -> Callable[[Session, datetime], bool]:
@@ -207,6 +234,31 @@ def apply_proposal(
     clear_back_off(session, claim.key)
     if used_llm:
         circuit.record_success(session, now)
+    figures = {
+        "facts_proposed": len(facts),
+        "facts_accepted": len(accepted),
+        "facts_rejected": sum(rejected.values()),
+        "rejections": dict(rejected) or None,
+        "memories_created": counts.created,
+        "memories_confirmed": counts.confirmed,
+        "memories_superseded": counts.superseded,
+        "profile_updates": profile_updates,
+    }
+    _record_done(session, claim, proposal, figures, now)
+    return ExtractStats(
+        batches=1,
+        turns=len(claim.turns),
+        created=counts.created,
+        confirmed=counts.confirmed,
+        superseded=counts.superseded,
+        rejected=sum(rejected.values()),
+    )
+
+
+def _record_done(
+    session: Session, claim: Claim, proposal: Proposal, figures: dict[str, Any], now: datetime
+) -> None:
+    """The batch row of a written batch: what was asked, what it cost, what it did."""
     session.execute(
         update(ExtractionBatch)
         .where(ExtractionBatch.id == claim.batch_id)
@@ -218,25 +270,10 @@ def apply_proposal(
             tokens_in=proposal.tokens_in,
             tokens_out=proposal.tokens_out,
             llm_calls=proposal.llm_calls,
-            facts_proposed=len(facts),
-            facts_accepted=len(accepted),
-            facts_rejected=sum(rejected.values()),
-            rejections=dict(rejected) or None,
-            memories_created=counts.created,
-            memories_confirmed=counts.confirmed,
-            memories_superseded=counts.superseded,
-            profile_updates=profile_updates,
             finished_at=now,
             duration_ms=proposal.duration_ms,
+            **figures,
         )
-    )
-    return ExtractStats(
-        batches=1,
-        turns=len(claim.turns),
-        created=counts.created,
-        confirmed=counts.confirmed,
-        superseded=counts.superseded,
-        rejected=sum(rejected.values()),
     )
 
 
