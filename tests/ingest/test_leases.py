@@ -198,6 +198,9 @@ def test_racing_claimers_with_expiring_leases_finish_every_turn_exactly_once(
 
     def worker(seed: int) -> None:
         rng = random.Random(seed)
+        # Every worker's first batch outlives its lease, so a takeover happens in every
+        # run, not only when the dice say so; later pauses are drawn at random.
+        pauses = [0.5]
         try:
             for _ in range(400):
                 taken = claim(racy)
@@ -206,7 +209,8 @@ def test_racing_claimers_with_expiring_leases_finish_every_turn_exactly_once(
                         return
                     time.sleep(0.02)
                     continue
-                time.sleep(rng.choice([0.0, 0.05, 0.5]))  # 0.5 s: the lease runs out
+                pause = pauses.pop() if pauses else rng.choice([0.0, 0.05, 0.5])
+                time.sleep(pause)  # 0.5 s: the lease runs out
                 with session_scope(racy) as session:
                     if release_lease(session, taken):
                         assert finish_turns(session, taken) == len(taken.turns)
