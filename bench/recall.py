@@ -204,10 +204,8 @@ def load(url: str, rows: int, users: int, agent: str, vectors: list[bytes] | Non
             ],
         )
         conn.execute(text("ALTER TABLE memories DISABLE TRIGGER memories_terms_insert"))
-        conn.execute(text("DROP INDEX ix_memories_scope_trgm"))
         conn.execute(LOAD, {"agent": agent, "users": users, "rows": rows, "vocab": len(words)})
         conn.execute(text("ALTER TABLE memories ENABLE TRIGGER memories_terms_insert"))
-        conn.execute(text(search_index.PG_TRIGRAM_INDEX))  # built once
         conn.execute(
             text(search_index.pg_postings_rebuild(where="m.agent_id = :agent")),
             {"agent": agent},

@@ -4,8 +4,10 @@
   `memories.search_text`, each with the memory's search_length, while the memory is
   active, so every write path (the store, imports, bulk status changes, a migration)
   keeps them right without Python's help.
-- Trigram candidates of a large scope come from the database: pg_trgm's word-similarity
-  KNN search on PostgreSQL, an FTS5 table with the trigram tokenizer on SQLite.
+- Until migration 0015, trigram candidates of a large scope came from pg_trgm's KNN
+  search (a GiST index) on PostgreSQL and an FTS5 trigram table on SQLite; they now come
+  from the postings (recall/trigrams.py). Older migrations still install their schema's
+  structures (`trigrams=True`).
 
 Migrations call `install` after any change that rebuilds the memories table (SQLite
 rebuilds drop its triggers).
@@ -32,7 +34,7 @@ def _postings(lengths: bool, memory: str) -> tuple[str, str]:
 
 # Terms are letters and digits only (text.search_tokens), so splitting on spaces is exact
 # and the JSON array built from them on SQLite needs no escaping.
-def _pg_install(lengths: bool) -> list[str]:
+def _pg_install(lengths: bool, trigrams: bool) -> list[str]:
     columns, length = _postings(lengths, "NEW")
     function = f"""
 CREATE OR REPLACE FUNCTION memoryd_index_terms() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -50,9 +52,7 @@ BEGIN
 END $$
 """
     return [
-        "CREATE EXTENSION IF NOT EXISTS pg_trgm",
-        "CREATE EXTENSION IF NOT EXISTS btree_gist",
-        PG_TRIGRAM_INDEX,
+        *(PG_TRIGRAM_INSTALL if trigrams else []),
         function,
         "DROP TRIGGER IF EXISTS memories_terms_insert ON memories",
         "DROP TRIGGER IF EXISTS memories_terms_update ON memories",
@@ -74,6 +74,11 @@ PG_TRIGRAM_INDEX = (
     "CREATE INDEX IF NOT EXISTS ix_memories_scope_trgm ON memories USING gist "
     "(agent_id, user_id, (name || ' ' || content) gist_trgm_ops(siglen=256))"
 )
+PG_TRIGRAM_INSTALL = [
+    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    "CREATE EXTENSION IF NOT EXISTS btree_gist",
+    PG_TRIGRAM_INDEX,
+]
 PG_DROP = [
     "DROP INDEX IF EXISTS ix_memories_trgm",  # migrations 0008 and 0009
     "DROP INDEX IF EXISTS ix_memories_scope_trgm",
@@ -86,7 +91,7 @@ PG_DROP = [
 SQLITE_TRIGGERS = ("memories_search_insert", "memories_search_update", "memories_search_delete")
 
 
-def _sqlite_install(lengths: bool) -> list[str]:
+def _sqlite_install(lengths: bool, trigrams: bool) -> list[str]:
     columns, length = _postings(lengths, "new")
     terms = f"""
         INSERT INTO memory_terms ({columns})
@@ -94,24 +99,27 @@ def _sqlite_install(lengths: bool) -> list[str]:
         FROM json_each('["' || replace(new.search_text, ' ', '","') || '"]')
         WHERE new.status = 'active' AND value <> '' GROUP BY value;
     """
-    trigrams = """
+    grams = """
         INSERT INTO memories_trgm (rowid, body)
         SELECT new.id, new.name || ' ' || new.content WHERE new.status = 'active';
     """
-    forget = """
-        DELETE FROM memory_terms WHERE memory_id = old.id;
-        DELETE FROM memories_trgm WHERE rowid = old.id;
-    """
+    forget = "DELETE FROM memory_terms WHERE memory_id = old.id;"
+    if trigrams:
+        forget += "DELETE FROM memories_trgm WHERE rowid = old.id;"
+    else:
+        grams = ""
+    body = ", name, content" if trigrams else ""  # the trigram table holds the text
+    fts = "CREATE VIRTUAL TABLE IF NOT EXISTS memories_trgm USING fts5(body, tokenize='trigram')"
     return [
-        "CREATE VIRTUAL TABLE IF NOT EXISTS memories_trgm USING fts5(body, tokenize='trigram')",
+        *([fts] if trigrams else []),
         *(f"DROP TRIGGER IF EXISTS {name}" for name in SQLITE_TRIGGERS),
         f"""CREATE TRIGGER memories_search_insert AFTER INSERT ON memories BEGIN
-            {terms} {trigrams}
+            {terms} {grams}
         END""",
         f"""CREATE TRIGGER memories_search_update
-            AFTER UPDATE OF search_text, search_length, status, name, content ON memories
+            AFTER UPDATE OF search_text, search_length, status{body} ON memories
         BEGIN
-            {forget} {terms} {trigrams}
+            {forget} {terms} {grams}
         END""",
         f"""CREATE TRIGGER memories_search_delete AFTER DELETE ON memories BEGIN
             {forget}
@@ -153,19 +161,24 @@ def pg_postings_rebuild(lengths: bool = True, where: str = "TRUE") -> str:
        GROUP BY m.agent_id, m.user_id, t, m.id"""
 
 
-def _sqlite_rebuild(lengths: bool) -> list[str]:
+def _sqlite_rebuild(lengths: bool, trigrams: bool) -> list[str]:
     columns, length = _postings(lengths, "m")
-    return [
+    postings = [
         "DELETE FROM memory_terms",
         f"""INSERT INTO memory_terms ({columns})
            SELECT m.agent_id, m.user_id, j.value, m.id, count(*){length}
            FROM memories AS m,
                 json_each('["' || replace(m.search_text, ' ', '","') || '"]') AS j
            WHERE m.status = 'active' AND j.value <> '' GROUP BY m.id, j.value""",
-        "DELETE FROM memories_trgm",
-        """INSERT INTO memories_trgm (rowid, body)
-           SELECT id, name || ' ' || content FROM memories WHERE status = 'active'""",
     ]
+    return postings + (SQLITE_TRIGRAM_FILL if trigrams else [])
+
+
+SQLITE_TRIGRAM_FILL = [
+    "DELETE FROM memories_trgm",
+    """INSERT INTO memories_trgm (rowid, body)
+       SELECT id, name || ' ' || content FROM memories WHERE status = 'active'""",
+]
 
 
 def _run(bind: Connection, statements: list[str]) -> None:
@@ -194,15 +207,27 @@ def reindex_terms(bind: Connection, chunk: int = 5000) -> None:
         last = rows[-1].id
 
 
-def install(bind: Connection, lengths: bool = True) -> None:
+def install(bind: Connection, lengths: bool = True, trigrams: bool = True) -> None:
     """Create (or re-create) the triggers and trigram structures, then fill them.
-    `lengths`: whether the schema's postings carry search_length (migration 0012)."""
+    `lengths`: whether the schema's postings carry search_length (migration 0012);
+    `trigrams`: whether it has the trigram index of large scopes (before 0015)."""
     if bind.dialect.name == "postgresql":
-        _run(
-            bind, [*_pg_install(lengths), "DELETE FROM memory_terms", pg_postings_rebuild(lengths)]
-        )
+        rebuild = ["DELETE FROM memory_terms", pg_postings_rebuild(lengths)]
+        _run(bind, [*_pg_install(lengths, trigrams), *rebuild])
     else:
-        _run(bind, [*_sqlite_install(lengths), *_sqlite_rebuild(lengths)])
+        _run(bind, [*_sqlite_install(lengths, trigrams), *_sqlite_rebuild(lengths, trigrams)])
+
+
+def set_trigram_index(bind: Connection, present: bool) -> None:
+    """Add or drop the trigram index of large scopes (migration 0015), keeping the
+    postings as they are."""
+    if bind.dialect.name == "postgresql":
+        drop = ["DROP INDEX IF EXISTS ix_memories_scope_trgm"]
+        _run(bind, PG_TRIGRAM_INSTALL if present else drop)
+    elif present:
+        _run(bind, [*_sqlite_install(True, trigrams=True), *SQLITE_TRIGRAM_FILL])
+    else:
+        _run(bind, [*_sqlite_install(True, trigrams=False), "DROP TABLE IF EXISTS memories_trgm"])
 
 
 def uninstall(bind: Connection) -> None:

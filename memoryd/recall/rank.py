@@ -32,8 +32,8 @@ from memoryd.recall.search import (
     narrowing,
     read_scope,
     row_filters,
-    trigram_ranked,
 )
+from memoryd.recall.trigrams import trigram_ranked
 from memoryd.settings import Settings
 from memoryd.text import query_tokens
 

@@ -1,15 +1,14 @@
-"""The two lexical ranked lists of recall, each over every active memory of the scope.
+"""Recall's keyword list over every active memory of the scope, and what the lexical
+lists share (the scope's statistics, the columns re-scoring needs). The trigram list is
+in trigrams.py.
 
 - Keyword: BM25 (k1 0.8, b 0.75, Lucene's IDF) over the scope, summed by the database
   from the postings that its triggers keep in `memory_terms`. Both databases run the
   same statement over the same rows and add whole numbers (see bm25_ranked), so
   PostgreSQL and SQLite rank the same data identically.
-- Trigram: the share of the query's padded word trigrams a memory holds. A scope of up
-  to SCAN_LIMIT memories is scored row by row; a larger one takes its candidates from
-  pg_trgm's KNN search on PostgreSQL or FTS5's trigram index on SQLite.
 
 User text never reaches a query syntax raw: terms are letters and digits only
-(text.search_tokens), and trigrams are quoted.
+(text.search_tokens), and every value is a bound parameter.
 """
 
 from __future__ import annotations
@@ -23,26 +22,20 @@ from typing import Any
 
 from sqlalchemy import (
     Float,
-    Integer,
     Select,
     String,
     bindparam,
     cast,
-    column,
     func,
     literal_column,
     select,
-    text,
-    union_all,
 )
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from memoryd.memories.store import readable, readable_users
-from memoryd.models.db import is_sqlite
+from memoryd.memories.store import readable_users
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus, MemoryTerm
-from memoryd.text import content_words, word_trigrams
 
 # Memories are a sentence or two: a term's second occurrence says little more than its
 # first. Until subject keys (0013) a memory without a name repeated its text as its
@@ -53,7 +46,6 @@ from memoryd.text import content_words, word_trigrams
 K1 = 0.8
 B = 0.75
 LIST_LIMIT = 50
-MAX_QUERY_TRIGRAMS = 48
 SCAN_LIMIT = 1000  # scopes up to this size are scored without the trigram index
 # What re-scoring (rank.py) needs of a candidate, read by the queries that find it.
 SCORING_COLUMNS = (
@@ -203,7 +195,7 @@ def _bm25_statement(categories: bool, tiers: bool) -> Select[Any]:
     )
     if categories or tiers:
         matching = matching.join(Memory, Memory.id == MemoryTerm.memory_id).where(
-            *_narrowing_parameters(categories, tiers)
+            *narrowing_parameters(categories, tiers)
         )
     postings = matching.cte("postings")
     df = select(postings.c.term, func.count().label("n")).group_by(postings.c.term).cte("df")
@@ -228,78 +220,7 @@ def _bm25_statement(categories: bool, tiers: bool) -> Select[Any]:
     )
 
 
-def share_of_trigrams(query_grams: set[str], body: str) -> float:
-    """Share of the query's padded word trigrams found in `body`."""
-    if not query_grams:
-        return 0.0
-    return len(query_grams & word_trigrams(body)) / len(query_grams)
-
-
-def trigram_ranked(
-    session: Session,
-    scope: Scope,
-    categories: Sequence[str] | None,
-    tiers: Sequence[str] | None,
-    query: str,
-    min_similarity: float,
-    stats: ScopeStats,
-    limit: int = LIST_LIMIT,
-    seen: dict[int, Any] | None = None,
-    scope_rows: Sequence[Any] | None = None,
-) -> list[tuple[int, float]]:
-    """(memory id, similarity) of the scope's active memories (of those categories and
-    tiers, when given) whose words resemble the query's content words (partial words,
-    typos, unsegmented scripts), best first. `seen` collects each candidate's SCORING_COLUMNS;
-    `scope_rows` are a small scope's memories when read_scope already has them."""
-    words = content_words(query[:1000])
-    if not words or not stats.docs:
-        return []
-    where = [readable(scope), *row_filters(categories, tiers)]
-    query_grams = word_trigrams(words)
-    rows: Sequence[Any]
-    if scope_rows is not None:
-        rows = scope_rows
-    elif stats.docs <= SCAN_LIMIT:
-        # A small scope is scored row by row, the same way on both databases: cheaper
-        # than an index search, and exact.
-        in_scope = select(*SCORING_COLUMNS, BODY.label("body")).where(*where)
-        rows = session.connection().execute(in_scope).all()
-    elif is_sqlite(session):
-        rows = _sqlite_trigram_candidates(session, where, words, limit * 4)
-    else:
-        rows = _postgres_trigram_candidates(session, scope, categories, tiers, words, limit)
-    # One score on both databases, so a threshold means the same on each.
-    scored = [(share_of_trigrams(query_grams, r.body), r) for r in rows]
-    ranked = sorted(
-        (item for item in scored if item[0] >= min_similarity),
-        key=lambda item: (-item[0], -item[1].id),
-    )[:limit]
-    if seen is not None:
-        seen.update((r.id, r) for _, r in ranked)
-    return [(r.id, share) for share, r in ranked]
-
-
-def _postgres_trigram_candidates(
-    session: Session,
-    scope: Scope,
-    categories: Sequence[str] | None,
-    tiers: Sequence[str] | None,
-    words: str,
-    limit: int,
-) -> Sequence[Any]:
-    """The scope's memories nearest the query by pg_trgm's word similarity, read in
-    distance order from the scope's GiST index: as many rows as asked, whatever the
-    scope's size. pg_trgm's word_similarity also weighs where the shared trigrams sit,
-    so it never exceeds the share the caller computes."""
-    users = readable_users(scope)
-    params: dict[str, Any] = {f"user_{i}": user for i, user in enumerate(users)}
-    params.update(agent=scope.agent_id, words=words, limit=limit)
-    params.update(categories=list(categories or ()), tiers=list(tiers or ()))
-    statement = _nearest_statement(len(users), bool(categories), bool(tiers))
-    return session.connection().execute(statement, params).all()
-
-
-def _narrowing_parameters(categories: bool, tiers: bool) -> list[ColumnElement[bool]]:
+def narrowing_parameters(categories: bool, tiers: bool) -> list[ColumnElement[bool]]:
     """narrowing's conditions for statements built once: the values are the bind
     parameters "categories" and "tiers"."""
     where: list[ColumnElement[bool]] = []
@@ -308,56 +229,3 @@ def _narrowing_parameters(categories: bool, tiers: bool) -> list[ColumnElement[b
     if tiers:
         where.append(Memory.tier.in_(bindparam("tiers", expanding=True)))
     return where
-
-
-@functools.cache
-def _nearest_statement(users: int, categories: bool, tiers: bool) -> Select[Any]:
-    """_postgres_trigram_candidates' statement, built once per shape: building it took
-    about 1.5 ms, half of what the index search takes. GiST cannot search a list of users, so each
-    readable user is one search, naming only its own user: a redundant IN list would
-    mislead the planner's estimate away from the index."""
-    filters = [Memory.status == MemoryStatus.ACTIVE, *_narrowing_parameters(categories, tiers)]
-    distance = BODY.op("<->>", return_type=Float)(bindparam("words", type_=String))
-    searches = [
-        select(*SCORING_COLUMNS, BODY.label("body"), distance.label("distance"))
-        .where(Memory.agent_id == bindparam("agent"), Memory.user_id == bindparam(f"user_{i}"))
-        .where(*filters)
-        .order_by(distance)
-        .limit(bindparam("limit"))
-        for i in range(users)
-    ]
-    nearest = union_all(*searches).subquery("nearest")
-    return (
-        select(*(nearest.c[c.key] for c in SCORING_COLUMNS), nearest.c.body)
-        .order_by(nearest.c.distance, nearest.c.id.desc())
-        .limit(bindparam("limit"))
-    )
-
-
-def _sqlite_trigram_candidates(
-    session: Session,
-    where: list[ColumnElement[bool]],
-    words: str,
-    limit: int,
-) -> Sequence[Any]:
-    """A large scope's candidates from FTS5's trigram index, which matches plain
-    3-character substrings; the caller scores them with pg_trgm's padded trigrams so
-    both databases mean the same by "similar"."""
-    grams = list(
-        dict.fromkeys(w[i : i + 3] for w in words.split() if len(w) >= 3 for i in range(len(w) - 2))
-    )[:MAX_QUERY_TRIGRAMS]
-    if not grams:
-        return []
-    fts = (
-        text("SELECT rowid, rank FROM memories_trgm WHERE memories_trgm MATCH :q")
-        .columns(column("rowid", Integer), column("rank", Float))
-        .subquery("trgm")
-    )
-    return session.execute(
-        select(*SCORING_COLUMNS, BODY.label("body"))
-        .join(fts, fts.c.rowid == Memory.id)
-        .where(*where)
-        .order_by(fts.c.rank)
-        .limit(limit),
-        {"q": " OR ".join(f'"{g}"' for g in grams)},
-    ).all()

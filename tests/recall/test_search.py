@@ -15,7 +15,8 @@ from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Category, MemoryTerm, Tier
 from memoryd.recall import search
-from memoryd.recall.search import bm25_ranked, row_filters, scope_stats, trigram_ranked
+from memoryd.recall.search import bm25_ranked, row_filters, scope_stats
+from memoryd.recall.trigrams import trigram_ranked
 from memoryd.settings import Settings
 from memoryd.text import query_tokens, search_tokens
 from tests.conftest import make_settings

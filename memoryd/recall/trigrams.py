@@ -1,0 +1,191 @@
+"""Recall's trigram list: memories whose words resemble the query's (partial words,
+inflections, unsegmented scripts), scored as the share of the query's padded word
+trigrams each memory holds, the same way on both databases.
+
+A scope of up to search.SCAN_LIMIT memories is scored row by row. A larger one takes
+its candidates from the keyword postings both databases already keep (memory_terms):
+the memories holding a term that starts like one of the query's words, read by range
+from the postings' primary key (agent, user, term), so the cost follows the postings of
+those few prefixes, not the scope's size or the length of its texts. Both databases run
+the same statement over the same rows, so they rank a large scope alike too.
+
+A prefix is the first 60% of a word's stem, at least 3 characters: "vegetar" finds
+"vegetarian", "dentst" finds "dentist"; a word misspelt in its first letters is left to
+the keyword and vector lists. Chinese is searched by its character pairs.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import unicodedata
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Select, and_, bindparam, func, or_, select
+from sqlalchemy.orm import Session
+
+from memoryd.memories.store import readable, readable_users
+from memoryd.models.keys import Scope
+from memoryd.models.tables import Memory, MemoryTerm
+from memoryd.recall.search import (
+    BODY,
+    LIST_LIMIT,
+    SCAN_LIMIT,
+    SCORING_COLUMNS,
+    ScopeStats,
+    narrowing_parameters,
+    row_filters,
+)
+from memoryd.text import content_words, search_tokens, word_trigrams
+
+MAX_PREFIXES = 16  # the query's longest words: the most specific
+MIN_PREFIX = 3
+PREFIX_SHARE = 0.6
+CANDIDATES_PER_HIT = 4  # candidates read per place in the list, scored in Python
+
+
+class TrigramShare:
+    """The share of a query's padded word trigrams (pg_trgm's: "  c", " co", "cof", …,
+    "ee ") that a text holds, as text.word_trigrams would count it, without building
+    the text's trigrams: with the text's words set apart by spaces, a trigram is in the
+    text exactly when its pattern is a substring ("  c" is " c": a word starts with c).
+    Recall scores up to SCAN_LIMIT texts per query; this is about three times faster."""
+
+    def __init__(self, words: str) -> None:
+        self.patterns = [gram.replace("  ", " ") for gram in word_trigrams(words)]
+
+    def __call__(self, text: str) -> float:
+        if not self.patterns:
+            return 0.0
+        if text.isascii():
+            spaced = text.lower().translate(_ASCII_SEPARATORS)
+        else:  # as text.word_trigrams reads words
+            spaced = _SEPARATORS.sub(" ", unicodedata.normalize("NFKC", text).casefold())
+        spaced = f" {spaced} "
+        return sum(pattern in spaced for pattern in self.patterns) / len(self.patterns)
+
+
+# What separates words (text._WORD's complement), as a pattern and for ASCII text.
+_SEPARATORS = re.compile(r"[\W_]+")
+_ASCII_SEPARATORS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
+
+
+def trigram_ranked(
+    session: Session,
+    scope: Scope,
+    categories: Sequence[str] | None,
+    tiers: Sequence[str] | None,
+    query: str,
+    min_similarity: float,
+    stats: ScopeStats,
+    limit: int = LIST_LIMIT,
+    seen: dict[int, Any] | None = None,
+    scope_rows: Sequence[Any] | None = None,
+) -> list[tuple[int, float]]:
+    """(memory id, similarity) of the scope's active memories (of those categories and
+    tiers, when given) whose words resemble the query's content words, best first.
+    `seen` collects each candidate's SCORING_COLUMNS; `scope_rows` are a small scope's
+    memories when search.read_scope already has them."""
+    words = content_words(query[:1000])
+    if not words or not stats.docs:
+        return []
+    rows: Sequence[Any]
+    if scope_rows is not None:
+        rows = scope_rows
+    elif stats.docs <= SCAN_LIMIT:
+        # Cheaper than an index search, and exact.
+        where = [readable(scope), *row_filters(categories, tiers)]
+        in_scope = select(*SCORING_COLUMNS, BODY.label("body")).where(*where)
+        rows = session.connection().execute(in_scope).all()
+    else:
+        rows = _prefix_candidates(
+            session, scope, categories, tiers, prefixes(words), limit * CANDIDATES_PER_HIT
+        )
+    share = TrigramShare(words)
+    scored = [(share(r.body), r) for r in rows]
+    ranked = sorted(
+        (item for item in scored if item[0] >= min_similarity),
+        key=lambda item: (-item[0], -item[1].id),
+    )[:limit]
+    if seen is not None:
+        seen.update((r.id, r) for _, r in ranked)
+    return [(r.id, share) for share, r in ranked]
+
+
+def prefixes(words: str) -> list[str]:
+    """The term prefixes a large scope's candidates are found by: of each word's stem,
+    its first PREFIX_SHARE, at least MIN_PREFIX characters (shorter words are left to
+    the keyword list); of an unsegmented script, its character pairs, which are terms
+    themselves (text.search_tokens). Longest first, at most MAX_PREFIXES, none inside
+    another (the shorter one's range holds the longer one's)."""
+    found: set[str] = set()
+    for token in search_tokens(words):
+        if len(token) >= MIN_PREFIX:
+            found.add(token[: max(MIN_PREFIX, math.ceil(len(token) * PREFIX_SHARE))])
+        elif len(token) == 2 and not token.isascii():
+            found.add(token)
+    chosen: list[str] = []
+    for prefix in sorted(found, key=lambda p: (len(p), p)):
+        if not any(prefix.startswith(shorter) for shorter in chosen):
+            chosen.append(prefix)
+    return sorted(chosen, key=lambda p: (-len(p), p))[:MAX_PREFIXES]
+
+
+def _prefix_candidates(
+    session: Session,
+    scope: Scope,
+    categories: Sequence[str] | None,
+    tiers: Sequence[str] | None,
+    prefixes: list[str],
+    limit: int,
+) -> Sequence[Any]:
+    """Up to `limit` of the scope's active memories holding a term that starts with one
+    of `prefixes`, those holding the most such terms first, with their SCORING_COLUMNS
+    and body."""
+    if not prefixes:
+        return []
+    params: dict[str, Any] = {
+        "agent": scope.agent_id,
+        "users": readable_users(scope),
+        "categories": list(categories or ()),
+        "tiers": list(tiers or ()),
+        "limit": limit,
+    }
+    for i, prefix in enumerate(prefixes):
+        # Terms are letters and digits, so [prefix, next prefix) holds exactly the terms
+        # that start with it, in any collation that orders them letter by letter.
+        params[f"low_{i}"] = prefix
+        params[f"high_{i}"] = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    statement = _prefix_statement(len(prefixes), bool(categories), bool(tiers))
+    return session.connection().execute(statement, params).all()
+
+
+@functools.cache
+def _prefix_statement(prefixes: int, categories: bool, tiers: bool) -> Select[Any]:
+    """_prefix_candidates' statement, built once per shape. Postings exist for active
+    memories only; categories and tiers are matched on the memories, before the limit."""
+    ranges = or_(
+        *(
+            and_(MemoryTerm.term >= bindparam(f"low_{i}"), MemoryTerm.term < bindparam(f"high_{i}"))
+            for i in range(prefixes)
+        )
+    )
+    matching = select(MemoryTerm.memory_id, func.count().label("terms")).where(
+        MemoryTerm.agent_id == bindparam("agent"),
+        MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
+        ranges,
+    )
+    if categories or tiers:
+        matching = matching.join(Memory, Memory.id == MemoryTerm.memory_id).where(
+            *narrowing_parameters(categories, tiers)
+        )
+    best = (
+        matching.group_by(MemoryTerm.memory_id)
+        .order_by(func.count().desc(), MemoryTerm.memory_id.desc())
+        .limit(bindparam("limit"))
+        .subquery("best")
+    )
+    read: list[Any] = [*SCORING_COLUMNS, BODY.label("body")]
+    return select(*read).join(best, best.c.memory_id == Memory.id)
