@@ -309,6 +309,7 @@ def main() -> None:
         "duplicated": sum(o.duplicated for o in outcomes),
         "stranded": sum(o.stranded for o in outcomes),
         "dead_lettered_transient": sum(o.dead_lettered for o in outcomes),
+        "search_term_mismatches": sum(o.mismatched_terms for o in outcomes),
         "scenarios": len(outcomes),
         "failed_scenarios": sum(not o.ok for o in outcomes),
         "turns": sum(o.turns for o in outcomes),

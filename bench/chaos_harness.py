@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +31,16 @@ from memoryd.client import MemoryClient
 from memoryd.extraction import offline
 from memoryd.models.db import dispose_engines, session_scope
 from memoryd.models.migrate import upgrade
-from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus, Turn, TurnStatus
+from memoryd.models.tables import (
+    ExtractionBatch,
+    Memory,
+    MemoryStatus,
+    MemoryTerm,
+    Turn,
+    TurnStatus,
+)
 from memoryd.settings import Settings
+from memoryd.text import search_tokens
 from tests.fakellm import FakeLLM, parse_prompt
 from tests.services import PostgresCluster, RedisServer
 from tests.workers import Proc, start_beat, start_worker
@@ -126,11 +135,18 @@ class Outcome:
     seconds: float
     llm_calls: int = 0
     batches: int = 0
+    mismatched_terms: int = 0  # memories whose search terms differ from a fresh derivation
     notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.duplicated or self.stranded or self.dead_lettered or self.lost)
+        return not (
+            self.duplicated
+            or self.stranded
+            or self.dead_lettered
+            or self.lost
+            or self.mismatched_terms
+        )
 
 
 class Harness:
@@ -294,6 +310,9 @@ class Harness:
         lost = sum(1 for c in expected if c not in seen)
         total = sum(len(c.turns) for c in self.conversations)
         notes = [f"unexpected memory: {c}" for c in sorted(extra)[:3]]
+        mismatched = self.mismatched_terms()
+        if mismatched:
+            notes.append(f"{mismatched} memories hold search terms not their own")
         return Outcome(
             scenario=scenario,
             backend=self.backend,
@@ -306,8 +325,35 @@ class Harness:
             seconds=time.monotonic() - self.started,
             llm_calls=self.llm.calls,
             batches=int(batches or 0),
+            mismatched_terms=mismatched,
             notes=notes,
         )
+
+    def mismatched_terms(self) -> int:
+        """Memories whose stored search terms, length or postings differ from what one
+        thread derives from their text now: workers tokenize and stem in many threads
+        at once, and a shared stemmer once gave memories each other's terms."""
+        with session_scope(self.settings, readonly=True) as session:
+            memories = session.execute(
+                select(Memory.id, Memory.name, Memory.content, Memory.status).add_columns(
+                    Memory.search_text, Memory.search_length
+                )
+            ).all()
+            postings: dict[int, Counter[str]] = {}
+            for memory_id, term, tf in session.execute(
+                select(MemoryTerm.memory_id, MemoryTerm.term, MemoryTerm.tf)
+            ):
+                postings.setdefault(memory_id, Counter())[term] = tf
+        wrong = 0
+        for m in memories:
+            tokens = search_tokens(f"{m.name} {m.content}")
+            indexed = Counter(tokens) if m.status == MemoryStatus.ACTIVE else Counter()
+            wrong += (
+                m.search_text != " ".join(tokens)
+                or m.search_length != len(tokens)
+                or postings.get(m.id, Counter()) != indexed
+            )
+        return wrong
 
 
 def _until_stored(call: Callable[..., object], *args: Any) -> None:
