@@ -87,7 +87,7 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model comes from a package, never a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from bench.common import PG_SERVER, emit
+from bench.common import PG_SERVER, emit, percentile
 
 DATA = Path(__file__).resolve().parent / "data"
 DATASETS = ("realmem", "madial_zh", "madial_en")
@@ -336,6 +336,7 @@ def run_memoryd(
             sources: dict[int, set[str]] = {}
             remembered = asked = with_vector = 0
             load_s = ask_s = 0.0
+            ask_ms: list[float] = []  # each recall's time, for its percentiles
             for user in plan.users:
                 scope = Scope(AGENT, user.user)
                 for kind, payload in user.events:
@@ -361,6 +362,7 @@ def run_memoryd(
                     started = time.perf_counter()
                     hits = client.recall(question.query, AGENT, user.user, k=max(KS))
                     ask_s += time.perf_counter() - started
+                    ask_ms.append((time.perf_counter() - started) * 1000)
                     asked += 1
                     with_vector += any(h.parts.embedding is not None for h in hits)
                     ranks[payload] = first_hit((sources.get(h.id, ()) for h in hits), question.gold)
@@ -370,6 +372,7 @@ def run_memoryd(
                 "memories": len(sources),
                 "load_s": load_s,
                 "ask_s": ask_s,
+                "ask_ms": ask_ms,
                 "asked": asked,
                 "with_vector": with_vector,
             }
@@ -649,6 +652,7 @@ def main() -> None:
         tokenize = Tokenizer()
         results: dict[str, dict[str, dict[int, float] | str]] = {n: dict(skipped) for n in datasets}
         extra: dict[str, dict[str, str]] = {n: {} for n in datasets}
+        latency: dict[str, float] = {}  # recall p50 / p95 per dataset and configuration
         threads = max(1, cores - workers)
         model, model_why = (None, "--no-local") if args.no_local else minilm(threads)
         if model_why:
@@ -693,10 +697,13 @@ def main() -> None:
                 got = outcome[name]
                 results[name][key] = hit_rates(got["ranks"])
                 per_fact = got["load_s"] / max(got["remembered"], 1) * 1000
-                per_ask = got["ask_s"] / max(got["asked"], 1) * 1000
+                times = got["ask_ms"] or [0.0]
+                p50, p95 = percentile(times, 50), percentile(times, 95)
+                latency[f"{name}_recall_p50_ms_{key}"] = round(p50, 2)
+                latency[f"{name}_recall_p95_ms_{key}"] = round(p95, 2)
                 note = (
                     f"{got['memories']} memories; load {per_fact:.0f} ms/fact, "
-                    f"recall {per_ask:.0f} ms"
+                    f"recall p50 {p50:.1f} / p95 {p95:.1f} ms"
                 )
                 if local:
                     note += f"; vectors in {got['with_vector']}/{got['asked']} answers"
@@ -725,6 +732,7 @@ def main() -> None:
         for k in KS:  # memoryd as shipped: SQLite, no embedding model
             figures[f"{name}_hit{k}"] = default[k] if isinstance(default, dict) else None
         figures[f"{name}_questions"] = float(len(plans[name].questions)) if name in plans else None
+    figures.update(latency)
     figures["seconds"] = elapsed
     emit(figures)
 

@@ -44,7 +44,7 @@ from memoryd.extraction.prepare import PROMPT_KEYS
 from memoryd.memories.store import set_content
 from memoryd.memories.subjects import same_key_memories, scope_keys, subject_key
 from memoryd.memories.weights import INITIAL_WEIGHT, set_weight
-from memoryd.models.db import session_scope, utcnow
+from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.tables import Category, Memory, MemoryStatus, Tier
 from memoryd.recall.candidates import nearby, related
@@ -146,11 +146,13 @@ def store_filler(settings: Settings, scope: Scope, n: int, seed: int) -> None:
 
 
 def analyze(settings: Settings) -> None:
-    """Planner statistics for the loaded tables, as autovacuum keeps them in service
-    (this machine's PostgreSQL runs without it); SQLite plans without them."""
+    """Settle the loaded tables as autovacuum keeps them in service (this machine's
+    PostgreSQL runs without it): planner statistics, and a visibility map that lets
+    index-only scans skip the table. SQLite plans without them."""
     if settings.resolved_database_url.startswith("postgresql"):
-        with session_scope(settings) as session:
-            session.execute(text("ANALYZE memories, memory_terms"))
+        with get_engine(settings).connect() as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            conn.execute(text("VACUUM (ANALYZE) memories, memory_terms"))
 
 
 def say(settings: Settings, user: str, session: str, *lines: str) -> SessionKey:

@@ -1,5 +1,6 @@
-"""What the extractor is shown, and where a new fact's duplicates may be: recall's own
-ranked search (keyword, trigram, vectors when on) over the scope's whole store.
+"""What the extractor is shown, and where a new fact's duplicates may be, over the
+scope's whole store: recall's own ranked search (keyword, trigram, vectors when on) for
+what is shown, its keyword list for a fact's near duplicates.
 
 Reads only: nothing is logged as usage, and nothing here is locked. Both run outside the
 batch's write transaction; the write re-reads whatever it changes under its locks.
@@ -11,13 +12,16 @@ from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
+from memoryd.memories.store import readable
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Fact
+from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embeddings import Vectors, embed_query
 from memoryd.recall.rank import Hit, recall
+from memoryd.recall.search import bm25_ranked, reused_stats
 from memoryd.settings import Settings
-from memoryd.text import content_hash
+from memoryd.text import content_hash, query_tokens
 
 # A batch's turns as a query: its most recent part, as long as recall ever reads.
 MAX_QUERY_CHARS = 2000
@@ -94,6 +98,17 @@ def nearby(
 
 
 def near(session: Session, settings: Settings, scope: Scope, text: str, category: str) -> list[int]:
-    """The memories of `category` most like `text` in words: a near duplicate is judged
-    by its words (text.similarity), so no vectors."""
-    return [hit.id for hit in related(session, settings, scope, text, NEARBY_LIMIT, [category])]
+    """The scope's own memories of `category` most like `text` in words, by BM25 alone.
+    A near duplicate is judged by its words (text.similarity at 0.85 or more: nearly
+    all of them shared), so the trigram and vector lists and re-scoring would add none;
+    BM25 alone costs a fraction of a recall, once per fact of every batch."""
+    terms = query_tokens(text)
+    if not terms:
+        return []  # an exact duplicate is still found by its hash
+    where = [readable(scope), Memory.status == MemoryStatus.ACTIVE]
+    key = ("near", settings.resolved_database_url, scope.agent_id, scope.user_id)
+    stats = reused_stats(session, where, key)
+    ranked = bm25_ranked(
+        session, scope, [category], None, terms, stats, limit=NEARBY_LIMIT, own_only=True
+    )
+    return [memory_id for memory_id, _score in ranked]

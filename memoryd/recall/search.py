@@ -104,7 +104,7 @@ _stats_lock = threading.Lock()
 
 
 def clear_stats() -> None:
-    """Forget the reused statistics of large scopes (see clear_caches in embeddings)."""
+    """Forget the reused statistics (see clear_caches in embeddings)."""
     with _stats_lock:
         _recent_stats.clear()
 
@@ -113,6 +113,29 @@ def scope_stats(session: Session, where: list[ColumnElement[bool]]) -> ScopeStat
     counted = select(func.count(), func.coalesce(func.sum(Memory.search_length), 0))
     docs, total_length = session.connection().execute(counted.where(*where)).one()
     return ScopeStats(int(docs), int(total_length))
+
+
+def reused_stats(session: Session, where: list[ColumnElement[bool]], key: Hashable) -> ScopeStats:
+    """scope_stats, reused for STATS_REUSE_SECONDS when the scope holds more than
+    SCAN_LIMIT memories, as read_scope reuses them: counting a 5,000-memory scope costs
+    more than the search it informs. A smaller scope is counted each time, so one that
+    was empty a moment ago is searched as it is now."""
+    now = time.monotonic()
+    with _stats_lock:
+        recent = _recent_stats.get(key)
+    if recent is not None and now - recent[0] < STATS_REUSE_SECONDS:
+        return recent[1]
+    stats = scope_stats(session, where)
+    if stats.docs > SCAN_LIMIT:
+        _remember_stats(key, now, stats)
+    return stats
+
+
+def _remember_stats(key: Hashable, now: float, stats: ScopeStats) -> None:
+    with _stats_lock:
+        if len(_recent_stats) >= _STATS_MEMO_SIZE:
+            _recent_stats.clear()
+        _recent_stats[key] = (now, stats)
 
 
 def read_scope(
@@ -132,10 +155,7 @@ def read_scope(
     if len(rows) <= SCAN_LIMIT:
         return ScopeStats(len(rows), sum(r.search_length for r in rows)), rows
     stats = scope_stats(session, where)
-    with _stats_lock:
-        if len(_recent_stats) >= _STATS_MEMO_SIZE:
-            _recent_stats.clear()
-        _recent_stats[key] = (now, stats)
+    _remember_stats(key, now, stats)
     return stats, None
 
 
@@ -148,8 +168,10 @@ def bm25_ranked(
     stats: ScopeStats,
     limit: int = LIST_LIMIT,
     seen: dict[int, Any] | None = None,
+    own_only: bool = False,
 ) -> list[tuple[int, float]]:
-    """(memory id, BM25 score) of the scope's memories holding any term, best first, in
+    """(memory id, BM25 score) of the scope's memories (without the shared `*` scope's
+    when `own_only`) holding any term, best first, in
     one statement: the database sums the postings and returns the best memories with
     their SCORING_COLUMNS, which `seen` collects. Postings exist for active memories only
     and carry what the formula needs, so without categories or tiers to match they are
@@ -163,7 +185,7 @@ def bm25_ranked(
         return []
     params = {
         "agent": scope.agent_id,
-        "users": readable_users(scope),
+        "users": [scope.user_id] if own_only else readable_users(scope),
         "terms": terms,
         "categories": list(categories or ()),
         "tiers": list(tiers or ()),

@@ -43,7 +43,7 @@ from memoryd.text import content_words, search_tokens, word_trigrams
 MAX_PREFIXES = 16  # the query's longest words: the most specific
 MIN_PREFIX = 3
 PREFIX_SHARE = 0.6
-CANDIDATES_PER_HIT = 4  # candidates read per place in the list, scored in Python
+CANDIDATES_PER_HIT = 2  # candidates read per place in the list, scored in Python
 
 
 class TrigramShare:
