@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, func, or_, select
+from sqlalchemy import Select, bindparam, func, select, union_all
 from sqlalchemy.orm import Session
 
 from memoryd.memories.store import readable, readable_users
@@ -164,26 +164,28 @@ def _prefix_candidates(
 
 @functools.cache
 def _prefix_statement(prefixes: int, categories: bool, tiers: bool) -> Select[Any]:
-    """_prefix_candidates' statement, built once per shape. Postings exist for active
-    memories only; categories and tiers are matched on the memories, before the limit."""
-    ranges = or_(
-        *(
-            and_(MemoryTerm.term >= bindparam(f"low_{i}"), MemoryTerm.term < bindparam(f"high_{i}"))
-            for i in range(prefixes)
+    """_prefix_candidates' statement, built once per shape: one range search of the
+    postings' key per prefix (an OR of ranges made SQLite read all of the scope's
+    postings), counted per memory. Postings exist for active memories only; categories
+    and tiers are matched on the memories, before the limit."""
+    ranges = [
+        select(MemoryTerm.memory_id).where(
+            MemoryTerm.agent_id == bindparam("agent"),
+            MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
+            MemoryTerm.term >= bindparam(f"low_{i}"),
+            MemoryTerm.term < bindparam(f"high_{i}"),
         )
-    )
-    matching = select(MemoryTerm.memory_id, func.count().label("terms")).where(
-        MemoryTerm.agent_id == bindparam("agent"),
-        MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
-        ranges,
-    )
+        for i in range(prefixes)
+    ]
+    matches = union_all(*ranges).subquery("matches")
+    matching = select(matches.c.memory_id, func.count().label("terms"))
     if categories or tiers:
-        matching = matching.join(Memory, Memory.id == MemoryTerm.memory_id).where(
+        matching = matching.join(Memory, Memory.id == matches.c.memory_id).where(
             *narrowing_parameters(categories, tiers)
         )
     best = (
-        matching.group_by(MemoryTerm.memory_id)
-        .order_by(func.count().desc(), MemoryTerm.memory_id.desc())
+        matching.group_by(matches.c.memory_id)
+        .order_by(func.count().desc(), matches.c.memory_id.desc())
         .limit(bindparam("limit"))
         .subquery("best")
     )
