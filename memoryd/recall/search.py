@@ -46,7 +46,7 @@ from memoryd.models.tables import Memory, MemoryStatus, MemoryTerm
 K1 = 0.8
 B = 0.75
 LIST_LIMIT = 50
-SCAN_LIMIT = 1000  # scopes up to this size are scored without the trigram index
+SCAN_LIMIT = 1000  # scopes up to this size are read whole and scored row by row
 # What re-scoring (rank.py) needs of a candidate, read by the queries that find it.
 SCORING_COLUMNS = (
     Memory.id,

@@ -103,8 +103,8 @@ def trigram_ranked(
         rows = _prefix_candidates(
             session, scope, categories, tiers, prefixes(words), limit * CANDIDATES_PER_HIT
         )
-    share = TrigramShare(words)
-    scored = [(share(r.body), r) for r in rows]
+    share_of = TrigramShare(words)
+    scored = [(share_of(r.body), r) for r in rows]
     ranked = sorted(
         (item for item in scored if item[0] >= min_similarity),
         key=lambda item: (-item[0], -item[1].id),
