@@ -78,7 +78,6 @@ def claim_batch(
     key: SessionKey,
     now: datetime,
     *,
-    kind: str = "extract",
     token_budget: int | None = None,
     cost: TurnCost | None = None,
 ) -> Claim | None:
@@ -115,7 +114,7 @@ def claim_batch(
         agent_id=key.agent_id,
         user_id=key.user_id,
         session_id=key.session_id,
-        kind=kind,
+        kind="extract",  # compression records its runs as batches of its own kind
         status=BatchStatus.RUNNING,
         first_turn_id=taken[0].id,
         last_turn_id=taken[-1].id,

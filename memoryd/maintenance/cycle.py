@@ -159,12 +159,6 @@ def expire_due(session: Session, settings: Settings, now: datetime, limit: int =
     )
 
 
-def archive_decayed(session: Session, settings: Settings, now: datetime, limit: int = CHUNK) -> int:
-    """Long-tier memories whose decayed weight fell under `archive_threshold` are archived
-    (restorable, still exported). Returns how many."""
-    return _archive_chunk(session, settings, now, limit)[0]
-
-
 def _archive_chunk(
     session: Session, settings: Settings, now: datetime, limit: int
 ) -> tuple[int, int]:

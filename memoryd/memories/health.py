@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from memoryd.memories.review import EXPIRING_WINDOW
 from memoryd.models.keys import Scope
 from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus, Tier, Turn, TurnStatus
-
-EXPIRING_WINDOW = timedelta(days=1)
 
 
 class MemoryHealth(BaseModel):
