@@ -298,7 +298,7 @@ def main() -> None:
         with get_engine(client.settings).begin() as conn:
             conn.execute(text("DROP INDEX ix_memories_scope_status"))
             conn.execute(text("DROP INDEX ix_memories_scope_hash"))
-            conn.execute(text("DROP INDEX ix_memories_scope_trgm"))  # led by the scope too
+            conn.execute(text("DROP INDEX ix_memories_scope_key"))  # led by the scope too
         baseline_ms = latencies(client.recall, BASELINE_QUERIES, seed=3)
 
     p50, p95 = percentile(recall_ms, 50), percentile(recall_ms, 95)
