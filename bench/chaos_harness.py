@@ -335,8 +335,13 @@ class Harness:
         at once, and a shared stemmer once gave memories each other's terms."""
         with session_scope(self.settings, readonly=True) as session:
             memories = session.execute(
-                select(Memory.id, Memory.name, Memory.content, Memory.status).add_columns(
-                    Memory.search_text, Memory.search_length
+                select(
+                    Memory.id,
+                    Memory.name,
+                    Memory.content,
+                    Memory.status,
+                    Memory.search_text,
+                    Memory.search_length,
                 )
             ).all()
             postings: dict[int, Counter[str]] = {}

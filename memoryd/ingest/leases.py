@@ -95,21 +95,47 @@ def claim_batch(
     recover_stranded(session, settings, chat, now)
     if chat.retry_at is not None and chat.retry_at > now:
         return None  # backing off after an outage
-    rows = [
-        ClaimedTurn(*row)
-        for row in session.execute(
-            select(Turn.id, Turn.role, Turn.content, Turn.created_at)
-            .where(*turns_of(key), Turn.status == TurnStatus.PENDING)
-            .order_by(Turn.id)
-            .limit(settings.batch_size)
-        )
-    ]
+    rows = _pending_turns(session, settings, key)
     taken, oversized = _fit(rows, token_budget, cost)
-    idle = chat.last_activity_at <= now - timedelta(seconds=settings.flush_idle_seconds)
-    full = len(rows) == settings.batch_size or len(taken) < len(rows)
-    if not taken or not (full or chat.ended_at is not None or idle):
+    if not taken or not _ready(settings, chat, full=_full(settings, rows, taken), now=now):
         return None
+    batch = _open_batch(session, key, taken, now)
+    turns = _mark_claimed(session, batch, taken)
+    if not turns:  # cannot happen under the session lock; never claim an empty batch
+        session.delete(batch)
+        return None
+    batch.turn_count = len(turns)
+    chat.lease_batch_id = batch.id
+    chat.lease_until = now + timedelta(seconds=settings.lease_seconds)
+    session.flush()
+    return Claim(key, batch.id, turns, oversized and len(turns) == 1)
 
+
+def _pending_turns(session: Session, settings: Settings, key: SessionKey) -> list[ClaimedTurn]:
+    """The session's oldest pending turns, a batch's worth at most."""
+    rows = session.execute(
+        select(Turn.id, Turn.role, Turn.content, Turn.created_at)
+        .where(*turns_of(key), Turn.status == TurnStatus.PENDING)
+        .order_by(Turn.id)
+        .limit(settings.batch_size)
+    )
+    return [ClaimedTurn(*row) for row in rows]
+
+
+def _full(settings: Settings, rows: list[ClaimedTurn], taken: list[ClaimedTurn]) -> bool:
+    """Whether the batch is as large as it can be: batch_size turns, or cut by the budget."""
+    return len(rows) == settings.batch_size or len(taken) < len(rows)
+
+
+def _ready(settings: Settings, chat: ChatSession, *, full: bool, now: datetime) -> bool:
+    """A full batch goes at once; a partial one when the session ended or went idle."""
+    idle = chat.last_activity_at <= now - timedelta(seconds=settings.flush_idle_seconds)
+    return full or chat.ended_at is not None or idle
+
+
+def _open_batch(
+    session: Session, key: SessionKey, taken: list[ClaimedTurn], now: datetime
+) -> ExtractionBatch:
     batch = ExtractionBatch(
         agent_id=key.agent_id,
         user_id=key.user_id,
@@ -123,6 +149,13 @@ def claim_batch(
     )
     session.add(batch)
     session.flush()
+    return batch
+
+
+def _mark_claimed(
+    session: Session, batch: ExtractionBatch, taken: list[ClaimedTurn]
+) -> list[ClaimedTurn]:
+    """The taken turns, claimed for `batch`: those still pending, in order."""
     took = set(
         session.scalars(
             update(Turn)
@@ -131,15 +164,7 @@ def claim_batch(
             .returning(Turn.id)
         )
     )
-    turns = [t for t in taken if t.id in took]
-    if not turns:  # cannot happen under the session lock; never claim an empty batch
-        session.delete(batch)
-        return None
-    batch.turn_count = len(turns)
-    chat.lease_batch_id = batch.id
-    chat.lease_until = now + timedelta(seconds=settings.lease_seconds)
-    session.flush()
-    return Claim(key, batch.id, turns, oversized and len(turns) == 1)
+    return [t for t in taken if t.id in took]
 
 
 def _fit(

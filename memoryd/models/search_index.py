@@ -99,16 +99,16 @@ def _sqlite_install(lengths: bool, trigrams: bool) -> list[str]:
         FROM json_each('["' || replace(new.search_text, ' ', '","') || '"]')
         WHERE new.status = 'active' AND value <> '' GROUP BY value;
     """
-    grams = """
-        INSERT INTO memories_trgm (rowid, body)
-        SELECT new.id, new.name || ' ' || new.content WHERE new.status = 'active';
-    """
-    forget = "DELETE FROM memory_terms WHERE memory_id = old.id;"
+    # Before 0015 the FTS5 trigram table followed each memory's text too.
+    grams = forget_grams = body = ""
     if trigrams:
-        forget += "DELETE FROM memories_trgm WHERE rowid = old.id;"
-    else:
-        grams = ""
-    body = ", name, content" if trigrams else ""  # the trigram table holds the text
+        grams = """
+            INSERT INTO memories_trgm (rowid, body)
+            SELECT new.id, new.name || ' ' || new.content WHERE new.status = 'active';
+        """
+        forget_grams = "DELETE FROM memories_trgm WHERE rowid = old.id;"
+        body = ", name, content"
+    forget = f"DELETE FROM memory_terms WHERE memory_id = old.id; {forget_grams}"
     fts = "CREATE VIRTUAL TABLE IF NOT EXISTS memories_trgm USING fts5(body, tokenize='trigram')"
     return [
         *([fts] if trigrams else []),

@@ -120,22 +120,28 @@ def reused_stats(session: Session, where: list[ColumnElement[bool]], key: Hashab
     SCAN_LIMIT memories, as read_scope reuses them: counting a 5,000-memory scope costs
     more than the search it informs. A smaller scope is counted each time, so one that
     was empty a moment ago is searched as it is now."""
-    now = time.monotonic()
-    with _stats_lock:
-        recent = _recent_stats.get(key)
-    if recent is not None and now - recent[0] < STATS_REUSE_SECONDS:
-        return recent[1]
-    stats = scope_stats(session, where)
-    if stats.docs > SCAN_LIMIT:
-        _remember_stats(key, now, stats)
+    stats = _recent(key)
+    if stats is None:
+        stats = scope_stats(session, where)
+        if stats.docs > SCAN_LIMIT:
+            _remember(key, stats)
     return stats
 
 
-def _remember_stats(key: Hashable, now: float, stats: ScopeStats) -> None:
+def _recent(key: Hashable) -> ScopeStats | None:
+    """The statistics remembered under `key`, while they are recent enough to reuse."""
+    with _stats_lock:
+        recent = _recent_stats.get(key)
+    if recent is not None and time.monotonic() - recent[0] < STATS_REUSE_SECONDS:
+        return recent[1]
+    return None
+
+
+def _remember(key: Hashable, stats: ScopeStats) -> None:
     with _stats_lock:
         if len(_recent_stats) >= _STATS_MEMO_SIZE:
             _recent_stats.clear()
-        _recent_stats[key] = (now, stats)
+        _recent_stats[key] = (time.monotonic(), stats)
 
 
 def read_scope(
@@ -145,17 +151,15 @@ def read_scope(
     SCAN_LIMIT, the memories themselves (SCORING_COLUMNS and body): one read then
     serves BM25's statistics, trigram scoring and re-scoring. `key` names the database,
     scope and filters: a large scope's statistics are reused for STATS_REUSE_SECONDS."""
-    now = time.monotonic()
-    with _stats_lock:
-        recent = _recent_stats.get(key)
-    if recent is not None and now - recent[0] < STATS_REUSE_SECONDS:
-        return recent[1], None
+    recent = _recent(key)
+    if recent is not None:
+        return recent, None
     in_scope = select(*SCORING_COLUMNS, Memory.search_length, BODY.label("body")).where(*where)
     rows = session.connection().execute(in_scope.limit(SCAN_LIMIT + 1)).all()
     if len(rows) <= SCAN_LIMIT:
         return ScopeStats(len(rows), sum(r.search_length for r in rows)), rows
     stats = scope_stats(session, where)
-    _remember_stats(key, now, stats)
+    _remember(key, stats)
     return stats, None
 
 
