@@ -196,7 +196,7 @@ class _ScopeCache:
     and their vectors are unchanged: their count, id sum and vector_version sum, read with
     one index-only query. Every vector written adds one to its memory's vector_version, so
     an edit re-embedded or a reset refilled between two recalls changes the stamp even
-    though count and ids do not. A scope larger than search.SCAN_LIMIT is re-checked every
+    though count and ids do not. A scope larger than search.LARGE_SCOPE is re-checked every
     STAMP_RECHECK_SECONDS, not on every query: a vector written meanwhile is compared a
     little later (the keyword and trigram lists find the memory at once), and a memory
     retired meanwhile is dropped by ranking, which reads every candidate through the
@@ -210,7 +210,7 @@ class _ScopeCache:
     def recent(self, key: Hashable, now: float) -> tuple[Any, Vectors] | None:
         with self.lock:
             entry = self.items.get(key)
-            if entry is None or len(entry.ids) <= search.SCAN_LIMIT:
+            if entry is None or len(entry.ids) <= search.LARGE_SCOPE:
                 return None
             if now - entry.checked_at >= STAMP_RECHECK_SECONDS:
                 return None

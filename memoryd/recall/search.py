@@ -46,7 +46,15 @@ from memoryd.models.tables import Memory, MemoryStatus, MemoryTerm
 K1 = 0.8
 B = 0.75
 LIST_LIMIT = 50
-SCAN_LIMIT = 1000  # scopes up to this size are read whole and scored row by row
+# Scopes up to this size are read whole and their trigram similarity computed row by
+# row; a larger one finds its trigram candidates through the postings (trigrams.py).
+# Scoring a row costs 20-80 µs with the length of the query: at 1,000 rows a long
+# question spent 30 ms there, on RealMem's scopes of about 250 memories 20 ms.
+SCAN_LIMIT = 200
+# Above this size a scope reuses its BM25 statistics (and recall.embeddings its vector
+# stamp) for a while: counting thousands of rows per query costs more than the ranking
+# it informs.
+LARGE_SCOPE = 1000
 # What re-scoring (rank.py) needs of a candidate, read by the queries that find it.
 SCORING_COLUMNS = (
     Memory.id,
@@ -58,9 +66,8 @@ SCORING_COLUMNS = (
 )
 
 
-# A scope larger than SCAN_LIMIT reuses its BM25 statistics for this long: counting
-# thousands of rows per query costs more than the ranking it informs, and a few seconds
-# of new or retired memories move a large scope's IDF and average length by a hair.
+# How long a LARGE_SCOPE's statistics are reused: a few seconds of new or retired
+# memories move a large scope's IDF and average length by a hair.
 STATS_REUSE_SECONDS = 30.0
 _STATS_MEMO_SIZE = 10_000
 
@@ -117,13 +124,13 @@ def scope_stats(session: Session, where: list[ColumnElement[bool]]) -> ScopeStat
 
 def reused_stats(session: Session, where: list[ColumnElement[bool]], key: Hashable) -> ScopeStats:
     """scope_stats, reused for STATS_REUSE_SECONDS when the scope holds more than
-    SCAN_LIMIT memories, as read_scope reuses them: counting a 5,000-memory scope costs
-    more than the search it informs. A smaller scope is counted each time, so one that
-    was empty a moment ago is searched as it is now."""
+    LARGE_SCOPE memories: counting a 5,000-memory scope costs more than the search it
+    informs. A smaller scope is counted each time, so one that was empty a moment ago is
+    searched as it is now."""
     stats = _recent(key)
     if stats is None:
         stats = scope_stats(session, where)
-        if stats.docs > SCAN_LIMIT:
+        if stats.docs > LARGE_SCOPE:
             _remember(key, stats)
     return stats
 
@@ -148,18 +155,19 @@ def read_scope(
     session: Session, where: list[ColumnElement[bool]], key: Hashable
 ) -> tuple[ScopeStats, Sequence[Any] | None]:
     """The statistics of the memories `where` selects, and, when they are at most
-    SCAN_LIMIT, the memories themselves (SCORING_COLUMNS and body): one read then
-    serves BM25's statistics, trigram scoring and re-scoring. `key` names the database,
-    scope and filters: a large scope's statistics are reused for STATS_REUSE_SECONDS."""
-    recent = _recent(key)
-    if recent is not None:
-        return recent, None
+    SCAN_LIMIT, the memories themselves (SCORING_COLUMNS and body): one read then serves
+    BM25's statistics, trigram scoring and re-scoring. `key` names the database, scope
+    and filters. A scope found larger than SCAN_LIMIT is only counted for a while after
+    (a large one's count reused, see reused_stats): scopes grow far more than they
+    shrink, and the other path is right for a small scope too, only slower."""
+    if _recent(("larger", key)) is not None:
+        return reused_stats(session, where, key), None
     in_scope = select(*SCORING_COLUMNS, Memory.search_length, BODY.label("body")).where(*where)
     rows = session.connection().execute(in_scope.limit(SCAN_LIMIT + 1)).all()
     if len(rows) <= SCAN_LIMIT:
         return ScopeStats(len(rows), sum(r.search_length for r in rows)), rows
-    stats = scope_stats(session, where)
-    _remember(key, stats)
+    stats = reused_stats(session, where, key)
+    _remember(("larger", key), stats)
     return stats, None
 
 

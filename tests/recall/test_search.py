@@ -139,12 +139,13 @@ def test_postings_follow_status_and_content(settings: Settings) -> None:
     assert [m for m, _ in keyword_order(settings, "oolong")] == [tea.id]
 
 
-@pytest.mark.parametrize("scan_limit", [search.SCAN_LIMIT, 50])
+@pytest.mark.parametrize("scan_limit", [400, 50], ids=["scanned", "through the postings"])
 def test_every_memory_of_the_scope_is_a_candidate(
     settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch, scan_limit: int
 ) -> None:
-    """An old memory is found by a partial word even behind many newer ones: a small
-    scope is scored row by row, a large one through the database's trigram index."""
+    """An old memory is found by a partial word even behind many newer ones (301 in
+    all): a small scope is scored row by row, a large one searched through the
+    postings."""
     monkeypatch.setattr(search, "SCAN_LIMIT", scan_limit)
     long_ago = utcnow() - timedelta(days=400)
     old = make_memory(db, settings, "Vegetarian since 2019", now=long_ago)
@@ -159,9 +160,10 @@ def test_every_memory_of_the_scope_is_a_candidate(
 def test_a_large_scope_reuses_its_statistics_yet_finds_a_new_memory_at_once(
     settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Above SCAN_LIMIT the BM25 statistics are reused for a while; the postings are
+    """Above LARGE_SCOPE the BM25 statistics are reused for a while; the postings are
     not, so a memory saved a moment ago is found by the next recall."""
     monkeypatch.setattr(search, "SCAN_LIMIT", 50)
+    monkeypatch.setattr(search, "LARGE_SCOPE", 50)
     for i in range(60):
         make_memory(db, settings, f"Note {i}: the weekly report number {i} was sent")
     db.commit()

@@ -50,7 +50,7 @@ ANN = Scope("bench", "ann")
 def test_a_large_scope_finds_partial_words_alike_on_both_databases(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """1,200 memories of real conversation (more than SCAN_LIMIT) and four targets: each
+    """400 memories of real conversation (more than SCAN_LIMIT) and four targets: each
     partial query puts its target first, through the postings, and both databases
     return the same list with the same scores."""
     rankings = {}
