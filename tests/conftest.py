@@ -24,10 +24,11 @@ import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from memoryd import memo
 from memoryd.models.db import READONLY, dispose_engines, get_engine
 from memoryd.models.migrate import upgrade
 from memoryd.models.tables import Base
-from memoryd.recall import embeddings, search
+from memoryd.recall import embeddings
 from memoryd.settings import Settings
 from tests.fakellm import FakeLLM
 from tests.services import PostgresCluster, RedisServer, ServiceUnavailable, port_open
@@ -110,7 +111,7 @@ def make_settings(
         # Ids start again at 1 under the same URL: what this process cached of an earlier
         # test's rows (scope vectors, query vectors, statistics) must not meet these.
         embeddings.clear_caches()
-        search.clear_stats()
+        memo.clear_all()
         base: dict[str, Any] = {
             "database_url": url,
             "broker_url": request.getfixturevalue("redis_url"),

@@ -14,8 +14,6 @@ User text never reaches a query syntax raw: terms are letters and digits only
 from __future__ import annotations
 
 import functools
-import threading
-import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from memoryd.memo import RecentMemo
 from memoryd.memories.store import readable_users
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus, MemoryTerm
@@ -69,7 +68,6 @@ SCORING_COLUMNS = (
 # How long a LARGE_SCOPE's statistics are reused: a few seconds of new or retired
 # memories move a large scope's IDF and average length by a hair.
 STATS_REUSE_SECONDS = 30.0
-_STATS_MEMO_SIZE = 10_000
 
 
 # Written out as the trigram index's expression, so PostgreSQL can match the two.
@@ -106,14 +104,7 @@ class ScopeStats:
         return max(self.total_length / self.docs, 1.0) if self.docs else 1.0
 
 
-_recent_stats: dict[Hashable, tuple[float, ScopeStats]] = {}
-_stats_lock = threading.Lock()
-
-
-def clear_stats() -> None:
-    """Forget the reused statistics (see clear_caches in embeddings)."""
-    with _stats_lock:
-        _recent_stats.clear()
+_recent_stats: RecentMemo[ScopeStats] = RecentMemo(STATS_REUSE_SECONDS)
 
 
 def scope_stats(session: Session, where: list[ColumnElement[bool]]) -> ScopeStats:
@@ -127,28 +118,12 @@ def reused_stats(session: Session, where: list[ColumnElement[bool]], key: Hashab
     LARGE_SCOPE memories: counting a 5,000-memory scope costs more than the search it
     informs. A smaller scope is counted each time, so one that was empty a moment ago is
     searched as it is now."""
-    stats = _recent(key)
+    stats = _recent_stats.get(key)
     if stats is None:
         stats = scope_stats(session, where)
         if stats.docs > LARGE_SCOPE:
-            _remember(key, stats)
+            _recent_stats.put(key, stats)
     return stats
-
-
-def _recent(key: Hashable) -> ScopeStats | None:
-    """The statistics remembered under `key`, while they are recent enough to reuse."""
-    with _stats_lock:
-        recent = _recent_stats.get(key)
-    if recent is not None and time.monotonic() - recent[0] < STATS_REUSE_SECONDS:
-        return recent[1]
-    return None
-
-
-def _remember(key: Hashable, stats: ScopeStats) -> None:
-    with _stats_lock:
-        if len(_recent_stats) >= _STATS_MEMO_SIZE:
-            _recent_stats.clear()
-        _recent_stats[key] = (time.monotonic(), stats)
 
 
 def read_scope(
@@ -160,14 +135,14 @@ def read_scope(
     and filters. A scope found larger than SCAN_LIMIT is only counted for a while after
     (a large one's count reused, see reused_stats): scopes grow far more than they
     shrink, and the other path is right for a small scope too, only slower."""
-    if _recent(("larger", key)) is not None:
+    if _recent_stats.get(("larger", key)) is not None:
         return reused_stats(session, where, key), None
     in_scope = select(*SCORING_COLUMNS, Memory.search_length, BODY.label("body")).where(*where)
     rows = session.connection().execute(in_scope.limit(SCAN_LIMIT + 1)).all()
     if len(rows) <= SCAN_LIMIT:
         return ScopeStats(len(rows), sum(r.search_length for r in rows)), rows
     stats = reused_stats(session, where, key)
-    _remember(("larger", key), stats)
+    _recent_stats.put(("larger", key), stats)
     return stats, None
 
 
