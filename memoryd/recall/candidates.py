@@ -73,18 +73,24 @@ def _own(
     categories: Sequence[str] | None,
     vector: Vectors | None,
 ) -> list[Hit]:
-    hits = recall(
-        session,
-        settings,
-        scope.agent_id,
-        scope.user_id,
-        query,
-        k=k * 2,  # room for shared memories, left out below
-        categories=categories,
-        now=utcnow(),
-        query_vector=vector,
-    )
-    return [hit for hit in hits if hit.user_id == scope.user_id][:k]
+    def ranked(limit: int) -> list[Hit]:
+        return recall(
+            session,
+            settings,
+            scope.agent_id,
+            scope.user_id,
+            query,
+            k=limit,
+            categories=categories,
+            now=utcnow(),
+            query_vector=vector,
+        )
+
+    hits = ranked(k)
+    own = [hit for hit in hits if hit.user_id == scope.user_id]
+    if len(own) < len(hits):  # shared memories took places: look twice as deep, once
+        own = [hit for hit in ranked(k * 2) if hit.user_id == scope.user_id]
+    return own[:k]
 
 
 def nearby(
