@@ -10,9 +10,10 @@ scripted model: like a real model, it names `replaces` only for a memory it was 
 
 Reported per database and N: the share of contradictions resolved (old fact superseded,
 new one active), duplicates left active (two active memories of one subject or one
-text), and the p95 of candidate selection (what a batch reads to choose the memories
-its prompt shows and its facts' near duplicates) against a recall of the same scope
-and text, measured in the same run: the baseline.
+text), the p95 of the prefetch (the memories a prompt shows: recall's search over the
+scope's own memories) and of the whole candidate selection (the prefetch, the keys the
+prompt lists, each fact's near duplicates and same-key memories) against a recall of
+the same scope and text, measured in the same run: the baseline.
 
     .venv/bin/python bench/replacement.py                 # N = 100, 1,000, 5,000, 50,000
     .venv/bin/python bench/replacement.py --sizes 5000 --facts 10 --databases sqlite
@@ -177,17 +178,21 @@ class Outcome:
     facts: int = 0
     duplicates: int = 0
     selection_ms: list[float] | None = None
+    prefetch_ms: list[float] | None = None
     recall_ms: list[float] | None = None
 
 
-def timed_selection(settings: Settings, scope: Scope, line: str) -> tuple[float, float]:
+def timed_selection(settings: Settings, scope: Scope, line: str) -> tuple[float, float, float]:
     """What a batch reads to choose candidates (prepare.show, resolve's nearby, the
-    write's same-key lookups), and a recall of the same text: milliseconds each."""
+    write's same-key lookups), the prefetch alone (the memories its prompt shows), and
+    a recall of the same text: milliseconds each."""
     facts = extract_facts([("user", line)], {})
     with session_scope(settings, readonly=True) as session:
         started = time.perf_counter()
         scope_keys(session, scope, PROMPT_KEYS)
+        prefetch_started = time.perf_counter()
         related(session, settings, scope, line, settings.prefetch_limit, fill=True)
+        prefetch = time.perf_counter() - prefetch_started
         nearby(session, settings, scope, facts)
         for fact in facts:  # what the write reads of each fact's key
             same_key_memories(session, scope, subject_key(fact.name), fact.category)
@@ -195,14 +200,14 @@ def timed_selection(settings: Settings, scope: Scope, line: str) -> tuple[float,
         started = time.perf_counter()
         recall(session, settings, scope.agent_id, scope.user_id, line, now=utcnow())
         baseline = time.perf_counter() - started
-    return selection * 1000, baseline * 1000
+    return selection * 1000, prefetch * 1000, baseline * 1000
 
 
 def run_scenario(settings: Settings, size: int, facts: int) -> Outcome:
     """`facts` contradictions over as many users as they need, each user's scope holding
     `size` other memories between the old facts and the new ones."""
     per_user = len(contradictions(0))
-    outcome = Outcome(selection_ms=[], recall_ms=[])
+    outcome = Outcome(selection_ms=[], prefetch_ms=[], recall_ms=[])
     users = [f"u{u}" for u in range((facts + per_user - 1) // per_user)]
     plans = {u: contradictions(i)[: facts - i * per_user] for i, u in enumerate(users)}
     for u, plan in plans.items():
@@ -213,8 +218,9 @@ def run_scenario(settings: Settings, size: int, facts: int) -> Outcome:
     analyze(settings)
     for u, plan in plans.items():
         for i, c in enumerate(plan):
-            selection, baseline = timed_selection(settings, Scope(AGENT, u), c.new)
+            selection, prefetch, baseline = timed_selection(settings, Scope(AGENT, u), c.new)
             outcome.selection_ms.append(selection)  # type: ignore[union-attr]
+            outcome.prefetch_ms.append(prefetch)  # type: ignore[union-attr]
             outcome.recall_ms.append(baseline)  # type: ignore[union-attr]
             extract_all(settings, say(settings, u, f"later-{i}", c.new))
     with session_scope(settings, readonly=True) as session:
@@ -297,16 +303,19 @@ def main() -> None:
                 out = measure(kind, size, args.facts, llm, Path(tmp))
                 share = out.resolved / out.facts
                 p95 = percentile(out.selection_ms or [0.0], 95)
+                prefetch = percentile(out.prefetch_ms or [0.0], 95)
                 base = percentile(out.recall_ms or [0.0], 95)
                 rows += [
                     (f"N={size}: contradictions resolved", share * 100, "%", None),
                     (f"N={size}: duplicates left active", out.duplicates, "rows", None),
                     (f"N={size}: recall p95 (baseline)", base, "ms", 1.0),
+                    (f"N={size}: prefetch p95", prefetch, "ms", prefetch / base),
                     (f"N={size}: candidate selection p95", p95, "ms", p95 / base),
                 ]
                 figures[f"{kind}_{size}_resolved"] = share
                 figures[f"{kind}_{size}_duplicates"] = out.duplicates
                 figures[f"{kind}_{size}_selection_p95_ms"] = p95
+                figures[f"{kind}_{size}_prefetch_p95_ms"] = prefetch
                 figures[f"{kind}_{size}_recall_p95_ms"] = base
             print_table(f"replacement on {kind}, {args.facts} facts per size", rows)
     emit(figures)

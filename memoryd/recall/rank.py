@@ -109,21 +109,89 @@ def recall(
     k = settings.prefetch_limit if k is None else k
     if k <= 0:
         return []
-    scope = Scope(agent_id, user_id)
-    where = [readable(scope), *row_filters(categories, tiers)]
-    terms = query_tokens(query)
+    search = _Search(Scope(agent_id, user_id), categories, tiers, query_tokens(query))
+    lists = _ranked_lists(session, settings, search, query, query_vector)
+    if search.terms or lists.nearest:
+        rows = _matched_rows(session, search, lists)
+    else:  # nothing to match on: the most recent memories, re-scored below
+        rows = _recent_rows(session, search, k)
+    by_id = {row.id: row for row in rows}
+    lists.rank_nearest(by_id)
+    top = _scored(settings, lists, by_id, now, matched_only=bool(search.terms or lists.nearest))
+    return _hits(session, lists, top[:k], lock_hits)
+
+
+class _Search:
+    """What one recall searches: the scope, its filters, the query's terms."""
+
+    def __init__(
+        self,
+        scope: Scope,
+        categories: Sequence[str] | None,
+        tiers: Sequence[str] | None,
+        terms: list[str],
+    ) -> None:
+        self.scope = scope
+        self.categories = categories
+        self.tiers = tiers
+        self.terms = terms
+        self.where = [readable(scope), *row_filters(categories, tiers)]
+
+
+class _Lists:
+    """Each list's ranks, and the candidates' SCORING_COLUMNS its queries read (`seen`)."""
+
+    def __init__(self, settings: Settings, seen: dict[int, Any]) -> None:
+        self.seen = seen
+        self.keyword: list[tuple[int, float]] = []
+        self.trigram: list[tuple[int, float]] = []
+        self.nearest: list[tuple[int, float]] = []
+        self.weighted: list[tuple[float, dict[int, int]]] = []
+        self.closeness: dict[int, float] = {}
+        self.settings = settings
+
+    def rank(self, with_vectors: bool) -> None:
+        settings = self.settings
+        self.weighted = [
+            (settings.fusion_weight_keyword, _ranks(mid for mid, _ in self.keyword)),
+            (settings.fusion_weight_trigram, _ranks(mid for mid, _ in self.trigram)),
+        ]
+        if with_vectors:
+            self.weighted.append((settings.fusion_weight_embedding, {}))
+
+    def rank_nearest(self, by_id: dict[int, Any]) -> None:
+        """The embedding list ranks the nearest vectors that passed the filters."""
+        self.closeness = {mid: c for mid, c in self.nearest if mid in by_id}
+        if len(self.weighted) == 3:
+            self.weighted[-1][1].update(_ranks(list(self.closeness)[:LIST_LIMIT]))
+
+
+def _ranks(ids: Any) -> dict[int, int]:
+    return {mid: rank for rank, mid in enumerate(ids, 1)}
+
+
+def _ranked_lists(
+    session: Session,
+    settings: Settings,
+    search: _Search,
+    query: str,
+    query_vector: NDArray[np.float32] | None,
+) -> _Lists:
+    scope, categories, tiers = search.scope, search.categories, search.tiers
     stats_key = (
         settings.resolved_database_url,
-        agent_id,
-        user_id,
+        scope.agent_id,
+        scope.user_id,
         tuple(categories or ()),
         tuple(tiers or ()),
     )
-    stats, scope_rows = read_scope(session, where, stats_key)
+    stats, scope_rows = read_scope(session, search.where, stats_key)
     # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
-    seen: dict[int, Any] = {row.id: row for row in scope_rows or ()}
-    keyword = bm25_ranked(session, scope, categories, tiers, terms, stats, seen=seen)
-    trigram = trigram_ranked(
+    lists = _Lists(settings, {row.id: row for row in scope_rows or ()})
+    lists.keyword = bm25_ranked(
+        session, scope, categories, tiers, search.terms, stats, seen=lists.seen
+    )
+    lists.trigram = trigram_ranked(
         session,
         scope,
         categories,
@@ -131,73 +199,68 @@ def recall(
         query,
         settings.recall_min_similarity,
         stats,
-        seen=seen,
+        seen=lists.seen,
         scope_rows=scope_rows,
     )
-    nearest = (
+    if query_vector is not None:
         # The vectors are the scope's active memories: with no other filter the list's
         # own length is enough; with one, a deeper pool leaves that many after it.
-        closest(
-            session,
-            settings,
-            scope,
-            query_vector,
-            EMBEDDING_POOL if categories or tiers else LIST_LIMIT,
-        )
-        if query_vector is not None
-        else []
+        pool = EMBEDDING_POOL if categories or tiers else LIST_LIMIT
+        lists.nearest = closest(session, settings, scope, query_vector, pool)
+    lists.rank(with_vectors=query_vector is not None)
+    return lists
+
+
+def _matched_rows(session: Session, search: _Search, lists: _Lists) -> list[Any]:
+    """Every list's candidates, with their SCORING_COLUMNS: as the lists' queries read
+    them, and the nearest vectors' (ids from the scope's cache) read here by id."""
+    ids = {mid for _, ranks in lists.weighted for mid in ranks}
+    ids |= {mid for mid, _ in lists.nearest}
+    rows = [lists.seen[mid] for mid in ids if mid in lists.seen]
+    unread = ids - lists.seen.keys()
+    if unread:
+        # Found by id, the scope checked here: with the scope in the query too,
+        # PostgreSQL's generic plan for it (prepared after a few runs) walks the
+        # whole scope instead. The check still matters: the vectors come from a
+        # cache, which a database restored under it would make stale.
+        users = readable_users(search.scope)
+        read = UNREAD_CANDIDATES
+        if search.categories or search.tiers:
+            read = read.where(*narrowing(search.categories, search.tiers))
+        rows += [
+            row
+            for row in session.connection().execute(read, {"ids": list(unread)}).all()
+            if row.agent_id == search.scope.agent_id and row.user_id in users
+        ]
+    return rows
+
+
+def _recent_rows(session: Session, search: _Search, k: int) -> list[Any]:
+    recent = (
+        select(*SCORING_COLUMNS)
+        .where(*search.where)
+        .order_by(Memory.updated_at.desc(), Memory.id.desc())
+        .limit(max(k * 4, LIST_LIMIT))
     )
-    lists: list[tuple[float, dict[int, int]]] = [
-        (settings.fusion_weight_keyword, {mid: r for r, (mid, _) in enumerate(keyword, 1)}),
-        (settings.fusion_weight_trigram, {mid: r for r, (mid, _) in enumerate(trigram, 1)}),
-    ]
-    if query_vector is not None:
-        lists.append((settings.fusion_weight_embedding, {}))  # ranked after filtering
+    return list(session.connection().execute(recent).all())
 
-    # Scoring reads a few columns of each candidate; whole rows are loaded for the k hits.
-    rows: list[Any]
-    if terms or nearest:
-        ids = {mid for _, ranks in lists for mid in ranks} | {mid for mid, _ in nearest}
-        rows = [seen[mid] for mid in ids if mid in seen]
-        # The nearest vectors (ids from the scope's cache): read here,
-        # through the filters.
-        unread = ids - seen.keys()
-        if unread:
-            # Found by id, the scope checked here: with the scope in the query too,
-            # PostgreSQL's generic plan for it (prepared after a few runs) walks the
-            # whole scope instead. The check still matters: the vectors come from a
-            # cache, which a database restored under it would make stale.
-            users = readable_users(scope)
-            read = UNREAD_CANDIDATES
-            if categories or tiers:
-                read = read.where(*narrowing(categories, tiers))
-            rows += [
-                row
-                for row in session.connection().execute(read, {"ids": list(unread)}).all()
-                if row.agent_id == agent_id and row.user_id in users
-            ]
-    else:  # nothing to match on: the most recent memories, re-scored below
-        recent = (
-            select(*SCORING_COLUMNS)
-            .where(*where)
-            .order_by(Memory.updated_at.desc(), Memory.id.desc())
-            .limit(max(k * 4, LIST_LIMIT))
-        )
-        rows = list(session.connection().execute(recent).all())
-    by_id = {row.id: row for row in rows}
-    closeness = {mid: c for mid, c in nearest if mid in by_id}
-    if query_vector is not None:
-        lists[-1][1].update({mid: r for r, mid in enumerate(list(closeness)[:LIST_LIMIT], 1)})
-    bm25 = dict(keyword)
-    similarity = dict(trigram)
+
+def _scored(
+    settings: Settings,
+    lists: _Lists,
+    by_id: dict[int, Any],
+    now: datetime,
+    matched_only: bool,
+) -> list[tuple[float, int, dict[str, float]]]:
+    """(score, id, signals) of the candidates, best first: the fused list ranks,
+    re-scored by strength, recency and confidence. Plain tuples: models are built only
+    for the hits returned."""
     rrf_k = settings.fusion_rrf_k
-    best_possible = sum(weight for weight, _ in lists) / (rrf_k + 1)
-
-    # Plain tuples while scoring; models are built only for the k hits returned.
+    best_possible = sum(weight for weight, _ in lists.weighted) / (rrf_k + 1)
     scored: list[tuple[float, int, dict[str, float]]] = []
     for mid, row in by_id.items():
-        fused = sum(weight / (rrf_k + ranks[mid]) for weight, ranks in lists if mid in ranks)
-        if (terms or nearest) and not fused:
+        fused = sum(w / (rrf_k + ranks[mid]) for w, ranks in lists.weighted if mid in ranks)
+        if matched_only and not fused:
             continue
         age_days = max((now - row.updated_at).total_seconds(), 0) / 86_400
         signals = {
@@ -214,20 +277,31 @@ def recall(
         )
         scored.append((round(score, 6), mid, signals))
     scored.sort(key=lambda item: (-item[0], -item[1]))
-    top = scored[:k]
+    return scored
+
+
+def _hits(
+    session: Session,
+    lists: _Lists,
+    top: list[tuple[float, int, dict[str, float]]],
+    lock_hits: bool,
+) -> list[Hit]:
+    """The top memories as Hits, their whole rows read (under their row locks, with
+    FEEDBACK_COLUMNS, when `lock_hits`)."""
     if not top:
         return []
     hit_fields = lock_rows(session, FEEDBACK_HIT_FIELDS) if lock_hits else HIT_FIELDS
     loaded = session.connection().execute(hit_fields, {"ids": [mid for _, mid, _ in top]})
     memories = {row.id: row for row in loaded}
+    bm25, similarity = dict(lists.keyword), dict(lists.trigram)
     hits = []
     for score, mid, signals in top:
         memory = memories[mid]  # memories are never deleted, only retired
         parts = ScoreParts(
-            keyword_rank=lists[0][1].get(mid),
+            keyword_rank=lists.weighted[0][1].get(mid),
             bm25=round(bm25[mid], 4) if mid in bm25 else None,
             similarity=round(similarity.get(mid, 0.0), 4),
-            embedding=round(closeness[mid], 4) if mid in closeness else None,
+            embedding=round(lists.closeness[mid], 4) if mid in lists.closeness else None,
             **signals,
         )
         hit = Hit(**memory._mapping, score=score, parts=parts)
