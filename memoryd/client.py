@@ -296,7 +296,7 @@ class MemoryClient(ProfileMethods):
         already held it, and this save confirmed it)."""
         scope = Scope(agent_id, user_id)
         with session_scope(self.settings) as session:
-            similar = candidates.near(session, self.settings, scope, content, Category(category))
+            similar = candidates.near(session, self.settings, scope, content)
             return edits.remember(
                 session,
                 self.settings,

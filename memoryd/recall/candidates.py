@@ -98,16 +98,18 @@ def nearby(
 ) -> dict[str, list[int]]:
     """For each fact (by content hash), the memories where a near duplicate may be."""
     return {
-        content_hash(fact.content): near(session, settings, scope, fact.content, fact.category)
-        for fact in facts
+        content_hash(fact.content): near(session, settings, scope, fact.content) for fact in facts
     }
 
 
-def near(session: Session, settings: Settings, scope: Scope, text: str, category: str) -> list[int]:
-    """The scope's own memories of `category` most like `text` in words, by BM25 alone.
-    A near duplicate is judged by its words (text.similarity at 0.85 or more: nearly
-    all of them shared), so the trigram and vector lists and re-scoring would add none;
-    BM25 alone costs a fraction of a recall, once per fact of every batch."""
+def near(session: Session, settings: Settings, scope: Scope, text: str) -> list[int]:
+    """The scope's own memories most like `text` in words, by BM25 alone. A near
+    duplicate is judged by its words (text.similarity at 0.85 or more: nearly all of
+    them shared), so the trigram and vector lists and re-scoring would add none; BM25
+    alone costs a fraction of a recall, once per fact of every batch. Of any category:
+    the write checks the category (reconcile._near_duplicate), and asking for one here
+    joined every posting of the fact's words to its memory (40 ms for "Favourite book
+    is Acme" among 50,000 memories; 0.5 ms from the postings alone)."""
     terms = query_tokens(text)
     if not terms:
         return []  # an exact duplicate is still found by its hash
@@ -115,6 +117,6 @@ def near(session: Session, settings: Settings, scope: Scope, text: str, category
     key = ("near", settings.resolved_database_url, scope.agent_id, scope.user_id)
     stats = reused_stats(session, where, key)
     ranked = bm25_ranked(
-        session, scope, [category], None, terms, stats, limit=NEARBY_LIMIT, own_only=True
+        session, scope, None, None, terms, stats, limit=NEARBY_LIMIT, own_only=True
     )
     return [memory_id for memory_id, _score in ranked]
