@@ -1,7 +1,7 @@
 """A process-wide memo of recent answers, for reads that cost more than their answer
-changes: a large scope's statistics, the subject keys it uses. Each entry is reused
-for a fixed time, then read again; the whole memo is dropped when it fills, which
-bounds its memory without bookkeeping per entry."""
+changes (a large scope's statistics, whether a scope is past the size read whole).
+Each entry is reused for a fixed time, then read again; the whole memo is dropped
+when it fills, which bounds its memory without bookkeeping per entry."""
 
 from __future__ import annotations
 

@@ -116,7 +116,11 @@ class Settings(BaseSettings):
 
     # --- recall ranking ---------------------------------------------------------------
     recall_min_similarity: float = Field(
-        0.3, ge=0, le=1, description="Least trigram word similarity that counts as a match"
+        0.3,
+        ge=0,
+        le=1,
+        description="Least trigram word similarity that counts as a match (in a scope of up"
+        " to 200 memories; a larger one matches by word prefixes)",
     )
     fusion_rrf_k: float = Field(
         5.0, gt=0, description="Reciprocal rank constant: smaller favours the top ranks"

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from memoryd.memo import RecentMemo
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 
@@ -23,11 +22,9 @@ MAX_KEY = 200
 # Memories of one key a fact is reconciled with: a single-valued slot holds one (two
 # while an old duplicate waits to be retired); a list-like slot may hold a few dozen.
 SAME_KEY_LIMIT = 50
-# scope_keys reads the keys of this many of the scope's most recently updated keyed
-# memories: its cost stays that of a small scope at any size.
-KEY_WINDOW = 500
-KEYS_REUSE_SECONDS = 30.0
-_recent_keys: RecentMemo[tuple[str, ...]] = RecentMemo(KEYS_REUSE_SECONDS)
+# scope_keys reads the keys of this many of the scope's most recently updated
+# memories: its cost stays that of a small scope at any size (1 ms).
+KEY_WINDOW = 1000
 CUT_LENGTH = 40  # older names cut from content were 60 or 200 characters long
 _SPACE = re.compile(r"\s+")
 _EDGE = " \t\n.,;:!?'\"“”‘’()[]{}。，；：！？、（）"
@@ -75,34 +72,32 @@ def same_key_memories(
 
 
 def scope_keys(session: Session, scope: Scope, limit: int) -> list[str]:
-    """The keys the scope uses most among its KEY_WINDOW most recently updated keyed
-    memories, so an extractor reuses one instead of a synonym. Bounded: a key not
-    touched in that long still retires by its own lookup (same_key_memories), only it
-    is not suggested. A full window's answer is reused for KEYS_REUSE_SECONDS."""
+    """The keys used most among the scope's KEY_WINDOW most recently updated active
+    memories, so an extractor reuses one instead of a synonym. Bounded: one index range
+    of the scope's newest memories, whatever its size. A key untouched for longer is
+    not suggested, yet still retires by its own lookup (same_key_memories)."""
     if limit <= 0:
         return []
-    memo_key = (str(session.connection().engine.url), scope, limit)
-    recent = _recent_keys.get(memo_key)
-    if recent is not None:
-        return list(recent)
     window = (
         select(Memory.name_key)
         .where(
             Memory.agent_id == scope.agent_id,
             Memory.user_id == scope.user_id,
             Memory.status == MemoryStatus.ACTIVE,
-            Memory.name_key != "",
         )
+        # No tie-break by id: the index holds no id order, and a bulk import of
+        # memories stamped alike would then be sorted whole; which of equals come
+        # first only changes which keys are suggested.
         .order_by(Memory.updated_at.desc())
         .limit(KEY_WINDOW)
         .subquery()
     )
     uses = func.count().label("uses")
-    read = func.sum(func.count()).over().label("read")  # the window's memories, all keys
-    counted = select(window.c.name_key, uses, read).group_by(window.c.name_key)
-    stmt = counted.order_by(uses.desc(), window.c.name_key).limit(limit)
-    rows = session.execute(stmt).all()
-    keys = [row.name_key for row in rows]
-    if rows and rows[0].read >= KEY_WINDOW:
-        _recent_keys.put(memo_key, tuple(keys))
-    return keys
+    stmt = (
+        select(window.c.name_key, uses)
+        .where(window.c.name_key != "")
+        .group_by(window.c.name_key)
+        .order_by(uses.desc(), window.c.name_key)
+        .limit(limit)
+    )
+    return [row.name_key for row in session.execute(stmt)]

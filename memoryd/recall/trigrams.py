@@ -8,8 +8,8 @@ term that starts like one of the query's words, read by range from the postings'
 key (agent, user, term), so the cost follows the postings of those few prefixes, not the
 scope's size or the length of its texts. Their similarity is the share of the query's
 prefixes they hold, counted by the database: re-scoring them by trigrams in Python cost
-more than the rest of a recall on long questions, and changed no hit@5 in
-bench/quality.py (RealMem 0.676 either way).
+more than the rest of a recall on long questions, and gave no better hit@5 in
+bench/quality.py (RealMem 0.676 either way with a 0.3 threshold; 0.681 without one).
 
 A prefix is the first 60% of a word's stem, at least 3 characters: "vegetar" finds
 "vegetarian", "dentst" finds "dentist"; a word misspelt in its first letters is left to
@@ -31,10 +31,10 @@ from sqlalchemy.orm import Session
 from memoryd.memories.store import readable, readable_users
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryTerm
+from memoryd.recall import search
 from memoryd.recall.search import (
     BODY,
     LIST_LIMIT,
-    SCAN_LIMIT,
     SCORING_COLUMNS,
     ScopeStats,
     narrowing_parameters,
@@ -52,7 +52,7 @@ class TrigramShare:
     "ee ") that a text holds, as text.word_trigrams would count it, without building
     the text's trigrams: with the text's words set apart by spaces, a trigram is in the
     text exactly when its pattern is a substring ("  c" is " c": a word starts with c).
-    Recall scores up to SCAN_LIMIT texts per query; this is about three times faster."""
+    Recall scores up to search.SCAN_LIMIT texts per query; this is about three times faster."""
 
     def __init__(self, words: str) -> None:
         self.patterns = [gram.replace("  ", " ") for gram in word_trigrams(words)]
@@ -93,7 +93,7 @@ def trigram_ranked(
     if not words or not stats.docs:
         return []
     scored: list[tuple[float, Any]]
-    if stats.docs > SCAN_LIMIT:
+    if scope_rows is None and stats.docs > search.SCAN_LIMIT:
         chosen = prefixes(words)
         rows = _prefix_candidates(session, scope, categories, tiers, chosen, limit)
         # Every holder of a prefix: a term that starts like the query's word is a match

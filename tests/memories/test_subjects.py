@@ -1,5 +1,5 @@
-"""The subject keys a prompt lists: bounded by a window of the newest keyed memories,
-whatever the scope's size, and reused a while when that window is full."""
+"""The subject keys a prompt lists: the most used among the scope's newest memories,
+a window of fixed size whatever the scope's, read fresh for every batch."""
 
 from __future__ import annotations
 
@@ -18,39 +18,36 @@ from tests.factories import make_memory
 ANN = Scope("bot", "ann")
 
 
-def keyed(db: Session, settings: Settings, key: str, minutes_ago: int, user: str = "ann") -> None:
+def noted(db: Session, settings: Settings, key: str, minutes_ago: int, user: str = "ann") -> None:
+    """A memory `minutes_ago` old, of subject `key` ('' for none)."""
     when = utcnow() - timedelta(minutes=minutes_ago)
-    text = f"About {key}, noted {minutes_ago} minutes ago"
+    text = f"Noted {minutes_ago} minutes ago about {key or 'nothing in particular'}"
     make_memory(db, settings, text, user_id=user, name=key, name_key=key, updated_at=when)
 
 
-def test_the_keys_listed_are_the_most_used_of_the_newest_keyed_memories(
+def test_the_keys_listed_are_the_most_used_of_the_newest_memories(
     settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(subjects, "KEY_WINDOW", 4)
+    monkeypatch.setattr(subjects, "KEY_WINDOW", 5)
     for minutes_ago in (90, 80, 70):
-        keyed(db, settings, "employer", minutes_ago)  # the most used, but the oldest
-    for minutes_ago, key in ((40, "pet"), (30, "home city"), (20, "home city"), (10, "pet")):
-        keyed(db, settings, key, minutes_ago)
+        noted(db, settings, "employer", minutes_ago)  # the most used, but the oldest
+    for minutes_ago, key in ((50, "pet"), (40, ""), (30, "home city"), (20, "home city")):
+        noted(db, settings, key, minutes_ago)
+    noted(db, settings, "pet", 10)
+    noted(db, settings, "gym", 5, user="bob")  # another scope's
     db.commit()
     assert scope_keys(db, ANN, 60) == ["home city", "pet"]
     assert scope_keys(db, ANN, 1) == ["home city"]
 
 
-def test_a_full_window_is_reused_a_while_and_a_small_scope_is_read_each_time(
+def test_a_new_key_is_listed_for_the_next_batch(
     settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(subjects, "KEY_WINDOW", 2)
-    keyed(db, settings, "pet", 20)
-    keyed(db, settings, "home city", 10)
-    keyed(db, settings, "employer", 10, user="bob")
+    monkeypatch.setattr(subjects, "KEY_WINDOW", 5)  # a full window, as in a large scope
+    for minutes_ago in range(30, 0, -1):
+        noted(db, settings, "hobby", minutes_ago)
     db.commit()
-    assert scope_keys(db, ANN, 60) == ["home city", "pet"]
-    assert scope_keys(db, Scope("bot", "bob"), 60) == ["employer"]
-    keyed(db, settings, "gym", 5)
-    keyed(db, settings, "gym", 5, user="bob")
+    assert scope_keys(db, ANN, 60) == ["hobby"]
+    noted(db, settings, "home city", 0)
     db.commit()
-    assert scope_keys(db, ANN, 60) == ["home city", "pet"]  # reused: its window was full
-    assert scope_keys(db, Scope("bot", "bob"), 60) == ["employer", "gym"]  # read again
-    subjects._recent_keys.clear()
-    assert scope_keys(db, ANN, 60) == ["gym", "home city"]
+    assert scope_keys(db, ANN, 60) == ["hobby", "home city"]
