@@ -7,13 +7,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from memoryd.cli import profile
+from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
 from memoryd.models.db import describe_db_error
@@ -262,15 +263,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memoryd", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def add(
-        name: str, fn: Callable[[Settings, argparse.Namespace], int], help_: str
-    ) -> argparse.ArgumentParser:
+    def add(name: str, fn: Command, help_: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_)
         p.set_defaults(fn=fn)
         return p
 
     add("migrate", cmd_migrate, "create or upgrade the database schema")
     profile.add_parser(sub)
+    _add_process_commands(add)
+    _add_pipeline_commands(add)
+    _add_memory_commands(add)
+    _add_transfer_commands(add)
+    add_server_commands(add)
+    return parser
+
+
+def _add_process_commands(add: AddCommand) -> None:
     p = add("worker", cmd_worker, "run a Celery worker (threads pool)")
     p.add_argument("--pool", default="threads", choices=["threads", "prefork", "gevent", "solo"])
     p.add_argument("--concurrency", type=int, default=0)
@@ -280,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--loglevel", default="INFO")
     add("demo", cmd_demo, "run the pipeline end to end on the embedded default")
 
+
+def _add_pipeline_commands(add: AddCommand) -> None:
     p = add("enqueue", cmd_enqueue, "enqueue one turn, or a JSON payload file")
     p.add_argument("--agent", default="")
     p.add_argument("--user", default="")
@@ -290,7 +300,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", help='payload file: {"turns": [...]} as for memoryd.ingest_turns')
     p.add_argument("--end", action="store_true", help="end the session after enqueueing")
     p.add_argument("--no-dispatch", action="store_true", help="leave dispatch to beat's sweep")
-
     p = add("retry", cmd_retry, "re-drive dead-lettered (failed) turns")
     p.add_argument("--agent", default="")
     p.add_argument("--user", default="")
@@ -299,9 +308,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent", default="")
     p.add_argument("--user", default="")
 
-    def scoped(
-        name: str, fn: Callable[[Settings, argparse.Namespace], int], help_: str
-    ) -> argparse.ArgumentParser:
+
+def _add_memory_commands(add: AddCommand) -> None:
+    """The commands that read or change one scope's memories."""
+
+    def scoped(name: str, fn: Command, help_: str) -> argparse.ArgumentParser:
         p = add(name, fn, help_)
         p.add_argument("--agent", required=True)
         p.add_argument("--user", required=True)
@@ -327,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("restore", cmd_restore, "restore an archived/expired/deleted memory"),
     ]:
         scoped(name, fn, help_).add_argument("id", type=int)
+
+
+def _add_transfer_commands(add: AddCommand) -> None:
     p = add("export", cmd_export, "all memories (every status) as JSON lines")
     p.add_argument("--agent", default="")
     p.add_argument("--user", default="")
@@ -335,8 +349,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", required=True)
     p = add("embed", cmd_embed, "embed every active memory that has no vector yet")
     p.add_argument("--reset", action="store_true", help="re-embed all (after a model change)")
-    add_server_commands(add)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -348,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in explain(exc):
             print(f"memoryd: invalid setting: {line}", file=sys.stderr)
         return 2
-    fn: Callable[[Settings, argparse.Namespace], int] = ns.fn
+    fn: Command = ns.fn
     try:
         return fn(settings, ns)
     except ValidationError as exc:

@@ -12,6 +12,7 @@ from memoryd.models.db import session_scope, utcnow
 from memoryd.settings import Settings
 
 Command = Callable[[Settings, argparse.Namespace], int]
+AddCommand = Callable[[str, Command, str], argparse.ArgumentParser]  # adds a subcommand
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client's multiprocess mode
 
 
@@ -75,7 +76,7 @@ def cmd_keys(settings: Settings, ns: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(add: Callable[[str, Command, str], argparse.ArgumentParser]) -> None:
+def add_commands(add: AddCommand) -> None:
     p = add("serve", cmd_serve, "run the HTTP API, /metrics and the memory page")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
