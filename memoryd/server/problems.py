@@ -7,6 +7,7 @@ error itself and no exception reaches the client as a bare 500 page.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -134,73 +135,84 @@ def _validation_problem(request: Request, errors: list[FieldError]) -> JSONRespo
     return problem_response(request, 422, "invalid-request", detail, errors)
 
 
+Handler = Callable[[Request, Any], Awaitable[JSONResponse]]
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every error into problem JSON."""
+    for kind, handler in _handlers().items():
+        app.add_exception_handler(kind, handler)
 
-    @app.exception_handler(ProblemError)
-    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
-        return problem_response(request, exc.status, exc.slug, exc.detail, exc.errors, exc.headers)
 
-    @app.exception_handler(RequestValidationError)
-    async def _request_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            FieldError(
-                field=_field_name(e["loc"]), message=str(e["msg"]).removeprefix("Value error, ")
-            )
-            for e in exc.errors()
-        ]
-        return _validation_problem(request, errors)
-
-    @app.exception_handler(ValidationError)
-    async def _model_invalid(request: Request, exc: ValidationError) -> JSONResponse:
-        errors = [FieldError(field=f or "(body)", message=m) for f, m in field_errors(exc)]
-        return _validation_problem(request, errors)
-
-    @app.exception_handler(TurnRejected)
-    async def _turn_rejected(request: Request, exc: TurnRejected) -> JSONResponse:
-        return problem_response(request, 422, "invalid-request", str(exc))
-
-    @app.exception_handler(ProfileRejected)
-    async def _profile_rejected(request: Request, exc: ProfileRejected) -> JSONResponse:
-        errors = [
-            FieldError(field=f"content.{e['field']}", message=e["message"]) for e in exc.errors
-        ]
-        return _validation_problem(request, errors)
-
-    @app.exception_handler(MemoryRejected)
-    async def _memory_rejected(request: Request, exc: MemoryRejected) -> JSONResponse:
-        errors = [FieldError(field=e["field"], message=e["message"]) for e in exc.errors]
-        return _validation_problem(request, errors)
-
-    @app.exception_handler(SharedScopeError)
-    async def _shared_scope(request: Request, exc: SharedScopeError) -> JSONResponse:
-        return problem_response(request, 403, "forbidden", str(exc))
-
-    @app.exception_handler(NotFound)
-    async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
-        return problem_response(request, 404, "not-found", str(exc))
-
-    @app.exception_handler(ValueError)
-    async def _conflict(request: Request, exc: ValueError) -> JSONResponse:
+def _handlers() -> dict[type[Exception], Handler]:
+    return {
+        ProblemError: _problem,
+        RequestValidationError: _request_invalid,
+        ValidationError: _model_invalid,
+        ProfileRejected: _profile_rejected,
+        MemoryRejected: _memory_rejected,
+        TurnRejected: _plain(422, "invalid-request"),
+        SharedScopeError: _plain(403, "forbidden"),
+        NotFound: _plain(404, "not-found"),
         # The store raises ValueError for a change the memory's state does not allow
         # (restoring a superseded memory): the request was well formed.
-        return problem_response(request, 409, "conflict", str(exc))
+        ValueError: _plain(409, "conflict"),
+        OperationalError: _database_down,
+        StarletteHTTPException: _http,
+        Exception: _unexpected,
+    }
 
-    @app.exception_handler(OperationalError)
-    async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:
-        log.warning("database error on %s: %s", request.url.path, str(exc).splitlines()[0])
-        return problem_response(
-            request, 503, "unavailable", "the database is unavailable", headers={"Retry-After": "5"}
-        )
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        slug = {401: "unauthorized", 403: "forbidden", 404: "not-found", 413: "too-large"}
-        return problem_response(
-            request, exc.status_code, slug.get(exc.status_code, "http"), str(exc.detail)
-        )
+def _plain(status: int, slug: str) -> Handler:
+    """A handler answering `status` with the exception's own message."""
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return problem_response(request, 500, "internal", f"unexpected {type(exc).__name__}")
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        return problem_response(request, status, slug, str(exc))
+
+    return handle
+
+
+async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
+    return problem_response(request, exc.status, exc.slug, exc.detail, exc.errors, exc.headers)
+
+
+async def _request_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = [
+        FieldError(field=_field_name(e["loc"]), message=str(e["msg"]).removeprefix("Value error, "))
+        for e in exc.errors()
+    ]
+    return _validation_problem(request, errors)
+
+
+async def _model_invalid(request: Request, exc: ValidationError) -> JSONResponse:
+    errors = [FieldError(field=f or "(body)", message=m) for f, m in field_errors(exc)]
+    return _validation_problem(request, errors)
+
+
+async def _profile_rejected(request: Request, exc: ProfileRejected) -> JSONResponse:
+    errors = [FieldError(field=f"content.{e['field']}", message=e["message"]) for e in exc.errors]
+    return _validation_problem(request, errors)
+
+
+async def _memory_rejected(request: Request, exc: MemoryRejected) -> JSONResponse:
+    errors = [FieldError(field=e["field"], message=e["message"]) for e in exc.errors]
+    return _validation_problem(request, errors)
+
+
+async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:
+    log.warning("database error on %s: %s", request.url.path, str(exc).splitlines()[0])
+    return problem_response(
+        request, 503, "unavailable", "the database is unavailable", headers={"Retry-After": "5"}
+    )
+
+
+async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    slug = {401: "unauthorized", 403: "forbidden", 404: "not-found", 413: "too-large"}
+    return problem_response(
+        request, exc.status_code, slug.get(exc.status_code, "http"), str(exc.detail)
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return problem_response(request, 500, "internal", f"unexpected {type(exc).__name__}")
