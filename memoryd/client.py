@@ -5,33 +5,29 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Mapping, Sequence
-from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from memoryd.agents import config as agent_config
 from memoryd.client_profiles import ProfileMethods
 from memoryd.errors import MemorydError, TurnRejected
 from memoryd.ingest.buffer import end_session, ingest, payload_items
-from memoryd.memories import edits, profiles
+from memoryd.memories import edits
 from memoryd.memories.health import MemoryHealth, memory_health
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.profiles import ProfileType
 from memoryd.models.schemas import EventOut, IngestResult, MemoryOut, TurnIn
 from memoryd.models.tables import Category
-from memoryd.recall import candidates, embeddings, inject
-from memoryd.recall.context import dated
-from memoryd.recall.context import render as render_context
-from memoryd.recall.rank import Hit, recall
+from memoryd.recall import candidates, flow
+from memoryd.recall.rank import Hit
 from memoryd.recall.session_context import SessionContext, session_context
 from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs, parse_tool_call
-from memoryd.recall.usage import log_retrieval, mark_referenced
+from memoryd.recall.usage import mark_referenced
 from memoryd.settings import Settings, get_settings
-from memoryd.text import estimate_tokens, query_tokens
+from memoryd.text import estimate_tokens
 
 if TYPE_CHECKING:  # Celery is imported only once something is dispatched
     from celery import Celery
-    from sqlalchemy.orm import Session
 
     from memoryd.ingest.dispatch import BackgroundDispatcher
 
@@ -147,29 +143,9 @@ class MemoryClient(ProfileMethods):
     ) -> list[Hit]:
         """Ranked active memories of the scope (and the agent's shared scope) for `query`.
         Each recall is logged and counted (it feeds promotion and weights)."""
-        vector = embeddings.embed_query(self.settings, query)  # before any transaction opens
-        now = utcnow()
-        with session_scope(self.settings) as session:
-            # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories.
-            settings = agent_config.for_agent(session, self.settings, agent_id)
-            categories = agent_config.categories_for(settings, categories)
-            if not settings.memory_enabled or categories == []:
-                return []
-            hits = recall(
-                session,
-                settings,
-                agent_id,
-                user_id,
-                query,
-                k=k,
-                categories=categories,
-                tiers=tiers,
-                now=now,
-                query_vector=vector,
-                lock_hits=True,  # for the usage feedback below
-            )
-            log_retrieval(session, settings, hits, query, session_id, now)
-        return hits
+        return flow.ranked(
+            self.settings, query, agent_id, user_id, k, categories, tiers, session_id
+        )
 
     def build_context(
         self,
@@ -194,58 +170,7 @@ class MemoryClient(ProfileMethods):
             rest = token_budget - (estimate_tokens(head) + 1 if head else 0)
             block = self.build_context(query, agent_id, user_id, rest, session_id)
             return "\n\n".join(part for part in (head, block) if part)
-        if not query_tokens(query):
-            return ""
-        key = SessionKey(agent_id, user_id, session_id) if session_id else None
-        rules, vector = None, None
-        if self.settings.embeddings_on:
-            # The rules first, outside the writing transaction: a query that gets no
-            # block costs no embedding call, and no transaction waits on the model.
-            with session_scope(self.settings, readonly=True) as session:
-                rules = self._block_rules(session, agent_id, query, key)
-            if rules is None:
-                return ""
-            vector = embeddings.embed_query(self.settings, query)
-        now = utcnow()
-        with session_scope(self.settings) as session:
-            rules = rules or self._block_rules(session, agent_id, query, key)
-            if rules is None:
-                return ""
-            settings, categories, tiers = rules
-            hits = recall(
-                session,
-                settings,
-                agent_id,
-                user_id,
-                query,
-                categories=categories,
-                tiers=tiers,
-                now=now,
-                query_vector=vector,
-                lock_hits=True,  # for the usage feedback below
-            )
-            hits = agent_config.injectable(settings, hits)
-            budget = settings.context_token_budget if token_budget is None else token_budget
-            scope = Scope(agent_id, user_id)
-            zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
-            block, included = render_context(hits, budget, now, zone)
-            log_retrieval(session, settings, included, query, session_id, now)
-        return block
-
-    def _block_rules(
-        self, session: Session, agent_id: str, query: str, key: SessionKey | None
-    ) -> tuple[Settings, list[str] | None, list[str] | None] | None:
-        """The agent's settings, categories and tiers for a context block, or None when
-        its memory is off or the injection rules (seed 003 §3.3) say no block."""
-        # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories,
-        # token budget and injection rules (minimum score, most items, tiers).
-        settings = agent_config.for_agent(session, self.settings, agent_id)
-        if not settings.memory_enabled:
-            return None
-        tiers = inject.tiers_for(settings, query)
-        if tiers == [] or inject.blocked(session, settings, query, key):
-            return None
-        return settings, agent_config.categories_for(settings, None), tiers
+        return flow.context_block(self.settings, query, agent_id, user_id, token_budget, session_id)
 
     def mark_referenced(
         self, reply_text: str, hits: Sequence[Hit], session_id: str | None = None

@@ -1,0 +1,128 @@
+"""Recall's two flows as a chat backend meets them, whoever calls (MemoryClient, the
+HTTP routes through it, the agent tools): a ranked list, and the `<memory-context>`
+block. Each reads the agent's settings, ranks, and logs the usage feedback in the same
+transaction as its row locks; an embedding call, when on, happens before any
+transaction opens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC
+
+from sqlalchemy.orm import Session
+
+from memoryd.agents import config as agent_config
+from memoryd.memories import profiles
+from memoryd.models.db import session_scope, utcnow
+from memoryd.models.keys import Scope, SessionKey
+from memoryd.recall import embeddings, inject
+from memoryd.recall.context import dated
+from memoryd.recall.context import render as render_context
+from memoryd.recall.rank import Hit, recall
+from memoryd.recall.usage import log_retrieval
+from memoryd.settings import Settings
+from memoryd.text import query_tokens
+
+BlockRules = tuple[Settings, list[str] | None, list[str] | None]
+
+
+def ranked(
+    base: Settings,
+    query: str,
+    agent_id: str,
+    user_id: str,
+    k: int | None = None,
+    categories: Sequence[str] | None = None,
+    tiers: Sequence[str] | None = None,
+    session_id: str | None = None,
+) -> list[Hit]:
+    """Ranked active memories of the scope (and the agent's shared scope) for `query`.
+    Each recall is logged and counted (it feeds promotion and weights)."""
+    vector = embeddings.embed_query(base, query)  # before any transaction opens
+    now = utcnow()
+    with session_scope(base) as session:
+        # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories.
+        settings = agent_config.for_agent(session, base, agent_id)
+        categories = agent_config.categories_for(settings, categories)
+        if not settings.memory_enabled or categories == []:
+            return []
+        hits = recall(
+            session,
+            settings,
+            agent_id,
+            user_id,
+            query,
+            k=k,
+            categories=categories,
+            tiers=tiers,
+            now=now,
+            query_vector=vector,
+            lock_hits=True,  # for the usage feedback below
+        )
+        log_retrieval(session, settings, hits, query, session_id, now)
+    return hits
+
+
+def context_block(
+    base: Settings,
+    query: str,
+    agent_id: str,
+    user_id: str,
+    token_budget: int | None = None,
+    session_id: str | None = None,
+) -> str:
+    """The `<memory-context>` block of the memories that fit `token_budget` (the
+    agent's context_token_budget by default), or "" when nothing relevant fits or the
+    agent's injection rules say no (inject.py)."""
+    if not query_tokens(query):
+        return ""
+    key = SessionKey(agent_id, user_id, session_id) if session_id else None
+    rules, vector = None, None
+    if base.embeddings_on:
+        # The rules first, outside the writing transaction: a query that gets no
+        # block costs no embedding call, and no transaction waits on the model.
+        with session_scope(base, readonly=True) as session:
+            rules = block_rules(session, base, agent_id, query, key)
+        if rules is None:
+            return ""
+        vector = embeddings.embed_query(base, query)
+    now = utcnow()
+    with session_scope(base) as session:
+        rules = rules or block_rules(session, base, agent_id, query, key)
+        if rules is None:
+            return ""
+        settings, categories, tiers = rules
+        hits = recall(
+            session,
+            settings,
+            agent_id,
+            user_id,
+            query,
+            categories=categories,
+            tiers=tiers,
+            now=now,
+            query_vector=vector,
+            lock_hits=True,  # for the usage feedback below
+        )
+        hits = agent_config.injectable(settings, hits)
+        budget = settings.context_token_budget if token_budget is None else token_budget
+        zone = profiles.user_timezone(session, Scope(agent_id, user_id)) if dated(hits) else UTC
+        block, included = render_context(hits, budget, now, zone)
+        log_retrieval(session, settings, included, query, session_id, now)
+    return block
+
+
+def block_rules(
+    session: Session, base: Settings, agent_id: str, query: str, key: SessionKey | None
+) -> BlockRules | None:
+    """The agent's settings, categories and tiers for a context block, or None when
+    its memory is off or the injection rules (seed 003 §3.3) say no block."""
+    # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories,
+    # token budget and injection rules (minimum score, most items, tiers).
+    settings = agent_config.for_agent(session, base, agent_id)
+    if not settings.memory_enabled:
+        return None
+    tiers = inject.tiers_for(settings, query)
+    if tiers == [] or inject.blocked(session, settings, query, key):
+        return None
+    return settings, agent_config.categories_for(settings, None), tiers
