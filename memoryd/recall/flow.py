@@ -7,7 +7,7 @@ transaction opens."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC
+from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
@@ -18,6 +18,7 @@ from memoryd.models.keys import Scope, SessionKey
 from memoryd.recall import embeddings, inject
 from memoryd.recall.context import dated
 from memoryd.recall.context import render as render_context
+from memoryd.recall.embeddings import Vectors
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.usage import log_retrieval
 from memoryd.settings import Settings
@@ -46,19 +47,8 @@ def ranked(
         categories = agent_config.categories_for(settings, categories)
         if not settings.memory_enabled or categories == []:
             return []
-        hits = recall(
-            session,
-            settings,
-            agent_id,
-            user_id,
-            query,
-            k=k,
-            categories=categories,
-            tiers=tiers,
-            now=now,
-            query_vector=vector,
-            lock_hits=True,  # for the usage feedback below
-        )
+        scope = Scope(agent_id, user_id)
+        hits = _locked(session, settings, scope, query, categories, tiers, now, vector, k)
         log_retrieval(session, settings, hits, query, session_id, now)
     return hits
 
@@ -92,24 +82,42 @@ def context_block(
         if rules is None:
             return ""
         settings, categories, tiers = rules
-        hits = recall(
-            session,
-            settings,
-            agent_id,
-            user_id,
-            query,
-            categories=categories,
-            tiers=tiers,
-            now=now,
-            query_vector=vector,
-            lock_hits=True,  # for the usage feedback below
-        )
+        scope = Scope(agent_id, user_id)
+        hits = _locked(session, settings, scope, query, categories, tiers, now, vector)
         hits = agent_config.injectable(settings, hits)
         budget = settings.context_token_budget if token_budget is None else token_budget
-        zone = profiles.user_timezone(session, Scope(agent_id, user_id)) if dated(hits) else UTC
+        zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
         block, included = render_context(hits, budget, now, zone)
         log_retrieval(session, settings, included, query, session_id, now)
     return block
+
+
+def _locked(
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    query: str,
+    categories: Sequence[str] | None,
+    tiers: Sequence[str] | None,
+    now: datetime,
+    vector: Vectors | None,
+    k: int | None = None,
+) -> list[Hit]:
+    """recall, its hits read under their row locks for the usage feedback that follows
+    in the same transaction."""
+    return recall(
+        session,
+        settings,
+        scope.agent_id,
+        scope.user_id,
+        query,
+        k=k,
+        categories=categories,
+        tiers=tiers,
+        now=now,
+        query_vector=vector,
+        lock_hits=True,
+    )
 
 
 def block_rules(
