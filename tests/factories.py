@@ -12,7 +12,7 @@ from memoryd.ingest.buffer import ingest
 from memoryd.memories.store import create_memory
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.schemas import Fact
+from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, Category, Memory, Turn
 from memoryd.settings import Settings
 

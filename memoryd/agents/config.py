@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.models.checks import clean_text
 from memoryd.models.db import session_scope
-from memoryd.models.schemas import Fact
+from memoryd.models.proposals import Fact
 from memoryd.models.tables import AgentConfig, Category, ChatSession, Tier
 from memoryd.settings import Settings
 

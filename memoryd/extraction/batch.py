@@ -204,6 +204,7 @@ def apply_proposal(
     ensure_profiles(session, claim.key.scope, now)  # both documents, from the first batch on
     facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
     accepted, rejected = gate_facts(facts, settings)
+    rejected.update(proposal.dropped)
     accepted = agent_config.keep_categories(settings, accepted, rejected)  # per-agent
     said_at = max(t.created_at for t in claim.turns)  # when the user said it
     counts = reconcile_facts(
@@ -218,6 +219,7 @@ def apply_proposal(
         metadata={"extractor": proposal.extractor},
         said_at=said_at,
         nearby=prepared.nearby,
+        refused=rejected,
     )
     profile_updates, profile_rejected = apply_updates(
         session,
@@ -235,7 +237,8 @@ def apply_proposal(
     if used_llm:
         circuit.record_success(session, now)
     figures = {
-        "facts_proposed": len(facts),
+        "facts_proposed": len(facts)
+        + sum(n for reason, n in proposal.dropped.items() if not reason.startswith("profile_")),
         "facts_accepted": len(accepted),
         "facts_rejected": sum(rejected.values()),
         "rejections": dict(rejected) or None,

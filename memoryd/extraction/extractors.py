@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
@@ -19,7 +20,7 @@ from memoryd.extraction import offline
 from memoryd.llm.client import LLMClient, client_key
 from memoryd.llm.shared import Shared
 from memoryd.models.profiles import ProfileType, ProfileUpdate
-from memoryd.models.schemas import Experience, ExtractionOutput, Fact
+from memoryd.models.proposals import Experience, ExtractionOutput, Fact
 from memoryd.prompts import load_prompt
 from memoryd.recall.profile_prompt import render_profile
 from memoryd.settings import Settings
@@ -56,6 +57,8 @@ class Proposal:
     duration_ms: float = 0.0
     experiences: list[Experience] = field(default_factory=list)
     profile_updates: list[ProfileUpdate] = field(default_factory=list)
+    # Items of the answer left out as malformed (ExtractionOutput.dropped), by reason.
+    dropped: Counter[str] = field(default_factory=Counter)
 
 
 Profiles = Mapping[str, dict[str, Any]]  # the scope's current documents, by type
@@ -220,6 +223,7 @@ class LLMExtractor:
             facts=result.value.facts,
             experiences=result.value.experiences,
             profile_updates=result.value.profile_updates,
+            dropped=result.value.dropped,
             extractor="llm",
             model=result.model,
             prompt_version=self.prompt.version,

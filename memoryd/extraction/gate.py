@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from memoryd.models.schemas import Fact
+from memoryd.models.proposals import Fact
 from memoryd.settings import Settings
 from memoryd.text import holds_secret
 

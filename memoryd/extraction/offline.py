@@ -15,7 +15,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from memoryd.models.profiles import ProfileUpdate
-from memoryd.models.schemas import Fact
+from memoryd.models.proposals import Fact
 from memoryd.models.tables import Category
 
 EXTRACTOR_NAME = "offline"

@@ -28,7 +28,7 @@ from memoryd.extraction.extractors import (
 from memoryd.extraction.prepare import Prepared
 from memoryd.memories.subjects import key_for, same_key_memories
 from memoryd.models.db import session_scope
-from memoryd.models.schemas import Fact, ResolveOutput
+from memoryd.models.proposals import Fact, ResolveOutput
 from memoryd.prompts import load_prompt
 from memoryd.recall.candidates import nearby
 from memoryd.settings import Settings

@@ -6,11 +6,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol
+from typing import Annotated, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel
 
 from memoryd.llm.client import LLMClient
+from memoryd.models.checks import scrubbed
 from memoryd.prompts import load_prompt
 from memoryd.settings import Settings
 
@@ -21,12 +22,24 @@ OFFLINE_CHARS_PER_TURN = 160
 OFFLINE_SYNOPSIS_CHARS = 4000
 
 
+# A model's summary, kept without the control characters and lone surrogates no
+# database stores (checks.scrubbed): refusing it would fail the same run every time.
+def _summary_text(value: str) -> str:
+    value = scrubbed(value)
+    if not value.strip():
+        raise ValueError("the summary is empty")
+    return value
+
+
+SummaryText = Annotated[str, AfterValidator(_summary_text)]
+
+
 class SegmentSummary(BaseModel):
-    summary: str = Field(min_length=1)
+    summary: SummaryText
 
 
 class SessionSynopsis(BaseModel):
-    synopsis: str = Field(min_length=1)
+    synopsis: SummaryText
 
 
 @dataclass

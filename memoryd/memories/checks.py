@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ValidationError
 
 from memoryd.errors import MemoryRejected, field_errors
-from memoryd.models.schemas import check_text
+from memoryd.models.checks import check_text
 
 BLANK_CONTENT = "content is blank"
 

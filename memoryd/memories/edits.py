@@ -27,7 +27,8 @@ from memoryd.memories.store import (
 )
 from memoryd.models.db import lock_scope
 from memoryd.models.keys import Scope
-from memoryd.models.schemas import EventOut, Fact, MemoryOut
+from memoryd.models.proposals import Fact
+from memoryd.models.schemas import EventOut, MemoryOut
 from memoryd.models.tables import (
     Actor,
     Category,

@@ -15,12 +15,15 @@ What a fact is reconciled with, at any scope size:
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session
 
 from memoryd.memories.store import (
@@ -35,10 +38,12 @@ from memoryd.memories.store import (
 )
 from memoryd.memories.subjects import key_for, same_key_memories
 from memoryd.models.keys import Scope
-from memoryd.models.schemas import Fact
+from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus
 from memoryd.settings import Settings
 from memoryd.text import content_hash, similarity
+
+log = logging.getLogger(__name__)
 
 Nearby = Mapping[str, Sequence[int]]  # a fact's content hash -> memory ids found for it
 
@@ -81,19 +86,39 @@ def reconcile_facts(
     metadata: dict[str, Any] | None = None,
     said_at: datetime | None = None,
     nearby: Nearby | None = None,
+    refused: Counter[str] | None = None,
 ) -> ReconcileCounts:
     """Confirm duplicates, create new memories, retire the ones a new fact replaces.
 
     `said_at` is when the facts' source turns were said (extraction passes the batch's
     newest turn). A fact then only replaces a memory said no later than it: a re-driven
     old turn never retires a newer fact (see `_keep_as_history`). Direct saves pass
-    None: a person replacing a memory by hand always wins.
+    None: a person replacing a memory by hand always wins. With `refused` (extraction),
+    a fact the database refuses is counted there instead of failing the whole call.
     """
     writer = {"actor": actor, "batch_id": batch_id, "source_turn_ids": source_turn_ids}
     run = _Run(session, settings, scope, aliases, now, nearby or {}, said_at, metadata, writer)
     for fact in facts:
-        _reconcile(run, fact)
+        if refused is None:
+            _reconcile(run, fact)
+        else:
+            _reconcile_or_refuse(run, fact, refused)
     return run.counts
+
+
+def _reconcile_or_refuse(run: _Run, fact: Fact, refused: Counter[str]) -> None:
+    """A fact the database refuses to store (DataError: a value outside what a column
+    holds) costs that fact alone: its writes roll back to a savepoint, counted as
+    `refused_by_database`, and the batch's other facts are written."""
+    counts = replace(run.counts, kept=list(run.counts.kept))
+    try:
+        with run.session.begin_nested():
+            _reconcile(run, fact)
+    except DataError as exc:
+        run.counts = counts
+        refused["refused_by_database"] += 1
+        # The error's text holds the statement's parameters, the user's words: not logged.
+        log.warning("the database refused a proposed fact (%s)", type(exc.orig).__name__)
 
 
 def _reconcile(run: _Run, fact: Fact) -> None:

@@ -19,7 +19,7 @@ from memoryd.memories.weights import (
 )
 from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
-from memoryd.models.schemas import Fact
+from memoryd.models.proposals import Fact
 from memoryd.models.tables import (
     SHARED_USER,
     Actor,

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from memoryd.memories.store import readable
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.schemas import Fact
+from memoryd.models.proposals import Fact
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embeddings import Vectors, embed_query
 from memoryd.recall.rank import Hit, recall

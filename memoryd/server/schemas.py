@@ -9,7 +9,8 @@ from fastapi import Path
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from memoryd.memories.checks import not_blank
-from memoryd.models.schemas import Ident, MemoryOut, TurnIn, check_text
+from memoryd.models.checks import check_text
+from memoryd.models.schemas import Ident, MemoryOut, TurnIn
 from memoryd.models.tables import Category, Tier
 from memoryd.recall.rank import Hit
 from memoryd.recall.session_context import SessionContext

@@ -10,7 +10,7 @@ from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.extraction.gate import gate_facts
 from memoryd.models.keys import SessionKey
-from memoryd.models.schemas import Fact
+from memoryd.models.proposals import Fact
 from memoryd.models.tables import ExtractionBatch, Memory
 from memoryd.settings import Settings
 from memoryd.text import holds_secret

@@ -97,6 +97,19 @@ def test_second_run_summarises_only_what_is_new(
     assert chat_row(db).summary_upto == 54
 
 
+def test_a_summary_with_control_characters_is_kept_without_them(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = compress_settings(settings, fake_llm)
+    chat(s, 0, 30)
+    segment = fakellm.answer({"summary": "Talked\x00 about\ud800 turns\x07"})
+    fake_llm.push(segment, segment, segment, fakellm.answer({"synopsis": "All\x1b fine\x00"}))
+    assert compress_due_sessions(s) == {"due": 1, "compressed": 1}
+    assert chat_row(db).summary == "All fine"
+    stored = [seg.summary for seg in db.scalars(select(SessionSegment))]
+    assert stored == ["Talked about\ufffd turns"] * 3
+
+
 def test_budget_keeps_the_newest_turns(settings: Settings, db: Session, fake_llm: FakeLLM) -> None:
     s = compress_settings(settings, fake_llm)
     chat(s, 0, 30)
