@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, HTTPException
 from fastapi.openapi.utils import get_openapi
@@ -19,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memoryd.client import MemoryClient
+from memoryd.models.checks import scrubbed, text_problem
 from memoryd.models.schemas import TurnIn
 from memoryd.server import metrics, page, problems
 from memoryd.server.routes import ROUTERS
@@ -68,6 +70,38 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
+class PlainUrl:
+    """Refuse with 422, naming the parameter, a path or query string that carries what
+    no database stores faithfully (a NUL or another control character, bytes that are
+    not UTF-8): before any route or page filter reads it, so none has to remember to."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (found := url_problem(scope)) is not None:
+            field, message = found
+            errors = [problems.FieldError(field=field, message=message)]
+            response = problems.problem_response(
+                None, 422, "invalid-request", f"{field}: {message}", errors
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def url_problem(scope: Scope) -> tuple[str, str] | None:
+    """(field, what is wrong) of the first bad part of the request's path or query."""
+    if problem := text_problem(scope.get("path", "")):
+        return "(path)", problem
+    query = scope.get("query_string", b"").decode("latin-1")
+    # Undecodable bytes become lone surrogates, which text_problem names.
+    for name, value in parse_qsl(query, keep_blank_values=True, errors="surrogateescape"):
+        if problem := text_problem(name) or text_problem(value):
+            return scrubbed(name) or "(query)", problem
+    return None
+
+
 def create_app(settings: Settings | None = None, *, client: MemoryClient | None = None) -> FastAPI:
     settings = settings or get_settings()
     client = client or MemoryClient(settings)
@@ -107,6 +141,7 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(PlainUrl)
     return app
 
 

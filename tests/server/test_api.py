@@ -88,6 +88,26 @@ def test_a_body_that_is_not_a_turn_payload_is_a_problem(
     assert count_turns(db) == 0
 
 
+BAD_URLS: list[tuple[str, str]] = [
+    ("/v1/batches?agent_id=a%00b", "agent_id"),
+    ("/v1/dead-letters?agent_id=a%1bb", "agent_id"),
+    ("/v1/stats?agent_id=%ff", "agent_id"),
+    ("/v1/memories/bot/ann?category=user&x%00=1", "x"),
+    ("/v1/memories/bot/a%00nn", "(path)"),
+    ("/v1/sessions/bot/ann/s%00/context", "(path)"),
+    ("/?q=tea%00&agent=bot", "q"),
+    ("/batches?agent=%ed%a0%80", "agent"),
+]
+
+
+@pytest.mark.parametrize(("url", "field"), BAD_URLS, ids=[u for u, _ in BAD_URLS])
+def test_a_nul_or_undecodable_byte_in_a_url_is_refused_before_the_database(
+    api: TestClient, keys: Keys, url: str, field: str
+) -> None:
+    """PostgreSQL refuses NUL in text: reaching it, such a filter was a 500."""
+    assert_problem(api.get(url, headers=bearer(keys.admin)), 422, field)
+
+
 def test_a_huge_body_is_refused_before_it_is_read(
     api: TestClient, keys: Keys, db: Session, api_settings: Settings
 ) -> None:
