@@ -78,7 +78,10 @@ class Settings(BaseSettings):
         300, gt=0, description="A batch whose worker stops renewing this long is taken back"
     )
     max_attempts: int = Field(
-        3, ge=1, description="Permanent failures (4xx, invalid output, bugs) before dead letter"
+        3,
+        ge=1,
+        description="Permanent failures (4xx, invalid output, bugs) of a turn alone in its batch "
+        "before it is dead-lettered; a failing batch of several is split first",
     )
     max_lost_leases: int = Field(
         10, ge=1, description="Worker deaths on one batch before its turns are dead-lettered"

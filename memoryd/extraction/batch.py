@@ -33,10 +33,12 @@ from memoryd.ingest.leases import (
     Claim,
     back_off,
     clear_back_off,
+    end_split,
     finish_turns,
     release_lease,
     renew_lease,
     return_turns,
+    split_failed,
 )
 from memoryd.llm import circuit
 from memoryd.memories.profile_updates import apply_updates
@@ -292,12 +294,17 @@ def fail_batch(
     """Record a failed batch and give its turns back. Returns how many were dead-lettered.
 
     Transient: the turns return unchanged and the session backs off (and with `llm_down`
-    the LLM circuit counts the failure). Permanent or bug: each turn counts one attempt.
+    the LLM circuit counts the failure). Permanent or bug: a batch of several turns is
+    split (leases.split_failed), so only the turn that fails alone counts attempts and
+    is dead-lettered; the others are extracted.
     """
     if not release_lease(session, claim):
         return 0  # the lease was lost: its turns went back already
     transient = kind == FailureKind.TRANSIENT
-    dead = return_turns(session, settings, claim.key, claim.batch_id, count_attempt=not transient)
+    counted = not transient and not split_failed(session, claim)
+    dead = return_turns(session, settings, claim.key, claim.batch_id, count_attempt=counted)
+    if dead:
+        end_split(session, claim.key)
     if transient:
         back_off(session, settings, claim.key, lease_now(session))
         if llm_down:
@@ -331,6 +338,8 @@ def _fail(
         log.exception("could not record the failure of batch %s", claim.batch_id)
         return
     stats.dead_lettered += dead
+    if kind != FailureKind.TRANSIENT and len(claim.turns) > 1:
+        stats.more_pending = True  # split: the next claim tries the first half at once
     if dead:
         log.error(
             "%d turns of %s dead-lettered after %d attempts; `memoryd retry` re-drives them",

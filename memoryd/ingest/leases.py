@@ -95,9 +95,10 @@ def claim_batch(
     recover_stranded(session, settings, chat, now)
     if chat.retry_at is not None and chat.retry_at > now:
         return None  # backing off after an outage
-    rows = _pending_turns(session, settings, key)
+    rows, splitting = _within_split(chat, _pending_turns(session, settings, key))
     taken, oversized = _fit(rows, token_budget, cost)
-    if not taken or not _ready(settings, chat, full=_full(settings, rows, taken), now=now):
+    full = splitting or _full(settings, rows, taken)
+    if not taken or not _ready(settings, chat, full=full, now=now):
         return None
     batch = _open_batch(session, key, taken, now)
     turns = _mark_claimed(session, batch, taken)
@@ -120,6 +121,19 @@ def _pending_turns(session: Session, settings: Settings, key: SessionKey) -> lis
         .limit(settings.batch_size)
     )
     return [ClaimedTurn(*row) for row in rows]
+
+
+def _within_split(chat: ChatSession, rows: list[ClaimedTurn]) -> tuple[list[ClaimedTurn], bool]:
+    """What a claim may take of `rows` while the session isolates a failing turn (see
+    split_failed): at most split_limit of the turns up to split_until, at once. Once the
+    oldest pending turn is past that range, the split is over."""
+    if chat.split_until is None:
+        return rows, False
+    if rows and rows[0].id <= chat.split_until:
+        within = [row for row in rows if row.id <= chat.split_until]
+        return within[: chat.split_limit or 1], True
+    chat.split_limit = chat.split_until = None
+    return rows, False
 
 
 def _full(settings: Settings, rows: list[ClaimedTurn], taken: list[ClaimedTurn]) -> bool:
@@ -230,6 +244,28 @@ def return_turns(
     dead = sum(1 for status in res.scalars() if status == TurnStatus.FAILED)
     _uncount_pending(session, key, dead)
     return dead
+
+
+def split_failed(session: Session, claim: Claim) -> bool:
+    """A batch of several turns failed for good (a permanent error or a bug), perhaps
+    because of one of them: its turns go back without counting an attempt, and the
+    session's next claims over them take half as many, until the turn that fails stands
+    alone and counts its own attempts. False for a batch of one turn."""
+    if len(claim.turns) < 2:
+        return False
+    chat = session.scalars(select(ChatSession).where(*session_pk(claim.key))).one()
+    chat.split_limit = len(claim.turns) // 2
+    chat.split_until = max(chat.split_until or 0, claim.turns[-1].id)
+    return True
+
+
+def end_split(session: Session, key: SessionKey) -> None:
+    """The failing turn was dead-lettered: the rest go back to whole batches."""
+    session.execute(
+        update(ChatSession)
+        .where(*session_pk(key), ChatSession.split_until.is_not(None))
+        .values(split_limit=None, split_until=None)
+    )
 
 
 def back_off(session: Session, settings: Settings, key: SessionKey, now: datetime) -> datetime:

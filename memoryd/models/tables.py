@@ -165,6 +165,10 @@ class ChatSession(Base):
     # Back-off after transient LLM failures: no claim before retry_at.
     retry_at: Mapped[datetime | None]
     transient_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Poison isolation: a batch that failed for good left turns up to split_until, and
+    # the session's claims there take at most split_limit of them (memoryd/ingest/leases.py).
+    split_limit: Mapped[int | None] = mapped_column(Integer)
+    split_until: Mapped[int | None] = mapped_column(BigInteger)
     summary: Mapped[str | None] = mapped_column(Text)
     summary_upto: Mapped[int | None] = mapped_column(BigInteger)
     compressed_at: Mapped[datetime | None]
