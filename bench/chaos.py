@@ -5,7 +5,8 @@ can kill and restart them) and on SQLite + the filesystem broker, with the fake 
 LLM making one fact per user turn. Each scenario feeds generated multi-session chats
 while it injects its fault, waits for the pipeline to settle, and checks: every turn
 done by exactly one done batch, each user turn's fact present once and seen once,
-nothing stranded, nothing dead-lettered (every fault here is transient), nothing lost.
+nothing stranded, nothing lost, nothing dead-lettered (every fault here is transient)
+but the turns the `poison` scenario makes fail every time, each alone.
 Baseline: the same load with no fault, same run.
 
     .venv/bin/python bench/chaos.py            # full size, about 15 minutes
@@ -29,11 +30,20 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
 from sqlalchemy import select
 
-from bench.chaos_harness import Conversation, Harness, Outcome, Servers, generate, repeatedly
+from bench.chaos_harness import (
+    Conversation,
+    Harness,
+    Outcome,
+    Servers,
+    chaos_answer,
+    generate,
+    repeatedly,
+)
 from bench.common import emit
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
@@ -184,6 +194,29 @@ def duplicate_ingest(h: Harness, size: Size, convs: list[Conversation]) -> None:
     h.start_workers()  # the sessions idle out; the sweep extracts them
 
 
+POISON = "[poison]"
+
+
+def poison(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """One user turn in each of the first user's sessions makes the model fail every
+    time (invalid JSON, and again after the repair round: a permanent error). Its batch
+    is split until it stands alone; it alone is dead-lettered, every other turn extracted."""
+    for conv in convs[: size.sessions]:
+        turn = conv.turns[10]  # a user turn, within the first batch
+        h.poisoned.add(conv.tags[5])
+        turn["content"] = f"{turn['content'][:12]} {POISON}{turn['content'][12:]}"
+
+    def refuse_poison(messages: list[dict[str, Any]]) -> str:
+        if any(POISON in str(m.get("content")) for m in messages):
+            return "I cannot answer that."
+        return chaos_answer(messages)
+
+    h.llm.delay = 0.2
+    h.llm.responder = refuse_poison
+    h.start_workers()
+    h.feed(convs, size.feed_seconds)
+
+
 SCENARIOS: dict[str, tuple[Run, tuple[str, ...], dict[str, float]]] = {
     "baseline": (baseline, ("postgres",), {}),
     "kill": (kill_workers, ("postgres", "sqlite"), {}),
@@ -197,6 +230,7 @@ SCENARIOS: dict[str, tuple[Run, tuple[str, ...], dict[str, float]]] = {
     "llm_faults": (llm_faults, ("postgres",), {}),
     "outage": (outage, ("postgres", "sqlite"), {}),
     "duplicate_ingest": (duplicate_ingest, ("postgres", "sqlite"), {}),
+    "poison": (poison, ("postgres", "sqlite"), {}),
 }
 
 

@@ -188,6 +188,9 @@ class Harness:
         self.stopping = threading.Event()
         self.feeder: threading.Thread | None = None
         self.conversations: list[Conversation] = []
+        # Tags of user turns the scenario made fail every time: each must end dead-
+        # lettered alone, its fact missing, and every other turn extracted.
+        self.poisoned: set[str] = set()
         self.started = time.monotonic()
 
     # ----------------------------------------------------------------------- processes
@@ -301,7 +304,12 @@ class Harness:
                     Memory.status == MemoryStatus.ACTIVE, Memory.agent_id == "chaos"
                 )
             ).all()
-        expected = {fact_for(tag) for conv in self.conversations for tag in conv.tags}
+            failed = session.scalars(select(Turn.content).where(Turn.status == TurnStatus.FAILED))
+            failed_tags = {m.group(1) if (m := TAG.search(c)) else c for c in failed}
+        tags = {tag for conv in self.conversations for tag in conv.tags}
+        expected = {fact_for(tag) for tag in tags - self.poisoned}
+        # Dead letters other than the poisoned turns, and poisoned turns not dead-lettered.
+        dead_lettered = len(failed_tags ^ self.poisoned)
         seen: dict[str, int] = {}
         for content, evidence in memories:
             seen[content] = seen.get(content, 0) + evidence
@@ -310,6 +318,9 @@ class Harness:
         lost = sum(1 for c in expected if c not in seen)
         total = sum(len(c.turns) for c in self.conversations)
         notes = [f"unexpected memory: {c}" for c in sorted(extra)[:3]]
+        if self.poisoned:
+            alone = len(failed_tags & self.poisoned)
+            notes.append(f"{alone} of {len(self.poisoned)} poisoned turns dead-lettered alone")
         mismatched = self.mismatched_terms()
         if mismatched:
             notes.append(f"{mismatched} memories hold search terms not their own")
@@ -320,7 +331,7 @@ class Harness:
             done=statuses.get(TurnStatus.DONE, 0),
             duplicated=duplicated + len(extra),
             stranded=statuses.get(TurnStatus.PENDING, 0) + statuses.get(TurnStatus.CLAIMED, 0),
-            dead_lettered=statuses.get(TurnStatus.FAILED, 0),
+            dead_lettered=dead_lettered,
             lost=lost + max(total - sum(statuses.values()), 0),
             seconds=time.monotonic() - self.started,
             llm_calls=self.llm.calls,
