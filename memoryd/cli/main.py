@@ -121,22 +121,36 @@ class RetryArgs(BaseModel):
     session_id: Ident | None = None
 
 
+def _dead_letter_filter(ns: argparse.Namespace) -> dict[str, str | None]:
+    args = RetryArgs(
+        agent_id=ns.agent or None, user_id=ns.user or None, session_id=ns.session or None
+    )
+    return args.model_dump()
+
+
 def cmd_retry(settings: Settings, ns: argparse.Namespace) -> int:
     from memoryd.ingest.sweeper import retry_failed
     from memoryd.models.db import session_scope, utcnow
 
-    args = RetryArgs(
-        agent_id=ns.agent or None, user_id=ns.user or None, session_id=ns.session or None
-    )
+    which = _dead_letter_filter(ns)
     with session_scope(settings) as session:
-        count = retry_failed(
-            session,
-            utcnow(),
-            agent_id=args.agent_id,
-            user_id=args.user_id,
-            session_id=args.session_id,
-        )
+        count = retry_failed(session, utcnow(), **which)
     print(f"{count} failed turns back to pending; the next sweep extracts them")
+    return 0
+
+
+def cmd_skip_or_purge(settings: Settings, ns: argparse.Namespace) -> int:
+    from memoryd.ingest.sweeper import purge_failed, skip_failed
+    from memoryd.models.db import session_scope
+
+    if ns.command == "purge":
+        settle, done = purge_failed, "deleted"
+    else:
+        settle, done = skip_failed, "skipped: kept as history, never extracted"
+    which = _dead_letter_filter(ns)
+    with session_scope(settings) as session:
+        count = settle(session, **which)
+    print(f"{count} failed turns {done}")
     return 0
 
 
@@ -300,10 +314,15 @@ def _add_pipeline_commands(add: AddCommand) -> None:
     p.add_argument("--file", help='payload file: {"turns": [...]} as for memoryd.ingest_turns')
     p.add_argument("--end", action="store_true", help="end the session after enqueueing")
     p.add_argument("--no-dispatch", action="store_true", help="leave dispatch to beat's sweep")
-    p = add("retry", cmd_retry, "re-drive dead-lettered (failed) turns")
-    p.add_argument("--agent", default="")
-    p.add_argument("--user", default="")
-    p.add_argument("--session", default="")
+    for name, command, what in (
+        ("retry", cmd_retry, "re-drive dead-lettered (failed) turns"),
+        ("skip", cmd_skip_or_purge, "give up on dead-lettered turns: kept, never extracted"),
+        ("purge", cmd_skip_or_purge, "delete dead-lettered turns, text and all"),
+    ):
+        p = add(name, command, what)
+        p.add_argument("--agent", default="", help="only this agent's")
+        p.add_argument("--user", default="", help="only this user's")
+        p.add_argument("--session", default="", help="only this session's")
     p = add("stats", cmd_stats, "pipeline and memory health figures")
     p.add_argument("--agent", default="")
     p.add_argument("--user", default="")

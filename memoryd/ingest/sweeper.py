@@ -11,8 +11,9 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.ingest.leases import lock_session, recover_stranded
 from memoryd.llm import circuit
@@ -128,16 +129,16 @@ def retry_failed(
     """Dead-lettered turns (of an agent, a user or a session, or all) go back to pending
     with fresh counts; their sessions are marked ended so the next sweep flushes them even
     below batch_size, and stop backing off."""
-    where = [Turn.status == TurnStatus.FAILED]
-    chat_where = []
-    for column, chat_column, value in (
-        (Turn.agent_id, ChatSession.agent_id, agent_id),
-        (Turn.user_id, ChatSession.user_id, user_id),
-        (Turn.session_id, ChatSession.session_id, session_id),
-    ):
-        if value is not None:
-            where.append(column == value)
-            chat_where.append(chat_column == value)
+    where = _dead_letters(agent_id, user_id, session_id)
+    chat_where = [
+        column == value
+        for column, value in (
+            (ChatSession.agent_id, agent_id),
+            (ChatSession.user_id, user_id),
+            (ChatSession.session_id, session_id),
+        )
+        if value is not None
+    ]
     keys = [
         SessionKey(*r)
         for r in session.execute(
@@ -166,3 +167,43 @@ def retry_failed(
             )
         )
     return rowcount(res)
+
+
+def skip_failed(
+    session: Session,
+    *,
+    agent_id: str | None = None,
+    user_id: str | None = None,
+    session_id: str | None = None,
+) -> int:
+    """Dead-lettered turns are given up on: kept as the conversation's history (session
+    context, compression), never extracted. Returns how many."""
+    skipped = update(Turn).where(*_dead_letters(agent_id, user_id, session_id))
+    return rowcount(session.execute(skipped.values(status=TurnStatus.SKIPPED)))
+
+
+def purge_failed(
+    session: Session,
+    *,
+    agent_id: str | None = None,
+    user_id: str | None = None,
+    session_id: str | None = None,
+) -> int:
+    """Dead-lettered turns are deleted, text and all. Returns how many."""
+    purged = delete(Turn).where(*_dead_letters(agent_id, user_id, session_id))
+    return rowcount(session.execute(purged))
+
+
+def _dead_letters(
+    agent_id: str | None, user_id: str | None, session_id: str | None
+) -> list[ColumnElement[bool]]:
+    """Which turns are the dead letters of an agent, a user or a session (or all)."""
+    where: list[ColumnElement[bool]] = [Turn.status == TurnStatus.FAILED]
+    for column, value in (
+        (Turn.agent_id, agent_id),
+        (Turn.user_id, user_id),
+        (Turn.session_id, session_id),
+    ):
+        if value is not None:
+            where.append(column == value)
+    return where

@@ -73,7 +73,8 @@ class TurnStatus(enum.StrEnum):
     PENDING = "pending"
     CLAIMED = "claimed"
     DONE = "done"
-    FAILED = "failed"
+    FAILED = "failed"  # dead-lettered: kept, re-drivable (sweeper.retry_failed)
+    SKIPPED = "skipped"  # a dead letter given up on: kept as history, never extracted
 
 
 class Tier(enum.StrEnum):

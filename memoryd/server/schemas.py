@@ -113,6 +113,14 @@ class RetryOut(BaseModel):
     retried: int
 
 
+class SkipOut(BaseModel):
+    skipped: int
+
+
+class PurgeOut(BaseModel):
+    purged: int
+
+
 class HealthOut(BaseModel):
     status: str
     database: str

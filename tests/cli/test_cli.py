@@ -163,6 +163,26 @@ def test_retry_re_drives_only_the_scope_it_names(settings: Settings) -> None:
         assert sorted(left) == ["bob", "bob", "bob"]
 
 
+def test_skip_and_purge_settle_only_the_scope_they_name(settings: Settings) -> None:
+    from memoryd.models.db import session_scope
+    from memoryd.models.tables import Turn, TurnStatus
+    from tests.factories import add_turns
+
+    add_turns(settings, 2, user_id="ann")
+    add_turns(settings, 3, start=2, user_id="bob", session_id="s2")
+    add_turns(settings, 1, start=5, user_id="cy", session_id="s3")
+    with session_scope(settings) as session:
+        session.execute(update(Turn).values(status=TurnStatus.FAILED))
+    out = memoryd(settings, "skip", "--agent", "bot", "--user", "ann")
+    assert out.returncode == 0 and out.stdout.startswith("2 failed turns skipped")
+    out = memoryd(settings, "purge", "--agent", "bot", "--user", "bob", "--session", "s2")
+    assert out.returncode == 0 and out.stdout.startswith("3 failed turns deleted")
+    with session_scope(settings, readonly=True) as session:
+        left = session.execute(select(Turn.user_id, Turn.status).order_by(Turn.id)).all()
+    expected = [("ann", "skipped"), ("ann", "skipped"), ("cy", "failed")]
+    assert [tuple(row) for row in left] == expected
+
+
 def test_profile_show_patch_edit_history(settings: Settings, tmp_path: Path) -> None:
     scope = ["--agent", "bot", "--user", "ann"]
     out = memoryd(settings, "profile", "patch", *scope, '{"timezone": "Europe/Lisbon"}')

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from memoryd.models.db import session_scope
+from memoryd.models.tables import Turn, TurnStatus
 from memoryd.settings import Settings
-from tests.factories import count_turns, turn_item
+from tests.factories import add_turns, count_turns, turn_item
 from tests.server.conftest import Keys, bearer
 
 PROBLEM = "application/problem+json"
@@ -263,6 +265,23 @@ def test_health_needs_no_key_and_operations_need_an_admin(api: TestClient, keys:
     assert_problem(api.get("/v1/dead-letters", headers=bearer(keys.bot)), 403)
     own = api.get("/v1/dead-letters?agent_id=bot", headers=bearer(keys.bot))
     assert own.status_code == 200 and own.json() == []
+
+
+def test_dead_letters_are_skipped_or_purged_within_the_keys_scope(
+    api: TestClient, keys: Keys, api_settings: Settings, db: Session
+) -> None:
+    add_turns(api_settings, 2, user_id="ann")
+    add_turns(api_settings, 1, start=2, user_id="bob", session_id="s2")
+    with session_scope(api_settings) as session:
+        session.execute(update(Turn).values(status=TurnStatus.FAILED))
+    assert_problem(api.post("/v1/dead-letters/skip", json={}, headers=bearer(keys.bot)), 403)
+    body = {"agent_id": "bot", "user_id": "ann"}
+    skipped = api.post("/v1/dead-letters/skip", json=body, headers=bearer(keys.ann))
+    assert skipped.status_code == 200 and skipped.json() == {"skipped": 2}
+    purged = api.post("/v1/dead-letters/purge", json={}, headers=bearer(keys.admin))
+    assert purged.status_code == 200 and purged.json() == {"purged": 1}
+    statuses = db.execute(select(Turn.user_id, Turn.status)).all()
+    assert sorted(tuple(row) for row in statuses) == [("ann", "skipped"), ("ann", "skipped")]
 
 
 def test_unknown_paths_and_methods_are_problems_too(api: TestClient, keys: Keys) -> None:

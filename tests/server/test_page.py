@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+from sqlalchemy import select, update
 
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
-from memoryd.models.tables import MemoryStatus, Tier
+from memoryd.models.tables import MemoryStatus, Tier, Turn, TurnStatus
 from memoryd.settings import Settings
-from tests.factories import make_memory
+from tests.factories import add_turns, make_memory
 from tests.server.conftest import LiveServer, make_key
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -134,6 +135,28 @@ def test_a_bad_edit_shows_the_field_and_changes_nothing(page: Page, api_settings
     expect(page.locator(f"#memory-{tea.id} .message.error")).to_contain_text("content")
     client = MemoryClient(api_settings, dispatch=False)
     assert client.get("bot", "ann", tea.id).content == "Prefers tea"
+
+
+def test_dead_letters_are_skipped_or_deleted_from_the_batches_page(
+    page: Page, api_settings: Settings
+) -> None:
+    add_turns(api_settings, 2, user_id="ann")
+    add_turns(api_settings, 1, start=2, user_id="bob", session_id="s2")
+    with session_scope(api_settings) as session:
+        session.execute(update(Turn).values(status=TurnStatus.FAILED))
+    page.on("dialog", lambda dialog: dialog.accept())  # each asks for confirmation first
+    page.goto("/batches")
+    rows = page.locator("table.dead tbody tr")
+    expect(rows).to_have_count(3)
+    rows.filter(has_text="bot/ann/").first.get_by_role("button", name="Skip").click()
+    expect(page.locator("#retry-result")).to_contain_text("turns skipped")
+    page.reload()
+    expect(rows).to_have_count(1)
+    rows.first.get_by_role("button", name="Delete").click()
+    expect(page.locator("#retry-result")).to_contain_text("turns deleted 1")
+    with session_scope(api_settings, readonly=True) as session:
+        left = session.execute(select(Turn.user_id, Turn.status)).all()
+    assert sorted(tuple(row) for row in left) == [("ann", "skipped"), ("ann", "skipped")]
 
 
 def test_the_profiles_panel_shows_and_edits_both_documents(

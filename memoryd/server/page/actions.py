@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from memoryd.agents import config
 from memoryd.agents.config import AgentSettings
 from memoryd.errors import field_errors
-from memoryd.ingest.sweeper import retry_failed
+from memoryd.ingest.sweeper import purge_failed, retry_failed, skip_failed
 from memoryd.memories import conflicts, review
 from memoryd.models.db import session_scope, utcnow
 from memoryd.server.page.render import Page, PageAdmin, memory_by_id
@@ -123,24 +123,32 @@ def clean_up(request: Request, state: State, _admin: PageAdmin) -> HTMLResponse:
     return Page(request).render("_message.html", message_key="panel.cleaned", count=count)
 
 
-@router.post("/dead-letters/retry", response_class=HTMLResponse)
-def retry(
+# What each dead-letter action's message says it did (i18n key batches.<done>).
+DEAD_LETTER_DONE = {"retry": "retried", "skip": "skipped", "purge": "purged"}
+
+
+@router.post("/dead-letters/{action}", response_class=HTMLResponse)
+def settle_dead_letters(
     request: Request,
     state: State,
     _admin: PageAdmin,
+    action: Literal["retry", "skip", "purge"],
     agent_id: Annotated[str, Form(max_length=200)] = "",
     user_id: Annotated[str, Form(max_length=200)] = "",
     session_id: Annotated[str, Form(max_length=200)] = "",
 ) -> HTMLResponse:
+    """Retry, skip or delete the dead letters of a session (or all of them)."""
+    which = {"agent_id": agent_id or None, "user_id": user_id or None}
+    which["session_id"] = session_id or None
     with session_scope(state.settings) as session:
-        count = retry_failed(
-            session,
-            utcnow(),
-            agent_id=agent_id or None,
-            user_id=user_id or None,
-            session_id=session_id or None,
-        )
-    return Page(request).render("_message.html", message_key="batches.retried", count=count)
+        if action == "retry":
+            count = retry_failed(session, utcnow(), **which)
+        elif action == "skip":
+            count = skip_failed(session, **which)
+        else:
+            count = purge_failed(session, **which)
+    message = f"batches.{DEAD_LETTER_DONE[action]}"
+    return Page(request).render("_message.html", message_key=message, count=count)
 
 
 @router.post("/agents/{agent_id}/settings", response_class=HTMLResponse)

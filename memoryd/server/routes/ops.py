@@ -10,7 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from memoryd.extraction.stats import pipeline_stats
-from memoryd.ingest.sweeper import retry_failed
+from memoryd.ingest.sweeper import purge_failed, retry_failed, skip_failed
 from memoryd.memories.health import memory_health
 from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.tables import BatchStatus
@@ -18,7 +18,15 @@ from memoryd.monitoring.figures import BatchOut, DeadLetter, dead_letters, list_
 from memoryd.server.auth import Admin, Caller, check_scope
 from memoryd.server.keys import Principal
 from memoryd.server.problems import ProblemError
-from memoryd.server.schemas import MAX_ID, HealthOut, RetryOut, RetryRequest, StatsOut
+from memoryd.server.schemas import (
+    MAX_ID,
+    HealthOut,
+    PurgeOut,
+    RetryOut,
+    RetryRequest,
+    SkipOut,
+    StatsOut,
+)
 from memoryd.server.state import State
 
 router = APIRouter(tags=["operations"])
@@ -99,6 +107,28 @@ def retry_dead_letters(state: State, principal: Caller, body: RetryRequest) -> R
             session_id=body.session_id,
         )
     return RetryOut(retried=count)
+
+
+@router.post(
+    "/v1/dead-letters/skip",
+    response_model=SkipOut,
+    summary="Give up on dead-lettered turns: kept as history, never extracted",
+)
+def skip_dead_letters(state: State, principal: Caller, body: RetryRequest) -> SkipOut:
+    _check_filter(principal, body.agent_id, body.user_id)
+    with session_scope(state.settings) as session:
+        return SkipOut(skipped=skip_failed(session, **body.model_dump()))
+
+
+@router.post(
+    "/v1/dead-letters/purge",
+    response_model=PurgeOut,
+    summary="Delete dead-lettered turns, text and all",
+)
+def purge_dead_letters(state: State, principal: Caller, body: RetryRequest) -> PurgeOut:
+    _check_filter(principal, body.agent_id, body.user_id)
+    with session_scope(state.settings) as session:
+        return PurgeOut(purged=purge_failed(session, **body.model_dump()))
 
 
 def _check_filter(principal: Principal, agent_id: str | None, user_id: str | None) -> None:
