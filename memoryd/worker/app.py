@@ -78,7 +78,7 @@ def _watch_the_consumer(sender: Any = None, **_kw: Any) -> None:
     global _watchdog
     seconds = _settings_or_exit().consumer_watchdog_seconds
     if seconds > 0 and sender is not None:
-        _watchdog = install(sender.app, sender.hostname, seconds)
+        _watchdog = install(sender.app, sender.hostname, seconds, consumer=sender)
 
 
 @task_received.connect

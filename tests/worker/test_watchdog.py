@@ -1,5 +1,6 @@
 """A worker whose consumer stops taking messages exits (to be replaced); a healthy one,
-idle or busy, never does. Real worker processes on Redis and the filesystem broker."""
+idle or busy (every slot on a call longer than the watchdog), never does. Real worker
+processes on Redis and the filesystem broker."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ from pathlib import Path
 import pytest
 from celery.utils.nodenames import worker_direct
 
+from memoryd.client import MemoryClient
+from memoryd.models.db import session_scope
+from memoryd.settings import Settings
 from memoryd.worker import make_celery
 from memoryd.worker.watchdog import EXIT_WEDGED
 from tests.conftest import make_settings
+from tests.factories import count_turns
+from tests.fakellm import FakeLLM
 from tests.workers import start_worker, wait_until
 
 pytestmark = pytest.mark.slow
@@ -46,3 +52,41 @@ def test_a_worker_whose_consumer_wedges_exits_and_a_healthy_one_stays(
     finally:
         healthy.stop()
         wedged.stop()
+
+
+def test_a_worker_whose_every_slot_is_busy_longer_than_the_watchdog_stays(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """acks_late and a prefetch of one per slot keep a busy worker from taking its own
+    ping: the watchdog must not take that for a wedge (it once exited after 3.4 s)."""
+    with FakeLLM(delay=8.0) as llm:
+        settings = make_settings(
+            backend,
+            tmp_path,
+            request,
+            consumer_watchdog_seconds=1.5,
+            llm_base_url=llm.base_url,
+            llm_api_key="test-key",
+            llm_timeout_seconds=30.0,
+        )
+        worker = start_worker(settings, tmp_path, name="busy", concurrency=1)
+        try:
+            client = MemoryClient(settings)
+            client.enqueue_turn(
+                agent_id="bot", user_id="ann", session_id="s1", role="user", content="Call me Sam."
+            )
+            client.end_session("bot", "ann", "s1")
+            client.flush()
+            wait_until(lambda: llm.calls == 1, 60, what="the call starts", procs=(worker,))
+            wait_until(
+                lambda: _turns_done(settings) == 1, 60, what="the call ends", procs=(worker,)
+            )
+            assert worker.alive(), worker.log()[-2000:]
+            assert "exiting so that a fresh worker replaces it" not in worker.log()
+        finally:
+            worker.stop()
+
+
+def _turns_done(settings: Settings) -> int:
+    with session_scope(settings, readonly=True) as session:
+        return count_turns(session, "done")
