@@ -31,6 +31,12 @@ class Settings(BaseSettings):
     # --- where things live -------------------------------------------------------------
     data_dir: Path = Field(Path(".memoryd"), description="Embedded SQLite file and broker folder")
     database_url: str = Field("", description="SQLAlchemy URL; empty means <data_dir>/memoryd.db")
+    db_statement_timeout_seconds: float = Field(
+        120.0, ge=0, description="PostgreSQL: a statement running longer fails (0: no limit)"
+    )
+    db_lock_timeout_seconds: float = Field(
+        15.0, ge=0, description="PostgreSQL: waiting longer for a lock fails (0: no limit)"
+    )
     broker_url: str = Field(
         "filesystem://", description="Celery broker; filesystem:// needs no server"
     )

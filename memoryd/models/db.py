@@ -19,7 +19,7 @@ from memoryd.settings import Settings
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
-_engines: dict[tuple[str, bool], Engine] = {}
+_engines: dict[tuple[str, bool, float, float], Engine] = {}
 _engines_lock = threading.Lock()
 
 
@@ -71,7 +71,12 @@ def _ensure_math_functions(dbapi_conn: Any) -> None:
             dbapi_conn.create_function(name, 1, function, deterministic=True)
 
 
-def make_engine(url: str, autocommit: bool = False) -> Engine:
+def make_engine(
+    url: str, autocommit: bool = False, statement_timeout: float = 0, lock_timeout: float = 0
+) -> Engine:
+    """An engine for `url`. On PostgreSQL every connection gets the timeouts (seconds,
+    0: none): a statement running longer, or waiting longer for a lock, fails instead of
+    holding its worker and its locks."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         _configure_sqlite(engine)
@@ -79,13 +84,22 @@ def make_engine(url: str, autocommit: bool = False) -> Engine:
     # No pre-ping: it costs a round trip on every checkout of the ingest hot path. A
     # connection broken by a server restart fails one call, and SQLAlchemy then
     # invalidates the whole pool; recycling bounds the age of idle connections.
-    return create_engine(
+    engine = create_engine(
         url,
         pool_size=10,
         max_overflow=20,
         pool_recycle=1800,
         isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
     )
+
+    @event.listens_for(engine, "connect")
+    def _set_timeouts(dbapi_conn: Any, _record: Any) -> None:
+        with dbapi_conn.cursor() as cur:
+            cur.execute(f"SET statement_timeout = {int(statement_timeout * 1000)}")
+            cur.execute(f"SET lock_timeout = {int(lock_timeout * 1000)}")
+        dbapi_conn.commit()
+
+    return engine
 
 
 def get_engine(settings: Settings, autocommit: bool = False) -> Engine:
@@ -96,12 +110,14 @@ def get_engine(settings: Settings, autocommit: bool = False) -> Engine:
     """
     url = settings.resolved_database_url
     autocommit = autocommit and not url.startswith("sqlite")
+    timeouts = (settings.db_statement_timeout_seconds, settings.db_lock_timeout_seconds)
+    key = (url, autocommit, *timeouts)
     with _engines_lock:
-        engine = _engines.get((url, autocommit))
+        engine = _engines.get(key)
         if engine is None:
             if url.startswith("sqlite"):
                 settings.data_dir.mkdir(parents=True, exist_ok=True)
-            engine = _engines[(url, autocommit)] = make_engine(url, autocommit)
+            engine = _engines[key] = make_engine(url, autocommit, *timeouts)
         return engine
 
 

@@ -7,13 +7,17 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from memoryd.client import MemoryClient
 from memoryd.memories.transfer import export_memories
 from memoryd.models.db import MATH_FUNCTIONS, session_scope
+from memoryd.models.migrate import upgrade
 from memoryd.settings import Settings
 from tests.workers import REPO_ROOT, settings_env
 
@@ -78,3 +82,27 @@ def test_sqlite_without_math_functions_gets_the_same_ones(value: float) -> None:
         fallback.execute(query, [value] * 3).fetchone()
         == builtin.execute(query, [value] * 3).fetchone()
     )
+
+
+def test_a_statement_or_a_lock_wait_past_its_timeout_fails(
+    backend: str, settings: Settings
+) -> None:
+    """No statement holds a worker and its locks for good (SQLite waits at most its
+    busy timeout)."""
+    if backend != "postgres":
+        pytest.skip("statement_timeout and lock_timeout are PostgreSQL's")
+    s = settings.model_copy(
+        update={"db_statement_timeout_seconds": 0.5, "db_lock_timeout_seconds": 0.3}
+    )
+    started = time.monotonic()
+    with pytest.raises(OperationalError, match="statement timeout"), session_scope(s) as session:
+        session.execute(text("SELECT pg_sleep(5)"))
+    with session_scope(settings) as holder:
+        holder.execute(text("LOCK TABLE turns IN ACCESS EXCLUSIVE MODE"))
+        with pytest.raises(OperationalError, match="lock timeout"), session_scope(s) as session:
+            session.execute(text("SELECT count(*) FROM turns"))
+    assert time.monotonic() - started < 4
+    # The migrations' own transaction has no limits, and leaves the pool's as they were.
+    upgrade(s)
+    with session_scope(s) as session:
+        assert session.execute(text("SHOW statement_timeout")).scalar() == "500ms"

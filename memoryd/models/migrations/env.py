@@ -27,6 +27,11 @@ settings = config.attributes.get("settings") or Settings()
 engine = get_engine(settings)
 
 with engine.connect() as connection:
+    if connection.dialect.name == "postgresql":
+        # A migration may rewrite a large table and wait for workers' locks: no limits
+        # for its own transaction.
+        connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
+        connection.exec_driver_sql("SET LOCAL lock_timeout = 0")
     context.configure(
         connection=connection,
         target_metadata=Base.metadata,
