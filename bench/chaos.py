@@ -48,6 +48,7 @@ from bench.common import emit
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
 from memoryd.models.tables import Memory, MemoryStatus
+from memoryd.settings import Settings
 from memoryd.worker import make_celery
 from tests import fakellm
 
@@ -83,7 +84,10 @@ LOGS = Path(tempfile.gettempdir()) / "memoryd-chaos-logs"  # a failed scenario's
 def settle(h: Harness, size: Size, name: str) -> Outcome:
     if not h.wait_settled(size.settle_seconds):
         print(f"  {name}: not settled after {size.settle_seconds:.0f} s", file=sys.stderr)
-    return h.check(name)
+    settled_at = time.monotonic()
+    outcome = h.check(name)
+    outcome.settled_at = settled_at
+    return outcome
 
 
 # ------------------------------------------------------------------------------ scenarios
@@ -194,6 +198,21 @@ def duplicate_ingest(h: Harness, size: Size, convs: list[Conversation]) -> None:
     h.start_workers()  # the sessions idle out; the sweep extracts them
 
 
+def kill_with_defaults(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """With the default lease and sweep interval: every worker SIGKILLed once, mid-call.
+    Reports the seconds from the kill until every turn is extracted (target 60)."""
+    h.llm.delay = 2.0
+    h.start_workers()
+    h.feed(convs[: size.sessions], size.feed_seconds)
+    deadline = time.monotonic() + 60
+    while h.llm.calls == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # the calls are under way
+    for worker in h.workers():
+        worker.kill()
+    h.killed_at = time.monotonic()
+
+
 POISON = "[poison]"
 
 
@@ -231,6 +250,14 @@ SCENARIOS: dict[str, tuple[Run, tuple[str, ...], dict[str, float]]] = {
     "outage": (outage, ("postgres", "sqlite"), {}),
     "duplicate_ingest": (duplicate_ingest, ("postgres", "sqlite"), {}),
     "poison": (poison, ("postgres", "sqlite"), {}),
+    "kill_defaults": (
+        kill_with_defaults,
+        ("postgres",),
+        {
+            name: Settings.model_fields[name].default
+            for name in ("lease_seconds", "sweep_interval_seconds", "flush_idle_seconds")
+        },
+    ),
 }
 
 
@@ -296,6 +323,9 @@ def run_scenario(name: str, backend: str, size: Size, servers: Servers) -> Outco
     try:
         run(h, size, convs)
         outcome = settle(h, size, name)
+        if h.killed_at is not None:
+            outcome.recovery_seconds = outcome.settled_at - h.killed_at
+            outcome.notes.append(f"{outcome.recovery_seconds:.1f} s from the kill to drained")
         if name == "slow_llm" and outcome.llm_calls != outcome.batches:
             # Each call outlives the lease: one taken over would be called twice.
             outcome.duplicated += outcome.llm_calls - outcome.batches
@@ -349,6 +379,11 @@ def main() -> None:
         "turns": sum(o.turns for o in outcomes),
         "baseline_seconds": base.seconds if base else 0.0,
         **{f"{o.scenario}_{o.backend}_seconds": o.seconds for o in outcomes},
+        **{
+            f"{o.scenario}_{o.backend}_recovery_seconds": o.recovery_seconds
+            for o in outcomes
+            if o.recovery_seconds is not None
+        },
     }
     emit(totals)
     sys.exit(0 if not totals["failed_scenarios"] else 1)

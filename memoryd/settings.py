@@ -80,8 +80,10 @@ class Settings(BaseSettings):
     near_duplicate_similarity: float = Field(0.85, gt=0, le=1)
     prefetch_limit: int = Field(20, ge=0, description="Existing memories shown to the extractor")
     flush_idle_seconds: int = Field(300, ge=1)
+    # A live batch renews its lease every third of it (ingest/heartbeat.py), so it can
+    # be short: a killed worker's turns are back in work within lease + sweep interval.
     lease_seconds: float = Field(
-        300, gt=0, description="A batch whose worker stops renewing this long is taken back"
+        20, gt=0, description="A batch whose worker stops renewing this long is taken back"
     )
     max_attempts: int = Field(
         3,
@@ -201,7 +203,7 @@ class Settings(BaseSettings):
     keep_recent_turns: int = Field(10, ge=0)
 
     # --- beat intervals (seconds) -------------------------------------------------------
-    sweep_interval_seconds: float = Field(30.0, gt=0)
+    sweep_interval_seconds: float = Field(15.0, gt=0)
     maintenance_interval_seconds: float = Field(3600.0, gt=0)
     compress_interval_seconds: float = Field(600.0, gt=0)
 
