@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -40,12 +41,15 @@ def run_sweep(settings: Settings, now: datetime | None = None, limit: int = 1000
     with session_scope(settings) as session:
         keys = stranded_sessions(session, now or lease_now(session), limit)
     for key in keys:  # one short transaction each: a sweep never holds many row locks
-        with session_scope(settings) as session:
-            chat = lock_session(session, key)
-            if chat is not None:
-                result.returned_turns += recover_stranded(
-                    session, settings, chat, now or lease_now(session)
-                )
+        try:
+            with session_scope(settings) as session:
+                chat = lock_session(session, key)
+                if chat is not None:
+                    result.returned_turns += recover_stranded(
+                        session, settings, chat, now or lease_now(session)
+                    )
+        except OperationalError as exc:  # e.g. its row locked past lock_timeout
+            log.warning("sweep skipped %s this time: %s", key, str(exc).splitlines()[0])
     with session_scope(settings) as session:
         now = now or lease_now(session)
         state = circuit.read(session) if settings.llm_configured else None
@@ -111,6 +115,7 @@ def sessions_due(
                 pending.c.n >= settings.batch_size,
                 ChatSession.ended_at.is_not(None),
                 ChatSession.last_activity_at <= idle_before,
+                ChatSession.split_until.is_not(None),  # isolating a failing turn: go on
             ),
         )
         .limit(limit)

@@ -167,7 +167,7 @@ class LLMClient:
                 # Python's parser, not pydantic's: it keeps an escaped lone surrogate
                 # ("\\ud800") as a string for the schema to refuse in one item alone.
                 value = schema.model_validate(json.loads(text))
-            except (ValueError, ValidationError) as exc:
+            except (ValueError, ValidationError, RecursionError) as exc:
                 truncated = choice.finish_reason == "length"
                 last_error = (
                     "the answer was cut off (finish_reason=length); " if truncated else ""
@@ -182,7 +182,9 @@ class LLMClient:
         raise LLMOutputError(f"model output is not valid {schema.__name__} JSON: {last_error}")
 
 
-def _short_errors(exc: ValueError) -> str:
+def _short_errors(exc: ValueError | RecursionError) -> str:
+    if isinstance(exc, RecursionError):
+        return "answer: nested too deeply"
     if not isinstance(exc, ValidationError):  # json.JSONDecodeError
         return f"answer: not JSON ({exc})"
     return "; ".join(f"{field or 'answer'}: {message}" for field, message in field_errors(exc)[:5])

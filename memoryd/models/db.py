@@ -129,11 +129,12 @@ def dispose_engines() -> None:
         _factories.clear()
 
 
-_factories: dict[tuple[str, bool], sessionmaker[Session]] = {}
+_factories: dict[tuple[str, bool, float, float], sessionmaker[Session]] = {}
 
 
 def session_factory(settings: Settings, readonly: bool = False) -> sessionmaker[Session]:
-    key = (settings.resolved_database_url, readonly)
+    timeouts = (settings.db_statement_timeout_seconds, settings.db_lock_timeout_seconds)
+    key = (settings.resolved_database_url, readonly, *timeouts)
     factory = _factories.get(key)  # dispose_engines() empties this with the engines
     if factory is None:
         engine = get_engine(settings)

@@ -210,7 +210,11 @@ def _valid_items(
             dropped[reason + ("fact" if model is not ProfileUpdate else "update")] += 1
             log.warning("dropped a proposed %s: %s", model.__name__, _first_error(exc))
             continue
-        if problem := text_problem(valid.model_dump(mode="python")):
+        try:
+            problem = text_problem(valid.model_dump(mode="python"))
+        except (ValueError, RecursionError):  # a value nested past what can be walked
+            problem = "nested too deeply"
+        if problem:
             dropped[reason + "text"] += 1
             log.warning("dropped a proposed %s: %s", model.__name__, problem)
             continue

@@ -18,6 +18,7 @@ from memoryd.memories.profiles import load
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.profiles import ProfileType
+from memoryd.models.proposals import ExtractionOutput
 from memoryd.models.tables import BatchStatus, ExtractionBatch, Memory, Turn
 from memoryd.settings import Settings
 from tests.conftest import with_llm
@@ -164,3 +165,20 @@ def test_a_fact_the_database_refuses_costs_that_fact_alone(
     assert memories == ["Called Sam", "Lives in Porto"]
     assert batch.rejections == {"refused_by_database": 1}
     assert (batch.memories_created, batch.facts_accepted) == (2, 3)
+
+
+def test_a_value_nested_past_what_can_be_walked_costs_its_item() -> None:
+    deep: Any = "x"
+    for _ in range(700):
+        deep = {"a": deep}
+    output = ExtractionOutput.model_validate(
+        {
+            "facts": [fact("Lives in Porto")],
+            "profile_updates": [
+                {"profile": "user", "op": "set", "path": "occupation", "value": deep}
+                | {"confidence": 1}
+            ],
+        }
+    )
+    assert [f.content for f in output.facts] == ["Lives in Porto"]
+    assert output.profile_updates == [] and output.dropped == {"profile_invalid_text": 1}

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import ExtractStats, extract_session
 from memoryd.extraction.extractors import OfflineExtractor, Proposal, TurnView
+from memoryd.ingest.sweeper import run_sweep
 from memoryd.models.db import session_scope
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import ChatSession, ExtractionBatch, Turn
@@ -113,3 +114,27 @@ def test_a_turn_the_model_always_fails_on_is_dead_lettered_alone(
     # Every good turn reached the model in a batch that succeeded.
     done = [b for b in db.scalars(select(ExtractionBatch)) if b.status == "done"]
     assert sum(b.turn_count for b in done) == len(LINES) - 1
+
+
+def test_a_split_session_stays_due_until_the_split_ends(settings: Settings, db: Session) -> None:
+    """Half a batch is no full batch, and a session still in progress is neither ended
+    nor idle: without this the rest of a split waited for the idle flush (300 s)."""
+    s = settings.model_copy(
+        update={"max_attempts": 1, "batch_size": 12, "extract_batches_per_task": 1}
+    )
+    client = MemoryClient(s, dispatch=False)
+    client.enqueue_turns(
+        [
+            {"agent_id": "bot", "user_id": "ann", "session_id": "s", "role": "user", "content": c}
+            for c in LINES
+        ]
+    )  # the session goes on: not ended
+    extractor = PoisonedExtractor()
+    with contextlib.suppress(ZeroDivisionError):
+        extract_session(s, KEY, extractor=extractor)  # 12 claimed, split
+    extract_session(s, KEY, extractor=extractor)  # the first 6 extracted
+    assert KEY in run_sweep(s).due  # 6 pending of 12, split: due all the same
+    client.end_session(KEY.agent_id, KEY.user_id, KEY.session_id)  # then the rest goes
+    drain(s, lambda: extract_session(s, KEY, extractor=extractor))
+    assert_only_the_poison_failed(db, attempts=1)
+    assert KEY not in run_sweep(s).due
