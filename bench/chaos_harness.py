@@ -138,7 +138,7 @@ class Outcome:
     mismatched_terms: int = 0  # memories whose search terms differ from a fresh derivation
     notes: list[str] = field(default_factory=list)
     settled_at: float = 0.0  # time.monotonic() when the pipeline had settled
-    recovery_seconds: float | None = None  # from the scenario's kill to drained
+    recovery_seconds: float | None = None  # from the scenario's fault to drained
 
     @property
     def ok(self) -> bool:
@@ -193,7 +193,7 @@ class Harness:
         # Tags of user turns the scenario made fail every time: each must end dead-
         # lettered alone, its fact missing, and every other turn extracted.
         self.poisoned: set[str] = set()
-        self.killed_at: float | None = None  # when a scenario killed its workers
+        self.fault_ended_at: float | None = None  # when a *_defaults scenario's fault ended
         self.started = time.monotonic()
 
     # ----------------------------------------------------------------------- processes

@@ -103,12 +103,14 @@ class Settings(BaseSettings):
     retry_backoff_seconds: float = Field(
         15.0, gt=0, description="First wait after a transient failure; doubles per failure"
     )
-    retry_backoff_max_seconds: float = Field(900.0, gt=0)
+    # Outages are the circuit's to detect: a session's own back-off stays short, so
+    # extraction resumes within about 30 s of the endpoint answering again.
+    retry_backoff_max_seconds: float = Field(20.0, gt=0)
     circuit_failure_threshold: int = Field(
         5, ge=1, description="Consecutive transient LLM failures that open the circuit"
     )
-    circuit_open_seconds: float = Field(30.0, gt=0, description="First open period; doubles")
-    circuit_open_max_seconds: float = Field(300.0, gt=0)
+    circuit_open_seconds: float = Field(10.0, gt=0, description="First open period; doubles")
+    circuit_open_max_seconds: float = Field(10.0, gt=0)
     extract_batches_per_task: int = Field(
         5, ge=1, description="Batches one task runs before yielding"
     )

@@ -70,6 +70,7 @@ class ExtractStats:
     lost_leases: int = 0
     more_pending: bool = False
     circuit_open: bool = False
+    circuit_closed: bool = False  # this task's call ended an outage: others may go now
     error: str | None = None
 
     def as_dict(self) -> dict[str, int | bool | str | None]:
@@ -78,6 +79,7 @@ class ExtractStats:
     def add(self, done: ExtractStats) -> None:
         for name in ("batches", "turns", "created", "confirmed", "superseded", "rejected"):
             setattr(self, name, getattr(self, name) + getattr(done, name))
+        self.circuit_closed |= done.circuit_closed
 
 
 def extract_session(
@@ -236,8 +238,7 @@ def apply_proposal(
     if finish_turns(session, claim) != len(claim.turns):
         raise LeaseLost(f"batch {claim.batch_id}: its turns are no longer claimed by it")
     clear_back_off(session, claim.key)
-    if used_llm:
-        circuit.record_success(session, now)
+    closed = used_llm and circuit.record_success(session, now)
     figures = {
         "facts_proposed": len(facts)
         + sum(n for reason, n in proposal.dropped.items() if not reason.startswith("profile_")),
@@ -257,6 +258,7 @@ def apply_proposal(
         confirmed=counts.confirmed,
         superseded=counts.superseded,
         rejected=sum(rejected.values()),
+        circuit_closed=closed,
     )
 
 

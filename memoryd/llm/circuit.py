@@ -101,13 +101,15 @@ def record_failure(session: Session, settings: Settings, now: datetime, name: st
         )
 
 
-def record_success(session: Session, now: datetime, name: str = LLM) -> None:
+def record_success(session: Session, now: datetime, name: str = LLM) -> bool:
     """A call succeeded: close the circuit. Writes only when it was not closed already, so
-    the common case takes no lock on the shared row."""
+    the common case takes no lock on the shared row. Whether this call closed it."""
     res = session.execute(
         update(Circuit)
         .where(Circuit.name == name, Circuit.failures > 0)
         .values(failures=0, open_until=None, updated_at=now)
     )
-    if rowcount(res):
-        log.warning("LLM circuit closed: the endpoint answers again")
+    if not rowcount(res):
+        return False
+    log.warning("LLM circuit closed: the endpoint answers again")
+    return True

@@ -11,6 +11,8 @@ from memoryd.models.keys import SessionKey
 from memoryd.settings import get_settings
 from memoryd.worker import app
 
+SWEEP_TASK = "memoryd.maintenance.sweep"
+
 
 @app.task(name="memoryd.extract_session")
 def extract_session(agent_id: str, user_id: str, session_id: str) -> dict[str, Any]:
@@ -19,6 +21,10 @@ def extract_session(agent_id: str, user_id: str, session_id: str) -> dict[str, A
     if stats.more_pending:
         # Yield the worker to other sessions; the rest continues in a fresh task.
         dispatch_extract(app, [key])
+    if stats.circuit_closed:
+        # This batch was the probe that ended an outage: every waiting session may go
+        # now, not at the next beat of the sweep.
+        app.send_task(SWEEP_TASK)
     if stats.failed_batches:
         # The batch is recorded and its turns kept; failing the task makes it visible.
         raise BatchFailed(f"{key.agent_id}/{key.user_id}/{key.session_id}: {stats.error}")

@@ -178,13 +178,16 @@ def test_the_circuit_opens_on_an_outage_and_one_probe_closes_it(
     assert extract_session(s, keys[3]).circuit_open  # the probe slot is taken
     close_in_time(s)
     stats = extract_session(s, keys[2])  # this one probes, and the endpoint answers
-    assert (stats.created, stats.circuit_open) == (1, False)
-    assert circuit_state(s).failures == 0
-    assert extract_session(s, keys[3]).created == 1  # closed again: calls flow
+    assert (stats.created, stats.circuit_open, stats.circuit_closed) == (1, False, True)
+    assert circuit_state(s).failures == 0  # its task sends a sweep: the rest go at once
+    later = extract_session(s, keys[3])  # closed again: calls flow
+    assert (later.created, later.circuit_closed) == (1, False)
 
 
 def test_a_failed_probe_opens_the_circuit_for_longer(settings: Settings, fake_llm: FakeLLM) -> None:
-    s = with_llm(settings, fake_llm, llm_retries=0, circuit_failure_threshold=1)
+    s = with_llm(
+        settings, fake_llm, llm_retries=0, circuit_failure_threshold=1, circuit_open_max_seconds=300
+    )
     key = say(s, "Call me Sam.")
     fake_llm.push(fakellm.server_error(500))
     extract_session(s, key)
