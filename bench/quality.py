@@ -68,6 +68,8 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib
+import importlib.util
 import json
 import os
 import random
@@ -310,7 +312,6 @@ def run_memoryd(
     from memoryd.models.db import dispose_engines
     from memoryd.models.keys import Scope
     from memoryd.models.migrate import upgrade
-    from memoryd.recall import embeddings
     from memoryd.settings import Settings
 
     out: dict[str, Any] = {}
@@ -329,7 +330,13 @@ def run_memoryd(
         if database == "sqlite":
             upgrade(settings)
         client = MemoryClient(settings, dispatch=False)
-        fill = getattr(embeddings, "fill_missing", None) if local else None
+        # Where the fill lives moved once; older commits are measured as baselines too.
+        filler = importlib.import_module(
+            "memoryd.recall.backfill"
+            if importlib.util.find_spec("memoryd.recall.backfill")
+            else "memoryd.recall.embeddings"
+        )
+        fill = filler.fill_missing if local else None
         for name in datasets:
             plan = make_plan(name, limit, realmem_users)
             ranks: list[int | None] = [None] * len(plan.questions)

@@ -53,6 +53,11 @@ class LLMTransientError(LLMError):
         self.retry_after = retry_after
 
 
+class LLMEndpointError(LLMError):
+    """The endpoint refuses every request, whatever it holds: a bad key, an unknown
+    model or path (401, 403, 404)."""
+
+
 class LLMOutputError(LLMError):
     """The model's answer was not valid JSON for the schema, even after one repair."""
 

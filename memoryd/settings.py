@@ -165,6 +165,12 @@ class Settings(BaseSettings):
     embedding_query_cache: int = Field(
         1024, ge=0, description="Query vectors kept in memory, so a repeat costs no call"
     )
+    embedding_max_attempts: int = Field(
+        3,
+        ge=1,
+        description="Fills that may fail on one memory's text before it is left out "
+        "(until its text changes); counted as refused in stats",
+    )
     embedding_cache_mb: float = Field(
         256,
         ge=0,
@@ -216,6 +222,18 @@ class Settings(BaseSettings):
     )
     startup_wait_seconds: float = Field(
         30.0, ge=0, description="How long a worker or `migrate` waits for the database"
+    )
+    task_soft_time_limit_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="A task past this starts no new batch; a batch it interrupts (prefork "
+        "pool) gives its turns back without counting an attempt",
+    )
+    task_time_limit_seconds: float = Field(
+        660.0,
+        gt=0,
+        description="Past this the prefork pool kills a task's process; its lease then "
+        "lapses and another worker takes the turns",
     )
 
     @field_validator("database_url")
@@ -290,6 +308,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "MEMORYD_EXTRACT_MEMORY_TOKENS must be under half of "
                 "MEMORYD_EXTRACT_MAX_PROMPT_TOKENS, so turns keep most of the prompt"
+            )
+        if self.task_time_limit_seconds <= self.task_soft_time_limit_seconds:
+            raise ValueError(
+                "MEMORYD_TASK_TIME_LIMIT_SECONDS must be above "
+                "MEMORYD_TASK_SOFT_TIME_LIMIT_SECONDS, so a task can stop on its own first"
             )
         return self
 

@@ -179,6 +179,9 @@ class FakeLLM:
         # for a normal answer. `down` answers every request with 503 (an outage).
         self.chooser: Callable[[], Action | None] | None = None
         self.down = False
+        # An embeddings request holding a text this refuses answers 400, as a real
+        # endpoint does for an input longer than its model takes.
+        self.refuse_embedding: Callable[[str], bool] = lambda _text: False
         self.script: deque[Action] = deque()
         self.requests: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each request
@@ -239,6 +242,10 @@ class FakeLLM:
                         self._send(action.status, action.body or {}, action.headers)
                         return
                     inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                    if any(fake.refuse_embedding(t) for t in inputs):
+                        message = "This model's maximum context length is 8192 tokens"
+                        self._send(400, {"error": {"message": message, "type": "invalid_request"}})
+                        return
                     self._send(
                         200,
                         {

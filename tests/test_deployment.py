@@ -58,3 +58,17 @@ def test_postgres_is_given_memory_for_the_memories() -> None:
     settings = dict(arg.split("=", 1) for arg in command if "=" in arg)
     assert settings["shared_buffers"].endswith(":-2GB}")
     assert "effective_cache_size" in settings
+
+
+def test_every_queue_has_a_worker_and_extraction_one_of_its_own() -> None:
+    """Housekeeping and the embedding model never hold an extraction slot."""
+    from memoryd.worker.config import QUEUES
+
+    consumed: dict[str, set[str]] = {}
+    for name, service in services().items():
+        command = service.get("command") or []
+        if command[:2] == ["memoryd", "worker"]:
+            queues = command[command.index("--queues") + 1]
+            consumed[name] = set(queues.split(","))
+    assert consumed["worker"] == {"extraction"}
+    assert set().union(*consumed.values()) == set(QUEUES)

@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from memoryd.models.db import session_scope
 from memoryd.models.tables import Turn, TurnStatus
 from memoryd.settings import Settings
+from memoryd.worker.config import QUEUES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,7 +81,7 @@ def start_worker(
     tmp_path: Path,
     name: str = "w1",
     concurrency: int = 4,
-    queues: str = "extraction,maintenance",
+    queues: str = ",".join(QUEUES),
 ) -> Proc:
     return _spawn(
         [

@@ -24,6 +24,7 @@ from memoryd.models.db import dispose_engines, session_scope
 from memoryd.models.migrate import upgrade
 from memoryd.models.tables import ExtractionBatch, Memory, Turn, TurnStatus
 from memoryd.settings import Settings
+from memoryd.worker.config import QUEUES
 
 DEMO_DIR = Path(".memoryd-demo")
 WAIT_SECONDS = 180.0
@@ -64,7 +65,7 @@ def start_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
         "worker",
         "--pool=threads",
         "--concurrency=4",
-        "--queues=extraction,maintenance",
+        f"--queues={','.join(QUEUES)}",
         "--loglevel=INFO",
         "--without-heartbeat",
         "--without-gossip",

@@ -59,6 +59,10 @@ def _exec_celery(args: list[str]) -> int:
 def cmd_worker(settings: Settings, ns: argparse.Namespace) -> int:
     # LLM calls are I/O bound: a threads pool with high concurrency keeps the CPU busy.
     concurrency = ns.concurrency or settings.worker_concurrency
+    if ns.queues is None:
+        from memoryd.worker.config import QUEUES
+
+        ns.queues = ",".join(QUEUES)
     return _exec_celery(
         [
             "worker",
@@ -246,28 +250,32 @@ def cmd_export(settings: Settings, ns: argparse.Namespace) -> int:
 
 def cmd_import(settings: Settings, ns: argparse.Namespace) -> int:
     from memoryd.memories.transfer import import_memories
-    from memoryd.models.db import session_scope, utcnow
+    from memoryd.models.db import utcnow
 
-    with open(ns.file, encoding="utf-8") as fh, session_scope(settings) as session:
-        result = import_memories(session, settings, fh, utcnow())
+    with open(ns.file, encoding="utf-8") as fh:
+        result = import_memories(settings, fh, utcnow())
     _print_json(result)
     return 1 if result["errors"] else 0
 
 
 def cmd_embed(settings: Settings, ns: argparse.Namespace) -> int:
-    from memoryd.recall import embeddings
+    from memoryd.recall import backfill
 
     if not settings.embeddings_on:
         raise ValueError("embeddings are off: set MEMORYD_EMBEDDING_MODEL (and a provider)")
     if ns.reset:
-        print(f"cleared {embeddings.reset_vectors(settings)} vectors")
-    total = 0
-    while filled := embeddings.fill_missing(settings):
-        total += filled
-        print(f"embedded {total} memories", file=sys.stderr)
-    with_vector, without = embeddings.coverage(settings)
-    _print_json({"embedded": total, "active_with_vector": with_vector, "missing": without})
-    return 1 if without else 0
+        print(f"cleared {backfill.reset_vectors(settings)} vectors")
+    total = backfill.fill_missing(settings, limit=sys.maxsize)  # each memory tried once
+    found = backfill.coverage(settings)
+    _print_json(
+        {
+            "embedded": total,
+            "active_with_vector": found.embedded,
+            "missing": found.missing,
+            "refused": found.refused,
+        }
+    )
+    return 1 if found.missing else 0
 
 
 # ----------------------------------------------------------------------------------- parser
@@ -296,7 +304,7 @@ def _add_process_commands(add: AddCommand) -> None:
     p = add("worker", cmd_worker, "run a Celery worker (threads pool)")
     p.add_argument("--pool", default="threads", choices=["threads", "prefork", "gevent", "solo"])
     p.add_argument("--concurrency", type=int, default=0)
-    p.add_argument("--queues", default="extraction,maintenance")
+    p.add_argument("--queues", help="comma-separated (default: extraction,maintenance,embedding)")
     p.add_argument("--loglevel", default="INFO")
     p = add("beat", cmd_beat, "run Celery beat (maintenance schedule)")
     p.add_argument("--loglevel", default="INFO")

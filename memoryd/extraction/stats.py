@@ -5,12 +5,14 @@ Memory totals are health.memory_health's; `memoryd stats` prints both."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import asdict
 from typing import Any
 
 from sqlalchemy import func, select
 
 from memoryd.models.db import session_scope
 from memoryd.models.tables import ExtractionBatch, Turn
+from memoryd.recall import backfill
 from memoryd.settings import Settings
 
 
@@ -32,6 +34,7 @@ def pipeline_stats(settings: Settings) -> dict[str, Any]:
                 func.max(ExtractionBatch.finished_at),
             )
         ).one()
+        vectors = backfill.coverage(settings, session) if settings.embeddings_on else None
         rejections: Counter[str] = Counter()
         for (reasons,) in session.execute(
             select(ExtractionBatch.rejections).where(ExtractionBatch.rejections.is_not(None))
@@ -47,4 +50,6 @@ def pipeline_stats(settings: Settings) -> dict[str, Any]:
         "facts_accepted": int(totals[4]),
         "rejections": dict(rejections),
         "last_batch_at": totals[5].isoformat() if totals[5] else None,
+        # Active memories with a vector, waiting for one, refused by the endpoint for good.
+        "embeddings": asdict(vectors) if vectors else None,
     }

@@ -22,7 +22,13 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from memoryd.errors import LLMError, LLMOutputError, LLMTransientError, field_errors
+from memoryd.errors import (
+    LLMEndpointError,
+    LLMError,
+    LLMOutputError,
+    LLMTransientError,
+    field_errors,
+)
 from memoryd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,6 +67,8 @@ def classify(exc: Exception) -> LLMError:
         status = exc.status_code
         if status == 429 or status == 408 or status >= 500:
             return LLMTransientError(f"LLM endpoint answered {status}", _retry_after(exc))
+        if status in (401, 403, 404):
+            return LLMEndpointError(f"LLM endpoint answered {status}: {exc.message}")
         return LLMError(f"LLM endpoint answered {status}: {exc.message}")
     return LLMError(f"LLM call failed: {exc!r}")
 

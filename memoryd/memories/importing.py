@@ -118,13 +118,12 @@ def origin_key(memory_id: int, created_at: datetime) -> str:
 class KnownMemories:
     """The origins each scope already holds, read once per scope per import."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self) -> None:
         self._by_scope: dict[Scope, set[str]] = {}
 
-    def of(self, scope: Scope) -> set[str]:
+    def of(self, session: Session, scope: Scope) -> set[str]:
         if scope not in self._by_scope:
-            rows = self.session.execute(
+            rows = session.execute(
                 select(Memory.id, Memory.created_at, Memory.metadata_).where(
                     Memory.agent_id == scope.agent_id, Memory.user_id == scope.user_id
                 )
@@ -150,7 +149,7 @@ def import_memory(
     scope = Scope(record.agent_id, record.user_id)
     lock_scope(session, scope)
     origin = record.origin()
-    if origin is not None and origin in known.of(scope):
+    if origin is not None and origin in known.of(session, scope):
         return False
     if record.status == MemoryStatus.ACTIVE and find_by_hash(session, scope, record.content):
         return False
@@ -165,7 +164,7 @@ def import_memory(
     metadata = {"source": "import", **(record.metadata or {})}
     if origin is not None:
         metadata["imported_from"] = origin
-        known.of(scope).add(origin)
+        known.of(session, scope).add(origin)
     memory = create_memory(
         session,
         settings,

@@ -58,11 +58,12 @@ def check_writable(scope: Scope, shared: bool) -> None:
         )
 
 
-def lock_rows(session: Session, stmt: SelectT) -> SelectT:
+def lock_rows(session: Session, stmt: SelectT, *, skip_locked: bool = False) -> SelectT:
     """Lock the selected memories until the transaction ends, so a change computed from
-    what was read (weights, evidence, status) cannot overwrite a concurrent one. SQLite:
-    the write transaction already holds the database lock."""
-    return stmt if is_sqlite(session) else stmt.with_for_update()
+    what was read (weights, evidence, status) cannot overwrite a concurrent one; with
+    `skip_locked`, rows another transaction holds are left out instead of waited for.
+    SQLite: the write transaction already holds the database lock."""
+    return stmt if is_sqlite(session) else stmt.with_for_update(skip_locked=skip_locked)
 
 
 def lock_memory(session: Session, memory: Memory) -> bool:
@@ -83,6 +84,7 @@ def set_content(memory: Memory, content: str, name: str | None = None) -> None:
     memory.search_text = search_text(f"{memory.name} {content}")
     memory.search_length = memory.search_text.count(" ") + 1 if memory.search_text else 0
     memory.vector = None  # re-embedded off the chat path
+    memory.embed_failures = 0  # a new text may be one the endpoint takes
 
 
 def as_day_start(day: date) -> datetime:

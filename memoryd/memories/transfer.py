@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -15,7 +17,7 @@ from sqlalchemy.orm import Session
 from memoryd.errors import ProfileRejected, field_errors
 from memoryd.memories.importing import ImportRecord, KnownMemories, import_memory
 from memoryd.memories.profiles import commit_change, ensure_profiles, load, to_out, validated
-from memoryd.models.db import lock_scope
+from memoryd.models.db import lock_scope, session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.profiles import ItemMeta, ProfileStatus, ProfileType
 from memoryd.models.schemas import EventOut, Ident, MemoryOut
@@ -67,42 +69,72 @@ def _events_of(session: Session, memory_ids: list[int]) -> dict[int, list[dict[s
     return events
 
 
+IMPORT_CHUNK = 200  # lines per transaction
+
+
+@dataclass
+class ImportResult:
+    imported: int = 0
+    skipped: int = 0
+    profiles: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "imported": self.imported,
+            "skipped": self.skipped,
+            "errors": self.errors,
+        }
+        if self.profiles:
+            out["profiles"] = self.profiles
+        return out
+
+
 def import_memories(
-    session: Session, settings: Settings, lines: Iterable[str], now: datetime
+    settings: Settings, lines: Iterable[str], now: datetime, chunk: int = IMPORT_CHUNK
 ) -> dict[str, object]:
     """Add memories, idempotently: a memory the scope already holds (the same one, by the
     identity its export carries, or an active one with the same content) is skipped.
-    Bad lines are reported by number and do not stop the others."""
-    imported = skipped = imported_profiles = 0
-    errors: list[str] = []
-    known = KnownMemories(session)
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-            if isinstance(data, dict) and data.get("kind") == "profile":
-                imported_profiles += _import_profile(
-                    session, ProfileRecord.model_validate(data), now
-                )
-                continue
-            record = ImportRecord.model_validate(data)
-        except ValidationError as exc:
-            problems = "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
-            errors.append(f"line {number}: {problems}")
-            continue
-        except (json.JSONDecodeError, ProfileRejected) as exc:
-            errors.append(f"line {number}: {str(exc).splitlines()[0]}")
-            continue
-        if import_memory(session, settings, record, known, now):
-            imported += 1
-        else:
-            skipped += 1
-    session.flush()
-    result: dict[str, object] = {"imported": imported, "skipped": skipped, "errors": errors}
-    if imported_profiles:
-        result["profiles"] = imported_profiles
-    return result
+    Bad lines are reported by number and do not stop the others.
+
+    Each `chunk` lines are one transaction, their scopes locked in sorted order (the one
+    order every path takes scope locks in): a large file never holds every scope it
+    touches until its end, and a failure keeps the chunks before it, which importing
+    the file again skips."""
+    result = ImportResult()
+    numbered = enumerate(lines, 1)
+    while part := list(islice(numbered, chunk)):
+        records = [r for r in (_parse(n, line, result) for n, line in part) if r is not None]
+        records.sort(key=lambda r: (r.agent_id, r.user_id))  # stable: file order per scope
+        with session_scope(settings) as session:
+            known = KnownMemories()  # read again under this chunk's scope locks
+            for record in records:
+                if isinstance(record, ProfileRecord):
+                    result.profiles += _import_profile(session, record, now)
+                elif import_memory(session, settings, record, known, now):
+                    result.imported += 1
+                else:
+                    result.skipped += 1
+    return result.as_dict()
+
+
+def _parse(number: int, line: str, result: ImportResult) -> ImportRecord | ProfileRecord | None:
+    """The line's record, or None (a blank line, or a mistake reported by line number)."""
+    if not line.strip():
+        return None
+    try:
+        data = json.loads(line)
+        if isinstance(data, dict) and data.get("kind") == "profile":
+            profile = ProfileRecord.model_validate(data)
+            validated(profile.type, profile.content)
+            return profile
+        return ImportRecord.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
+        result.errors.append(f"line {number}: {problems}")
+    except (json.JSONDecodeError, ProfileRejected) as exc:
+        result.errors.append(f"line {number}: {str(exc).splitlines()[0]}")
+    return None
 
 
 class ProfileRecord(BaseModel):

@@ -6,6 +6,7 @@ import math
 import sqlite3
 import threading
 import zlib
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -233,6 +234,35 @@ def database_now(settings: Settings) -> datetime:
 
 LOCK_CLASS_SCOPE = 1
 LOCK_CLASS_MAINTENANCE = 2
+LOCK_CLASS_EMBEDDING = 3
+_local_locks: dict[tuple[int, str], threading.Lock] = defaultdict(threading.Lock)
+
+
+@contextmanager
+def single_flight(settings: Settings, lock_class: int, name: str) -> Iterator[bool]:
+    """Whether this is the only holder of (class, name) for the block, without waiting:
+    work that needs no transaction (a model call) and must not run twice at once.
+    PostgreSQL: a session-level advisory lock on a connection of its own in autocommit,
+    so no transaction stays open, released at the end (or when the process dies).
+    SQLite: one holder per process."""
+    engine = get_engine(settings, autocommit=True)
+    if engine.dialect.name == "sqlite":
+        local = _local_locks[(lock_class, name)]
+        got = local.acquire(blocking=False)
+        try:
+            yield got
+        finally:
+            if got:
+                local.release()
+        return
+    key = {"c": lock_class, "k": zlib.crc32(name.encode()) - 2**31}
+    with engine.connect() as conn:
+        got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:c, :k)"), key).scalar())
+        try:
+            yield got
+        finally:
+            if got:
+                conn.execute(text("SELECT pg_advisory_unlock(:c, :k)"), key)
 
 
 def advisory_xact_lock(session: Session, lock_class: int, name: str, wait: bool = True) -> bool:

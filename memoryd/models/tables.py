@@ -255,6 +255,13 @@ class Memory(Base):
             postgresql_where=text("status = 'active' AND vector IS NOT NULL"),
             sqlite_where=text("status = 'active' AND vector IS NOT NULL"),
         ),
+        # What the embedding fill reads (recall/backfill.py), without a scan.
+        Index(
+            "ix_memories_unembedded",
+            "id",
+            postgresql_where=text("status = 'active' AND vector IS NULL"),
+            sqlite_where=text("status = 'active' AND vector IS NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -294,6 +301,9 @@ class Memory(Base):
     # How many vectors were written to this memory: every write that sets `vector` adds
     # one, so the per-process scope cache sees a rewritten vector (recall/embeddings.py).
     vector_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Fills the embedding endpoint refused this text in; past embedding_max_attempts
+    # the fill leaves it out until the text changes (recall/backfill.py).
+    embed_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     supersedes_id: Mapped[int | None] = mapped_column(BigInteger)
     superseded_by_id: Mapped[int | None] = mapped_column(BigInteger)
     source_turn_ids: Mapped[list[int]] = mapped_column(JSON, default=list)

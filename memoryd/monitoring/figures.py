@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session
 from memoryd.memories.conflicts import count_open
 from memoryd.memories.health import memory_health
 from memoryd.models.tables import ExtractionBatch, Turn, TurnStatus
+from memoryd.recall import backfill
+from memoryd.settings import Settings
 
 WEEK = timedelta(days=7)
 MAX_PAGE = 500
@@ -71,6 +73,10 @@ class HealthPanel(BaseModel):
     pending_turns: int
     dead_letters: int
     tokens_this_week: int
+    # Only when embeddings are on: memories waiting for a vector, and those the
+    # endpoint refused embedding_max_attempts times (left out until edited).
+    unembedded: int | None = None
+    embedding_refused: int | None = None
 
 
 def list_batches(
@@ -142,9 +148,14 @@ def tokens_since(session: Session, since: datetime) -> int:
     return int(total or 0)
 
 
-def health_panel(session: Session, now: datetime) -> HealthPanel:
+def health_panel(session: Session, settings: Settings, now: datetime) -> HealthPanel:
     health = memory_health(session, now)
+    vectors = (
+        backfill.coverage(settings, session, embedded=False) if settings.embeddings_on else None
+    )
     return HealthPanel(
+        unembedded=vectors.waiting if vectors else None,
+        embedding_refused=vectors.refused if vectors else None,
         memories=health.active,
         average_confidence=health.average_confidence,
         expiring_soon=health.expiring_soon,

@@ -6,8 +6,8 @@ sentence-transformers model from a path or an installed package, never downloade
 Vectors are unit-length float32 bytes on the memory. A scope's vectors are compared in
 one numpy product and kept in memory (up to embedding_cache_mb per process) until any of
 them is written again. Providers are shared per (provider, model, endpoint), whatever
-agent asks. Memories are embedded off the chat path: by the worker after a batch commits
-and by beat's sweep. Any failure only logs: recall goes on by keyword.
+agent asks. Memories are embedded off the chat path (recall/backfill.py). Any failure only
+logs: recall goes on by keyword.
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import ConfigError, LLMError
 from memoryd.llm.client import client_key
 from memoryd.llm.shared import Shared
 from memoryd.memories.store import readable
-from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall import search
@@ -41,7 +40,6 @@ from memoryd.settings import Settings
 log = logging.getLogger(__name__)
 
 Vectors = NDArray[np.float32]
-FILL_CHUNK = 64
 MAX_INPUT_CHARS = 4000
 STAMP_RECHECK_SECONDS = 30.0  # a large scope's cache stamp is read at most this often
 
@@ -334,72 +332,3 @@ def closest(
         for i in top
         if scores[i] >= settings.embedding_min_similarity
     ]
-
-
-# --------------------------------------------------------------------------- filling
-
-
-def _embedded_text(name: str, content: str) -> str:
-    title = name.strip()
-    text = content if not title or content.startswith(title) else f"{title}: {content}"
-    return text[:MAX_INPUT_CHARS]
-
-
-def fill_missing(settings: Settings, scope: Scope | None = None, limit: int = 512) -> int:
-    """Embed active memories that have no vector yet; the model runs with no
-    transaction open. Returns how many were filled."""
-    if not settings.embeddings_on:
-        return 0
-    filled = 0
-    while filled < limit:
-        with session_scope(settings, readonly=True) as session:
-            stmt = select(Memory.id, Memory.name, Memory.content).where(
-                Memory.vector.is_(None), Memory.status == MemoryStatus.ACTIVE
-            )
-            if scope is not None:
-                stmt = stmt.where(
-                    Memory.agent_id == scope.agent_id, Memory.user_id == scope.user_id
-                )
-            rows = session.execute(stmt.order_by(Memory.id).limit(FILL_CHUNK)).all()
-        if not rows:
-            break
-        try:
-            vectors = embedder(settings).embed([_embedded_text(r.name, r.content) for r in rows])
-        except (LLMError, ConfigError) as exc:
-            log.warning("embedding %d memories failed: %s", len(rows), exc)
-            break
-        with session_scope(settings) as session:
-            # Only rows still unembedded: an edit meanwhile cleared and will refill it.
-            # The version tells every process's scope cache that this vector is new.
-            for row, vector in zip(rows, vectors, strict=True):
-                session.execute(
-                    update(Memory)
-                    .where(Memory.id == row.id, Memory.vector.is_(None))
-                    .where(Memory.content == row.content)
-                    .values(vector=to_bytes(vector), vector_version=Memory.vector_version + 1)
-                )
-        filled += len(rows)
-    return filled
-
-
-def reset_vectors(settings: Settings) -> int:
-    """Drop every vector (after a model change); the next fill re-embeds them all."""
-    with session_scope(settings) as session:
-        result = session.execute(
-            update(Memory)
-            .where(Memory.vector.is_not(None))
-            .values(vector=None, vector_version=Memory.vector_version + 1)
-        )
-        return int(getattr(result, "rowcount", 0) or 0)
-
-
-def coverage(settings: Settings) -> tuple[int, int]:
-    """(active memories with a vector, without one)."""
-    with session_scope(settings, readonly=True) as session:
-        rows = session.execute(
-            select(Memory.vector.is_not(None), func.count())
-            .where(Memory.status == MemoryStatus.ACTIVE)
-            .group_by(Memory.vector.is_not(None))
-        ).all()
-    counts = {bool(has): int(n) for has, n in rows}
-    return counts.get(True, 0), counts.get(False, 0)

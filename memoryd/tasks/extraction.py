@@ -9,6 +9,7 @@ from memoryd.extraction.batch import extract_session as run_extraction
 from memoryd.ingest.dispatch import dispatch_extract
 from memoryd.models.keys import SessionKey
 from memoryd.settings import get_settings
+from memoryd.tasks.embedding import send_fill
 from memoryd.worker import app
 
 SWEEP_TASK = "memoryd.maintenance.sweep"
@@ -17,7 +18,10 @@ SWEEP_TASK = "memoryd.maintenance.sweep"
 @app.task(name="memoryd.extract_session")
 def extract_session(agent_id: str, user_id: str, session_id: str) -> dict[str, Any]:
     key = SessionKey(agent_id, user_id, session_id)
-    stats = run_extraction(get_settings(), key)
+    settings = get_settings()
+    stats = run_extraction(settings, key)
+    if stats.created:
+        send_fill(settings, key.scope)  # no-op unless embeddings are on
     if stats.more_pending:
         # Yield the worker to other sessions; the rest continues in a fresh task.
         dispatch_extract(app, [key])

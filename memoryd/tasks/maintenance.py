@@ -8,11 +8,9 @@ from memoryd.ingest.dispatch import dispatch_extract
 from memoryd.ingest.sweeper import run_sweep
 from memoryd.maintenance.compression import compress_due_sessions
 from memoryd.maintenance.cycle import run_cycle
-from memoryd.recall import embeddings
 from memoryd.settings import get_settings
+from memoryd.tasks.embedding import send_fill
 from memoryd.worker import app
-
-EMBED_PER_SWEEP = 256
 
 
 @app.task(name="memoryd.maintenance.sweep")
@@ -25,9 +23,9 @@ def sweep() -> dict[str, Any]:
         "returned_turns": result.returned_turns,
         "circuit_open": result.circuit_open,
         "dispatched": dispatch_extract(app, result.due),
-        # Memories saved directly (remember, update, import) get their vectors here,
-        # off the chat path; no-op when embeddings are off.
-        "embedded": embeddings.fill_missing(settings, limit=EMBED_PER_SWEEP),
+        # Memories saved directly (remember, update, import) and those a failed fill
+        # left get their vectors on the embedding queue, off the chat path.
+        "fill_sent": send_fill(settings),
     }
 
 

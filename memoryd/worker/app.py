@@ -22,6 +22,7 @@ TASK_MODULES = [
     "memoryd.tasks.ingest",
     "memoryd.tasks.extraction",
     "memoryd.tasks.maintenance",
+    "memoryd.tasks.embedding",
     "memoryd.tasks.worker",
 ]
 

@@ -11,11 +11,15 @@ from memoryd.settings import Settings
 
 EXTRACTION_QUEUE = "extraction"
 MAINTENANCE_QUEUE = "maintenance"
+EMBEDDING_QUEUE = "embedding"
+QUEUES = (EXTRACTION_QUEUE, MAINTENANCE_QUEUE, EMBEDDING_QUEUE)  # what a worker consumes
+EMBED_TASK = "memoryd.embed_memories"
 
 TASK_ROUTES = {
     "memoryd.ingest_turns": {"queue": EXTRACTION_QUEUE},
     "memoryd.extract_session": {"queue": EXTRACTION_QUEUE},
     "memoryd.maintenance.*": {"queue": MAINTENANCE_QUEUE},
+    EMBED_TASK: {"queue": EMBEDDING_QUEUE},
 }
 
 
@@ -52,6 +56,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
+        # Every task is bounded. The prefork pool enforces both limits; under threads,
+        # extraction checks the soft one between batches (extraction/batch.py).
+        "task_soft_time_limit": settings.task_soft_time_limit_seconds,
+        "task_time_limit": settings.task_time_limit_seconds,
         # A queue of its own per worker: the consumer watchdog pings itself through it.
         "worker_direct": True,
         # Flower shows every task: sent, started, succeeded, failed.
@@ -59,7 +67,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_send_sent_event": True,
         "task_track_started": True,
         "task_default_queue": EXTRACTION_QUEUE,
-        "task_queues": (Queue(EXTRACTION_QUEUE), Queue(MAINTENANCE_QUEUE)),
+        "task_queues": tuple(Queue(name) for name in QUEUES),
         "task_routes": TASK_ROUTES,
         "beat_schedule": beat_schedule(settings),
         "broker_connection_retry_on_startup": True,

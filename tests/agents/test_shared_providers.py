@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from memoryd.agents import config
 from memoryd.extraction.extractors import LLMExtractor, get_extractor
 from memoryd.models.keys import Scope
-from memoryd.recall import embeddings
+from memoryd.recall import backfill, embeddings
 from memoryd.settings import Settings
 from tests.agents.test_config import set_agent
 from tests.conftest import with_llm
@@ -51,9 +51,9 @@ def test_agents_with_overrides_load_the_local_model_once(
 
     for round_ in range(2):  # batches of every agent, one after another, twice
         for agent, agent_settings in zip(AGENTS, per_agent, strict=True):
-            embeddings.fill_missing(agent_settings, Scope(agent, "ann"))
+            backfill.fill_missing(agent_settings, Scope(agent, "ann"))
             assert embeddings.embed_query(agent_settings, f"tea {agent} {round_}") is not None
-    assert embeddings.coverage(local) == (len(AGENTS), 0)
+    assert backfill.coverage(local).embedded == len(AGENTS)
     assert len(loads) == 1
 
 

@@ -242,7 +242,12 @@ def test_embed_fills_and_resets_vectors(settings: Settings, fake_llm: FakeLLM) -
     MemoryClient(s).remember("bot", "bob", "Lives in Lisbon")
     first = memoryd(s, "embed")
     assert first.returncode == 0, first.stderr
-    assert json.loads(first.stdout) == {"embedded": 2, "active_with_vector": 2, "missing": 0}
+    assert json.loads(first.stdout) == {
+        "embedded": 2,
+        "active_with_vector": 2,
+        "missing": 0,
+        "refused": 0,
+    }
     again = memoryd(s, "embed", "--reset")
     assert again.stdout.startswith("cleared 2 vectors")
     assert '"embedded": 2' in again.stdout

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from memoryd.client import MemoryClient
 from memoryd.memories.transfer import export_memories, import_memories
@@ -22,8 +24,7 @@ def export(settings: Settings) -> list[str]:
 
 
 def load(settings: Settings, lines: list[str]) -> dict[str, object]:
-    with session_scope(settings) as session:
-        return import_memories(session, settings, lines, utcnow())
+    return import_memories(settings, lines, utcnow())
 
 
 @pytest.fixture
@@ -81,3 +82,42 @@ def test_an_export_from_before_history_and_identity_still_imports(
     here = MemoryClient(settings, dispatch=False)
     [peanuts] = here.list("bot", "ann")
     assert [e.kind for e in here.history("bot", "ann", peanuts.id)] == ["created"]
+
+
+def test_an_import_commits_in_chunks_and_importing_again_finishes_it(
+    backend: str, settings: Settings
+) -> None:
+    """A large file is never one transaction holding every scope it touches: each chunk
+    commits, so a failure midway keeps what came before, and the same file imported
+    again adds the rest, nothing twice."""
+    if backend != "postgres":
+        pytest.skip("the failure is a PostgreSQL trigger")
+    lines = [
+        json.dumps({"agent_id": "bot", "user_id": f"u{i % 3}", "content": f"Fact number {i}"})
+        for i in range(7)
+    ]
+    refuse = (
+        "CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF NEW.content = 'Fact number 5' THEN RAISE EXCEPTION 'disk full'; END IF; "
+        "RETURN NEW; END $$; CREATE TRIGGER test_refuse BEFORE INSERT ON memories "
+        "FOR EACH ROW EXECUTE FUNCTION test_refuse()"
+    )
+    with session_scope(settings) as session:
+        session.execute(text(refuse))
+    try:
+        with pytest.raises(DBAPIError, match="disk full"):
+            import_memories(settings, lines, utcnow(), chunk=2)
+    finally:
+        with session_scope(settings) as session:
+            session.execute(text("DROP TRIGGER test_refuse ON memories"))
+            session.execute(text("DROP FUNCTION test_refuse()"))
+    client = MemoryClient(settings, dispatch=False)
+    kept = sorted(m.content for u in ("u0", "u1", "u2") for m in client.list("bot", u))
+    assert kept == [f"Fact number {i}" for i in range(4)]  # the chunks before line 5's
+    assert import_memories(settings, lines, utcnow(), chunk=2) == {
+        "imported": 3,
+        "skipped": 4,
+        "errors": [],
+    }
+    kept = sorted(m.content for u in ("u0", "u1", "u2") for m in client.list("bot", u))
+    assert kept == [f"Fact number {i}" for i in range(7)]

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.errors import MemoryRejected
 from memoryd.memories.transfer import import_memories
-from memoryd.models.db import session_scope, utcnow
+from memoryd.models.db import utcnow
 from memoryd.settings import Settings
 from tests.factories import make_memory
 
@@ -73,8 +73,7 @@ def test_blank_content_is_refused_everywhere_with_the_same_words(settings: Setti
 
 def test_import_refuses_blank_content_naming_the_line_and_field(settings: Settings) -> None:
     lines = [json.dumps({"agent_id": "bot", "user_id": "ann", "content": c}) for c in (" ", "  ")]
-    with session_scope(settings) as session:
-        result = import_memories(session, settings, lines, utcnow())
+    result = import_memories(settings, lines, utcnow())
     assert result["imported"] == 0
     assert result["errors"] == [
         "line 1: content: content is blank",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
-from memoryd.recall import embeddings
+from memoryd.recall import backfill, embeddings
 from memoryd.settings import Settings
 from tests.conftest import with_llm
 from tests.factories import make_memory
@@ -25,11 +25,11 @@ def test_an_edited_memory_is_ranked_by_its_new_vector(
     client = MemoryClient(s)
     memory = client.remember("bot", "ann", "Prefers green tea in the morning")
     client.remember("bot", "ann", "Walks the dog at noon")
-    embeddings.fill_missing(s)
+    backfill.fill_missing(s)
     assert client.recall("green tea", "bot", "ann")[0].id == memory.id  # vectors now cached
 
     client.update("bot", "ann", memory.id, content="Plays the cello on Sundays")
-    assert embeddings.fill_missing(s) == 1
+    assert backfill.fill_missing(s) == 1
     hit = client.recall("cello on Sundays", "bot", "ann")[0]
     assert hit.id == memory.id
     assert hit.parts.embedding is not None and hit.parts.embedding > 0.5
@@ -44,12 +44,12 @@ def test_vectors_of_a_new_model_are_used_after_a_reset(
     client = MemoryClient(remote)
     veg = client.remember("bot", "ann", "Prefers vegetarian food")
     client.remember("bot", "ann", "Lives in Lisbon")
-    embeddings.fill_missing(remote)
+    backfill.fill_missing(remote)
     assert client.recall("vegetarian food", "bot", "ann")[0].parts.embedding is not None
 
     local = settings.model_copy(update=LOCAL)
-    assert embeddings.reset_vectors(local) == 2
-    assert embeddings.fill_missing(local) == 2
+    assert backfill.reset_vectors(local) == 2
+    assert backfill.fill_missing(local) == 2
     hit = MemoryClient(local).recall("vegetarian food", "bot", "ann")[0]
     assert hit.id == veg.id
     assert hit.parts.embedding is not None and hit.parts.embedding > 0.5
@@ -66,7 +66,7 @@ def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
         for i in range(40):
             make_memory(db, s, f"Green tea note {i} of {user}", user_id=user)
     db.commit()
-    assert embeddings.fill_missing(s) == 120
+    assert backfill.fill_missing(s) == 120
     client = MemoryClient(s)
 
     for user in ("ann", "bob", "ann", "cid"):  # bob is now the least recently used

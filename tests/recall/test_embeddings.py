@@ -12,7 +12,7 @@ from memoryd.client import MemoryClient
 from memoryd.errors import ConfigError
 from memoryd.models.base import Base
 from memoryd.models.tables import Category, Memory, Tier
-from memoryd.recall import embeddings, search
+from memoryd.recall import backfill, embeddings, search
 from memoryd.settings import Settings
 from tests import fakellm
 from tests.conftest import _truncate_all, with_llm
@@ -34,7 +34,7 @@ def test_vectors_are_filled_off_the_chat_path_and_ranked(
     client.remember("bot", "ann", "Prefers green tea in the morning")
     client.remember("bot", "ann", "Lives in Lisbon")
     assert embedding_calls(fake_llm) == []  # remember() never waits on the model
-    assert embeddings.fill_missing(s) == 2
+    assert backfill.fill_missing(s) == 2
     vectors = db.scalars(select(Memory.vector)).all()
     db.commit()
     assert all(v is not None and len(v) == fakellm.EMBEDDING_DIMS * 4 for v in vectors)
@@ -57,7 +57,7 @@ def test_the_embedding_endpoint_is_its_own_setting(settings: Settings, fake_llm:
     )
     client = MemoryClient(s)
     client.remember("bot", "ann", "Plays the cello on Sundays")
-    assert embeddings.fill_missing(s) == 1
+    assert backfill.fill_missing(s) == 1
     hit = client.recall("cello", "bot", "ann")[0]
     assert hit.parts.embedding is not None
 
@@ -68,10 +68,10 @@ def test_a_new_vector_and_a_forgotten_memory_update_the_scope_cache(
     s = with_llm(settings, fake_llm, **REMOTE, recall_min_similarity=1.0)
     client = MemoryClient(s)
     tea = client.remember("bot", "ann", "Prefers green tea")
-    embeddings.fill_missing(s)
+    backfill.fill_missing(s)
     assert [h.id for h in client.recall("green tea please", "bot", "ann")] == [tea.id]
     more = client.remember("bot", "ann", "Green tea with jasmine")
-    embeddings.fill_missing(s)
+    backfill.fill_missing(s)
     assert more.id in {h.id for h in client.recall("green tea please", "bot", "ann")}
     client.forget("bot", "ann", tea.id)
     assert tea.id not in {h.id for h in client.recall("green tea please", "bot", "ann")}
@@ -92,7 +92,7 @@ def test_a_vector_cache_left_stale_by_a_restore_never_crosses_scopes(
         ids = [
             client.remember("bot", user, text).id for user, text in zip(owners, texts, strict=True)
         ]
-        embeddings.fill_missing(s)
+        backfill.fill_missing(s)
         return ids
 
     before = store(["ann", "bob", "bob", "ann"])
@@ -117,7 +117,7 @@ def test_recall_works_when_the_embeddings_endpoint_fails(
     client = MemoryClient(s)
     client.remember("bot", "ann", "Prefers green tea in the morning")
     fake_llm.push(fakellm.server_error())  # the memory's own embedding fails
-    assert embeddings.fill_missing(s) == 0
+    assert backfill.fill_missing(s) == 0
     fake_llm.push(fakellm.server_error())  # and so does the query's
     hit = client.recall("green tea", "bot", "ann")[0]
     assert hit.content == "Prefers green tea in the morning"
@@ -137,7 +137,7 @@ def test_a_query_that_gets_no_block_costs_no_embedding_call(
 
 def test_off_by_default(settings: Settings, db: Session) -> None:
     MemoryClient(settings).remember("bot", "ann", "Prefers green tea")
-    assert embeddings.fill_missing(settings) == 0
+    assert backfill.fill_missing(settings) == 0
     assert db.scalars(select(Memory.vector)).all() == [None]
 
 
@@ -156,7 +156,7 @@ def test_the_local_model_finds_memories_by_meaning(settings: Settings) -> None:
     veg = client.remember("bot", "ann", "Prefers vegetarian food")
     for other in ("Lives in Lisbon", "Works as a nurse", "Plays the cello on Sundays"):
         client.remember("bot", "ann", other)
-    assert embeddings.fill_missing(s) == 4
+    assert backfill.fill_missing(s) == 4
     hits = client.recall("what should I cook tonight", "bot", "ann", k=1)
     assert [h.id for h in hits] == [veg.id]
     keyword_only = MemoryClient(settings).recall("what should I cook tonight", "bot", "ann")
@@ -180,7 +180,7 @@ def test_nearest_vectors_pass_the_categories_and_tiers_asked_for(
     make_memory(db, s, "Prefers green tea", tier=Tier.LONG)
     make_memory(db, s, "Green tea every morning", tier=Tier.SHORT)
     db.commit()
-    assert embeddings.fill_missing(s) == 3
+    assert backfill.fill_missing(s) == 3
     client = MemoryClient(s)
     assert len(client.recall("green tea", "bot", "ann")) == 3
     references = client.recall("green tea", "bot", "ann", categories=[Category.REFERENCE])

@@ -70,7 +70,7 @@ def memories(
     except ValidationError:
         filters = BrowseFilter()
     with session_scope(state.settings, readonly=True) as session:
-        panel = health_panel(session, utcnow())
+        panel = health_panel(session, state.settings, utcnow())
         found = browse(session, filters)
         agents = config.known_agents(session)
     return Page(request).render(

@@ -1,0 +1,192 @@
+"""Giving memories their vectors, off the chat path and on the `embedding` queue.
+
+A memory without a vector waits for the next fill: the one queued after a task that
+wrote memories, or beat's sweep when any memory waits. One fill runs at a time in the
+whole deployment; the model runs with no transaction open. An endpoint that is down or
+misconfigured (unreachable, 5xx, a bad key, an unknown model) stops the fill and blames
+no memory: the next one tries again. An endpoint that refuses a request (a text too long
+for the model) is asked row by row, so one refused memory never keeps the others
+waiting, and a memory refused `embedding_max_attempts` times is left out until its text
+changes (`memoryd embed`, `/v1/stats` and the page count those).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy import func, select, update
+from sqlalchemy.engine import Row
+from sqlalchemy.orm import Session
+from sqlalchemy.sql import ColumnElement
+
+from memoryd.errors import ConfigError, LLMEndpointError, LLMTransientError
+from memoryd.models.db import LOCK_CLASS_EMBEDDING, session_scope, single_flight
+from memoryd.models.keys import Scope
+from memoryd.models.tables import Memory, MemoryStatus
+from memoryd.recall.embeddings import MAX_INPUT_CHARS, Vectors, embedder, to_bytes
+from memoryd.settings import Settings
+
+log = logging.getLogger(__name__)
+
+FILL_CHUNK = 64
+Pending = Row[int, str, str]  # (id, name, content) of a memory without a vector
+
+
+class _EndpointDown(Exception):
+    """The endpoint is unreachable or misconfigured: no row is to blame."""
+
+
+@dataclass
+class Coverage:
+    embedded: int = 0  # active memories with a vector
+    waiting: int = 0  # without one, still to be tried
+    refused: int = 0  # without one, refused embedding_max_attempts times
+
+    @property
+    def missing(self) -> int:
+        return self.waiting + self.refused
+
+
+def embedded_text(name: str, content: str) -> str:
+    title = name.strip()
+    text = content if not title or content.startswith(title) else f"{title}: {content}"
+    return text[:MAX_INPUT_CHARS]
+
+
+def fill_missing(settings: Settings, scope: Scope | None = None, limit: int = 512) -> int:
+    """Embed up to `limit` active memories that have no vector yet, each tried at most
+    once per call. Returns how many were filled; no-op unless embeddings are on."""
+    if not settings.embeddings_on:
+        return 0
+    with single_flight(settings, LOCK_CLASS_EMBEDDING, "fill") as alone:
+        # Another fill is walking the same rows: two would embed them twice and count
+        # a refusal twice in one round.
+        return _fill(settings, scope, limit) if alone else 0
+
+
+def _fill(settings: Settings, scope: Scope | None, limit: int) -> int:
+    filled, tried, after = 0, 0, 0
+    while tried < limit:
+        rows = _unembedded(settings, scope, after, min(FILL_CHUNK, limit - tried))
+        if not rows:
+            break
+        after, tried = rows[-1].id, tried + len(rows)
+        try:
+            vectors = _embed_rows(settings, rows)
+        except _EndpointDown as exc:
+            log.warning("embedding %d memories failed, next fill retries: %s", len(rows), exc)
+            break
+        filled += _store(settings, rows, vectors)
+    return filled
+
+
+def _waiting(settings: Settings) -> list[ColumnElement[bool]]:
+    return [
+        Memory.vector.is_(None),
+        Memory.status == MemoryStatus.ACTIVE,
+        Memory.embed_failures < settings.embedding_max_attempts,
+    ]
+
+
+def any_waiting(settings: Settings) -> bool:
+    """Whether any memory waits for a vector: beat sends a fill only then."""
+    with session_scope(settings, readonly=True) as session:
+        found = session.scalar(select(Memory.id).where(*_waiting(settings)).limit(1))
+    return found is not None
+
+
+def _unembedded(settings: Settings, scope: Scope | None, after: int, size: int) -> list[Pending]:
+    with session_scope(settings, readonly=True) as session:
+        stmt = select(Memory.id, Memory.name, Memory.content).where(
+            *_waiting(settings), Memory.id > after
+        )
+        if scope is not None:
+            stmt = stmt.where(Memory.agent_id == scope.agent_id, Memory.user_id == scope.user_id)
+        return list(session.execute(stmt.order_by(Memory.id).limit(size)).all())
+
+
+def _embed(settings: Settings, texts: list[str]) -> Vectors:
+    try:
+        return embedder(settings).embed(texts)
+    except (LLMTransientError, LLMEndpointError, ConfigError) as exc:
+        raise _EndpointDown(str(exc)) from exc
+
+
+def _embed_rows(settings: Settings, rows: list[Pending]) -> list[Vectors | None]:
+    """A vector per row, None for a row the endpoint refused (asked one by one once the
+    whole chunk was refused). A chunk whose every row is refused on its own says more
+    about the endpoint than about the texts: nobody is blamed."""
+    texts = [embedded_text(r.name, r.content) for r in rows]
+    try:
+        return list(_embed(settings, texts))
+    except (_EndpointDown, SoftTimeLimitExceeded):
+        raise
+    except Exception as exc:  # any refusal, whatever the provider raises
+        if len(rows) == 1:
+            log.warning("embedding memory %d refused: %s", rows[0].id, exc)
+            return [None]
+    vectors = [vector for row in rows for vector in _embed_rows(settings, [row])]
+    if all(v is None for v in vectors):
+        raise _EndpointDown(f"every one of {len(rows)} memories refused")
+    return vectors
+
+
+def _store(settings: Settings, rows: list[Pending], vectors: list[Vectors | None]) -> int:
+    """Write the vectors and count a failure on each refused row. Only rows whose text is
+    unchanged: an edit meanwhile cleared the vector and the count, and will refill them.
+    The version tells every process's scope cache that a vector is new."""
+    filled = 0
+    with session_scope(settings) as session:
+        for row, vector in zip(rows, vectors, strict=True):
+            unchanged = (
+                Memory.id == row.id,
+                Memory.vector.is_(None),
+                Memory.content == row.content,
+            )
+            values: dict[str, Any]
+            if vector is None:
+                values = {"embed_failures": Memory.embed_failures + 1}
+            else:
+                values = {"vector": to_bytes(vector), "vector_version": Memory.vector_version + 1}
+                filled += 1
+            session.execute(update(Memory).where(*unchanged).values(**values))
+    return filled
+
+
+def reset_vectors(settings: Settings) -> int:
+    """Drop every vector (after a model change); the next fill re-embeds them all, and
+    memories an earlier model refused are tried again."""
+    with session_scope(settings) as session:
+        session.execute(update(Memory).where(Memory.embed_failures > 0).values(embed_failures=0))
+        result = session.execute(
+            update(Memory)
+            .where(Memory.vector.is_not(None))
+            .values(vector=None, vector_version=Memory.vector_version + 1)
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
+
+
+def coverage(settings: Settings, session: Session | None = None, embedded: bool = True) -> Coverage:
+    """How many active memories have a vector (unless `embedded` is False: that count
+    grows with the store), wait for one, or were refused for good; each count over a
+    partial index."""
+    if session is None:
+        with session_scope(settings, readonly=True) as own:
+            return coverage(settings, own, embedded)
+    active = Memory.status == MemoryStatus.ACTIVE
+    unembedded = (active, Memory.vector.is_(None))
+    refused = Memory.embed_failures >= settings.embedding_max_attempts
+
+    def count(*where: ColumnElement[bool]) -> int:
+        return int(session.scalar(select(func.count()).select_from(Memory).where(*where)) or 0)
+
+    missing = count(*unembedded)
+    refused_count = count(*unembedded, refused) if missing else 0
+    return Coverage(
+        embedded=count(active, Memory.vector.is_not(None)) if embedded else 0,
+        waiting=missing - refused_count,
+        refused=refused_count,
+    )
