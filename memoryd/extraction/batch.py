@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import update
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -47,7 +48,6 @@ from memoryd.memories.reconcile import reconcile_facts
 from memoryd.models.db import lease_now, lock_scope, session_scope, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import BatchStatus, ExtractionBatch, FailureKind
-from memoryd.recall import embeddings
 from memoryd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 # Failures of reaching the database, not of the batch: never counted as an attempt.
 DATABASE_UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout)
+# The prefork pool interrupted the batch at the task's soft time limit: nobody's fault.
+TIME_LIMIT = "stopped at the task's soft time limit"
 
 
 @dataclass
@@ -95,6 +97,10 @@ def extract_session(
     if extractor is None:
         extractor = get_extractor(settings) if settings.memory_enabled else NoExtraction()
     stats = ExtractStats()
+    # No batch starts that its LLM calls, at their longest, could carry past the soft
+    # limit: the prefork pool would cut it off there, its call wasted.
+    longest_call = settings.llm_timeout_seconds * (settings.llm_retries + 1)
+    stop_at = time.monotonic() + settings.task_soft_time_limit_seconds - longest_call
     for _ in range(settings.extract_batches_per_task):
         prepared = prepare.claim(settings, key, extractor)
         if isinstance(prepared, prepare.Refusal):
@@ -107,8 +113,8 @@ def extract_session(
         if done is None:
             return stats
         stats.add(done)
-        if done.created:
-            embeddings.fill_missing(settings, key.scope)  # no-op unless embeddings are on
+        if time.monotonic() >= stop_at:
+            break  # a task stays within its time limit in every pool: the rest goes on anew
     stats.more_pending = True
     return stats
 
@@ -137,6 +143,9 @@ def _propose(
         return None  # the session backs off; the sweeper tries it again later
     except LLMError as exc:
         _fail(settings, stats, claim, FailureKind.PERMANENT, str(exc), clock())
+        return None
+    except SoftTimeLimitExceeded:
+        _fail(settings, stats, claim, FailureKind.TRANSIENT, TIME_LIMIT, clock())
         return None
     except DATABASE_UNAVAILABLE as exc:
         # The database went away while the prompt's memories were read: nobody's fault.
@@ -171,6 +180,9 @@ def _write(
     except LeaseLost as exc:
         log.warning("%s", exc)
         stats.lost_leases += 1
+        return None
+    except SoftTimeLimitExceeded:
+        _fail(settings, stats, prepared.claim, FailureKind.TRANSIENT, TIME_LIMIT, clock())
         return None
     except DATABASE_UNAVAILABLE as exc:
         # The database went away mid-write, or picked this transaction as a deadlock

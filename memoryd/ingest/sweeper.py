@@ -11,19 +11,22 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy import and_, delete, func, or_, select, tuple_, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.ingest.leases import lock_session, recover_stranded
 from memoryd.llm import circuit
-from memoryd.models.db import lease_now, rowcount, session_scope
+from memoryd.models.db import is_sqlite, lease_now, rowcount, session_scope
 from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
 from memoryd.models.tables import ChatSession, Turn, TurnStatus
 from memoryd.settings import Settings
 
 log = logging.getLogger(__name__)
+
+TURN_SESSION = (Turn.agent_id, Turn.user_id, Turn.session_id)
+ID_CHUNK = 5000  # turn ids per statement, well under a driver's parameter limit
 
 
 @dataclass
@@ -144,15 +147,19 @@ def retry_failed(
         )
         if value is not None
     ]
-    keys = [
-        SessionKey(*r)
-        for r in session.execute(
-            select(Turn.agent_id, Turn.user_id, Turn.session_id).where(*where).distinct()
-        ).all()
-    ]
-    res = session.execute(
-        update(Turn).where(*where).values(status=TurnStatus.PENDING, attempts=0, lost_leases=0)
-    )
+    _lock_sessions(session, where, chat_where)
+    # Read after the locks, so the session of every turn returned is recounted below.
+    dead = session.execute(select(Turn.id, *TURN_SESSION).where(*where)).all()
+    keys = sorted({SessionKey(*r[1:]) for r in dead}, key=lambda k: k.as_args())
+    returned = 0
+    for start in range(0, len(dead), ID_CHUNK):
+        ids = [r.id for r in dead[start : start + ID_CHUNK]]
+        res = session.execute(
+            update(Turn)
+            .where(Turn.id.in_(ids), *where)
+            .values(status=TurnStatus.PENDING, attempts=0, lost_leases=0)
+        )
+        returned += rowcount(res)
     # Sessions whose compression was dead-lettered get a fresh set of attempts too.
     session.execute(
         update(ChatSession)
@@ -171,7 +178,20 @@ def retry_failed(
                 retry_at=None,
             )
         )
-    return rowcount(res)
+    return returned
+
+
+def _lock_sessions(
+    session: Session, where: list[ColumnElement[bool]], chat_where: list[ColumnElement[bool]]
+) -> None:
+    """The session rows retry_failed changes, locked first and in key order: the order
+    claims (a session, then its turns) and ingest (sessions by key) take them in."""
+    if is_sqlite(session):
+        return  # the write transaction already holds the database lock
+    pk = (ChatSession.agent_id, ChatSession.user_id, ChatSession.session_id)
+    with_dead_letters = tuple_(*pk).in_(select(*TURN_SESSION).where(*where))
+    chosen = or_(with_dead_letters, and_(ChatSession.compress_attempts >= 1, *chat_where))
+    session.execute(select(*pk).where(chosen).order_by(*pk).with_for_update()).all()
 
 
 def skip_failed(

@@ -13,13 +13,14 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import Select, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
+from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import archive_due, decayed, half_life_days
-from memoryd.models.db import is_sqlite, session_scope, utcnow
+from memoryd.models.db import session_scope, utcnow
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryEvent, MemoryStatus, Tier
 from memoryd.settings import Settings
 
@@ -37,13 +38,6 @@ class CycleCounts:
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
-
-
-SelectT = TypeVar("SelectT", bound=Select)  # type: ignore[type-arg]
-
-
-def _lock_due(session: Session, stmt: SelectT) -> SelectT:
-    return stmt if is_sqlite(session) else stmt.with_for_update(skip_locked=True)
 
 
 def _record(
@@ -72,7 +66,7 @@ def promote_due(session: Session, settings: Settings, now: datetime, limit: int 
     """Short-tier memories retrieved `promote_access_count` times move to the long tier.
     The retrieval that reaches the count sets promotable_at, which this reads by index."""
     due = session.execute(
-        _lock_due(
+        lock_rows(
             session,
             select(
                 Memory.id,
@@ -90,6 +84,7 @@ def promote_due(session: Session, settings: Settings, now: datetime, limit: int 
             )
             .order_by(Memory.promotable_at, Memory.id)
             .limit(limit),
+            skip_locked=True,
         )
     ).all()
     if not due:
@@ -153,7 +148,7 @@ def expire_due(session: Session, settings: Settings, now: datetime, limit: int =
         .order_by(Memory.expires_at)
         .limit(limit)
     )
-    ids = session.scalars(_lock_due(session, due)).all()
+    ids = session.scalars(lock_rows(session, due, skip_locked=True)).all()
     return _retire(
         session, ids, MemoryStatus.EXPIRED, EventKind.EXPIRED, now, {}, {"reason": "ttl"}
     )
@@ -166,7 +161,7 @@ def _archive_chunk(
     postpones the moment without writing it): a due row is archived only if its weight
     says so, and otherwise gets its true due time, so it is read once more at most."""
     due = session.execute(
-        _lock_due(
+        lock_rows(
             session,
             select(Memory.id, Memory.weight, Memory.weight_at)
             .where(
@@ -176,6 +171,7 @@ def _archive_chunk(
             )
             .order_by(Memory.archive_due_at, Memory.id)
             .limit(limit),
+            skip_locked=True,
         )
     ).all()
     postponed, decayed_ids = [], []

@@ -69,12 +69,22 @@ def resolve(
     row = scope.first()
     if row is not None:
         lock_scope(session, Scope(row.agent_id, row.user_id))
-    old = session.scalars(lock_rows(session, select(Memory).where(Memory.id == old_id))).first()
+    old = session.get(Memory, old_id)
     if old is None or old.status != MemoryStatus.SUPERSEDED or old.superseded_by_id is None:
         raise NotFound(f"memory {old_id} is not a superseded memory")
-    new = session.scalars(
-        lock_rows(session, select(Memory).where(Memory.id == old.superseded_by_id))
-    ).one()
+    # Both rows in one statement, by ascending id: the order every path locks memories in.
+    pair = lock_rows(
+        session,
+        select(Memory)
+        .where(Memory.id.in_([old_id, old.superseded_by_id]))
+        .order_by(Memory.id)
+        .execution_options(populate_existing=True),
+    )
+    by_id = {m.id: m for m in session.scalars(pair)}
+    old = by_id[old_id]
+    if old.status != MemoryStatus.SUPERSEDED or old.superseded_by_id not in by_id:
+        raise NotFound(f"memory {old_id} is not a superseded memory")
+    new = by_id[old.superseded_by_id]
     if session.get(ConflictReview, (old.id, new.id)) is not None:
         return Conflict(old=MemoryOut.from_memory(old), new=MemoryOut.from_memory(new))
     if keep == "old":

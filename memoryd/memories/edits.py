@@ -43,12 +43,14 @@ from memoryd.text import content_hash
 MAX_PAGE = 500
 
 
-def _owned(session: Session, scope: Scope, memory_id: int, *, writable: bool = False) -> Memory:
+def _owned(
+    session: Session, scope: Scope, memory_id: int, *, writable: bool = False, lock: bool = True
+) -> Memory:
     """A memory this scope may read (its own or the agent's shared one) or, with
-    `writable`, change (its own only; its row is locked). Anything else is "not found",
-    never revealed."""
+    `writable`, change (its own only; its row is locked unless the caller locks it with
+    others, in id order). Anything else is "not found", never revealed."""
     stmt = select(Memory).where(Memory.id == memory_id, readable(scope))
-    if writable:
+    if writable and lock:
         stmt = lock_rows(session, stmt)
     memory = session.scalars(stmt).first()
     if memory is None or (writable and memory.user_id != scope.user_id):
@@ -86,8 +88,8 @@ def remember(
     )
     aliases = {1: replaces} if replaces is not None else {}
     lock_scope(session, scope)
-    if replaces is not None:
-        _owned(session, scope, replaces, writable=True)
+    if replaces is not None:  # reconcile locks it, with the rest, in id order
+        _owned(session, scope, replaces, writable=True, lock=False)
     counts = reconcile_facts(
         session,
         settings,

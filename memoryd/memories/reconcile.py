@@ -22,9 +22,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import ColumnElement
 
 from memoryd.memories.store import (
     as_day_start,
@@ -37,6 +38,7 @@ from memoryd.memories.store import (
     supersede_memory,
 )
 from memoryd.memories.subjects import key_for, same_key_memories
+from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus
@@ -98,12 +100,45 @@ def reconcile_facts(
     """
     writer = {"actor": actor, "batch_id": batch_id, "source_turn_ids": source_turn_ids}
     run = _Run(session, settings, scope, aliases, now, nearby or {}, said_at, metadata, writer)
+    _lock_in_order(run, facts)
     for fact in facts:
         if refused is None:
             _reconcile(run, fact)
         else:
             _reconcile_or_refuse(run, fact, refused)
     return run.counts
+
+
+def _lock_in_order(run: _Run, facts: Sequence[Fact]) -> None:
+    """Lock every existing memory the facts may change, in one statement, by ascending
+    id: the order recall's feedback, the embedding fill and the clean-up lock rows in,
+    so no two of them can each hold a row the other waits for. The scope lock keeps
+    other writers of the scope out, so the set cannot grow before the writes."""
+    if not facts or is_sqlite(run.session):
+        return  # SQLite: the write transaction already holds the database lock
+    aliased = (a for f in facts for a in (f.same_as, f.replaces) if a is not None)
+    ids = {run.aliases[a] for a in aliased if a in run.aliases}
+    ids.update(i for f in facts for i in run.nearby.get(content_hash(f.content), ()))
+    alike: list[ColumnElement[bool]] = [
+        Memory.content_hash.in_({content_hash(f.content) for f in facts})
+    ]
+    alike += [
+        and_(Memory.name_key == key, Memory.category == f.category)
+        for f in facts
+        if (key := key_for(f.name, f.content))
+    ]
+    run.session.execute(
+        select(Memory.id)
+        .where(
+            Memory.agent_id == run.scope.agent_id,
+            Memory.user_id == run.scope.user_id,
+            or_(
+                Memory.id.in_(sorted(ids)), and_(Memory.status == MemoryStatus.ACTIVE, or_(*alike))
+            ),
+        )
+        .order_by(Memory.id)
+        .with_for_update()
+    ).all()
 
 
 def _reconcile_or_refuse(run: _Run, fact: Fact, refused: Counter[str]) -> None:

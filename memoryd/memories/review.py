@@ -67,7 +67,8 @@ def decline(session: Session, memory_id: int, now: datetime) -> MemoryOut:
 
 def expire_soon(session: Session, now: datetime, window: timedelta = EXPIRING_WINDOW) -> int:
     """The health panel's clean-up: short-tier memories whose TTL ends within `window`
-    expire now instead of at the next maintenance run."""
+    expire now instead of at the next maintenance run. A memory a writer holds is left
+    for that run rather than waited for."""
     rows = session.scalars(
         lock_rows(
             session,
@@ -79,6 +80,7 @@ def expire_soon(session: Session, now: datetime, window: timedelta = EXPIRING_WI
             )
             .order_by(Memory.id)
             .limit(MAX_CLEAN_UP),
+            skip_locked=True,
         )
     ).all()
     for memory in rows:

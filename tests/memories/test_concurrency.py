@@ -9,14 +9,17 @@ from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 
-from sqlalchemy import select
+import pytest
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.maintenance.cycle import promote_due
-from memoryd.models.db import session_scope, utcnow
-from memoryd.models.keys import SessionKey
+from memoryd.memories.reconcile import reconcile_facts
+from memoryd.models.db import get_engine, lock_scope, session_scope, utcnow
+from memoryd.models.keys import Scope, SessionKey
+from memoryd.models.proposals import Fact
 from memoryd.models.tables import Memory, MemoryStatus, Tier
 from memoryd.settings import Settings
 from tests.factories import make_memory
@@ -115,3 +118,43 @@ def test_a_recall_never_undoes_a_promotion(settings: Settings, db: Session) -> N
     assert promoted.archive_due_at > utcnow() + timedelta(days=30)
     assert promoted.access_count == settings.promote_access_count + 10
     db.commit()
+
+
+def test_a_replacement_locks_memories_in_the_order_recall_does(
+    backend: str, settings: Settings, db: Session
+) -> None:
+    """Extraction replacing two memories of a single-valued key (the one it names, the
+    newer, and an older one of the key) against recall locking both in id order: the
+    writer takes them in id order too, in one statement, so neither holds a row the
+    other waits for. Before, it locked the named one first: a deadlock."""
+    if backend != "postgres":
+        pytest.skip("SQLite writers hold the whole database: no row order to get wrong")
+    client = MemoryClient(settings, dispatch=False)
+    older = client.remember("bot", "ann", "Lives in Lisbon", name="home city")
+    newer = client.remember("bot", "ann", "Works in Madrid", name="home city")
+    newer_than_older = newer.id > older.id
+    assert newer_than_older
+    fact = Fact(content="Lives in Porto", name="home city", single=True, replaces=1, confidence=0.9)
+    writer_error: list[BaseException] = []
+
+    def extract() -> None:
+        try:
+            with session_scope(settings) as session:
+                lock_scope(session, Scope("bot", "ann"))
+                scope = Scope("bot", "ann")
+                reconcile_facts(session, settings, scope, [fact], {1: newer.id}, utcnow())
+        except BaseException as exc:
+            writer_error.append(exc)
+
+    # What recall's feedback does: the rows it changes FOR UPDATE, by ascending id.
+    with get_engine(settings).connect() as recall, recall.begin():
+        recall.execute(text("SET LOCAL lock_timeout = '3s'"))
+        recall.execute(select(Memory.id).where(Memory.id == older.id).with_for_update()).all()
+        writer = threading.Thread(target=extract)
+        writer.start()
+        time.sleep(0.5)  # the writer now waits for the older row
+        # Recall's next row: free, since the writer locks in id order, holding nothing yet.
+        recall.execute(select(Memory.id).where(Memory.id == newer.id).with_for_update()).all()
+    writer.join(timeout=30)
+    assert writer_error == []
+    assert active(db) == [("Lives in Porto", 1)]
