@@ -139,6 +139,9 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     settled_at: float = 0.0  # time.monotonic() when the pipeline had settled
     recovery_seconds: float | None = None  # from the scenario's fault to drained
+    # What only one scenario looks for, each of which must be 0: workers that exited,
+    # errors that reached a caller, memories left without a vector ...
+    must_be_zero: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -148,6 +151,7 @@ class Outcome:
             or self.dead_lettered
             or self.lost
             or self.mismatched_terms
+            or any(self.must_be_zero.values())
         )
 
 
@@ -193,6 +197,12 @@ class Harness:
         # Tags of user turns the scenario made fail every time: each must end dead-
         # lettered alone, its fact missing, and every other turn extracted.
         self.poisoned: set[str] = set()
+        # Tags of user turns whose fact the model answers unusable (a NUL in it): the
+        # turn is extracted, that fact alone left out.
+        self.dropped: set[str] = set()
+        # Counted by the scenario while it ran; copied to the outcome, each must be 0.
+        self.counts: dict[str, int] = {}
+        self.notes: list[str] = []
         self.fault_ended_at: float | None = None  # when a *_defaults scenario's fault ended
         self.started = time.monotonic()
 
@@ -240,6 +250,13 @@ class Harness:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     # ---------------------------------------------------------------------------- load
+
+    def run(self, convs: list[Conversation], seconds: float, delay: float) -> None:
+        """What most scenarios start with: every call `delay` long, workers and beat
+        running, the conversations fed over `seconds`."""
+        self.llm.delay = delay
+        self.start_workers()
+        self.feed(convs, seconds)
 
     def feed(self, conversations: list[Conversation], seconds: float) -> None:
         """Enqueue the conversations spread over `seconds`, ending each, in the background
@@ -310,7 +327,7 @@ class Harness:
             failed = session.scalars(select(Turn.content).where(Turn.status == TurnStatus.FAILED))
             failed_tags = {m.group(1) if (m := TAG.search(c)) else c for c in failed}
         tags = {tag for conv in self.conversations for tag in conv.tags}
-        expected = {fact_for(tag) for tag in tags - self.poisoned}
+        expected = {fact_for(tag) for tag in tags - self.poisoned - self.dropped}
         # Dead letters other than the poisoned turns, and poisoned turns not dead-lettered.
         dead_lettered = len(failed_tags ^ self.poisoned)
         seen: dict[str, int] = {}
@@ -340,7 +357,8 @@ class Harness:
             llm_calls=self.llm.calls,
             batches=int(batches or 0),
             mismatched_terms=mismatched,
-            notes=notes,
+            notes=notes + self.notes,
+            must_be_zero=dict(self.counts),
         )
 
     def mismatched_terms(self) -> int:

@@ -25,6 +25,6 @@ def test_every_turn_is_extracted_exactly_once_through_every_fault() -> None:
     report = out.stdout.strip().splitlines()
     figures = json.loads(report[-1])
     assert out.returncode == 0, "\n".join(report[-25:]) + out.stderr[-3000:]
-    assert figures["scenarios"] == 18  # 12 scenarios, 6 of them on SQLite too
+    assert figures["scenarios"] == 24  # 16 scenarios, 8 of them on SQLite too
     for key in ("lost", "duplicated", "stranded", "dead_lettered_transient", "failed_scenarios"):
         assert figures[key] == 0, (key, "\n".join(report[-25:]))

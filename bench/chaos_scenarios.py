@@ -1,0 +1,353 @@
+"""The chaos suite's scenarios: each feeds generated chats while it injects one fault.
+
+`bench/chaos.py` runs them and checks the outcome (docs there)."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from bench.chaos_harness import (
+    Conversation,
+    Harness,
+    Outcome,
+    chaos_answer,
+    fact_for,
+    repeatedly,
+)
+from memoryd.client import MemoryClient
+from memoryd.models.db import session_scope
+from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus
+from memoryd.settings import Settings
+from memoryd.worker import make_celery
+from tests import fakellm
+
+
+@dataclass(frozen=True)
+class Size:
+    users: int
+    sessions: int
+    turns: int
+    feed_seconds: float
+    kills: int
+    outage_seconds: float
+    settle_seconds: float
+
+
+FULL = Size(
+    users=10,
+    sessions=5,
+    turns=60,
+    feed_seconds=20,
+    kills=10,
+    outage_seconds=120,
+    settle_seconds=600,
+)
+QUICK = Size(
+    users=3, sessions=2, turns=44, feed_seconds=4, kills=4, outage_seconds=12, settle_seconds=240
+)
+
+Run = Callable[[Harness, Size, list[Conversation]], None]
+
+# ------------------------------------------------------------------------------ scenarios
+
+
+def baseline(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    h.run(convs=convs, seconds=size.feed_seconds, delay=0.2)
+
+
+def kill_workers(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """SIGKILL a worker every few seconds (mid LLM call, mid write); the supervisor starts
+    another, as compose would."""
+    h.run(convs=convs, seconds=size.feed_seconds, delay=0.5)
+
+    def kill(_i: int) -> None:
+        victims = h.workers()
+        if victims:
+            random.choice(victims).kill()
+
+    repeatedly(2.0, size.kills, kill).join()
+
+
+def slow_llm(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """Every call takes 5 s, longer than the lease (3 s), and sessions are longer than one
+    batch: heartbeats keep live batches, so no call is made twice."""
+    h.run(convs=convs, seconds=size.feed_seconds, delay=5.0)
+
+
+def redis_restart(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """Redis dies with every queued message and comes back empty, twice."""
+    h.run(convs=convs, seconds=size.feed_seconds, delay=0.3)
+    for _ in range(2):
+        time.sleep(size.feed_seconds / 2)
+        h.servers.redis.kill()
+        time.sleep(1.0)
+        h.servers.redis.start()
+
+
+def postgres_restart(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """PostgreSQL crashes (immediate stop) and restarts mid-run, twice."""
+    h.run(convs=convs, seconds=size.feed_seconds, delay=0.3)
+    for _ in range(2):
+        time.sleep(size.feed_seconds / 2)
+        h.servers.postgres.restart("immediate")
+
+
+def llm_faults(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """20% 429 with Retry-After, 10% 500, 5% malformed JSON, 5% hang past the timeout."""
+    rng = random.Random(3)
+    lock = threading.Lock()
+
+    def choose() -> fakellm.Action | None:
+        with lock:
+            roll = rng.random()
+        if roll < 0.20:
+            return fakellm.rate_limited(retry_after=1)
+        if roll < 0.30:
+            return fakellm.server_error(500)
+        if roll < 0.35:
+            return fakellm.malformed()
+        if roll < 0.40:
+            return fakellm.slow(h.settings.llm_timeout_seconds + 1)
+        return None
+
+    h.llm.chooser = choose
+    h.run(convs=convs, seconds=size.feed_seconds, delay=0.2)
+
+
+def outage(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """The LLM endpoint answers nothing but 503 for a long while, then comes back."""
+    h.run(convs=convs, seconds=size.feed_seconds, delay=0.2)
+    time.sleep(1.0)
+    h.llm.down = True
+    time.sleep(size.outage_seconds)
+    h.llm.down = False
+
+
+def duplicate_ingest(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """Every `memoryd.ingest_turns` message delivered twice (same task id), turns without
+    keys: what acks_late does after a worker died mid-task."""
+    h.llm.delay = 0.2
+    h.conversations += convs
+    app = make_celery(h.settings)
+    for conv in convs:
+        for start in range(0, len(conv.turns), 10):
+            task_id = uuid.uuid4().hex
+            for _ in range(2):
+                app.send_task(
+                    "memoryd.ingest_turns",
+                    args=[{"turns": conv.turns[start : start + 10]}],
+                    task_id=task_id,
+                    queue="extraction",
+                )
+    h.start_workers()  # the sessions idle out; the sweep extracts them
+
+
+def kill_with_defaults(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """With the default lease and sweep interval: every worker SIGKILLed once, mid-call.
+    Reports the seconds from the kill until every turn is extracted (target 60)."""
+    h.run(convs=convs[: size.sessions], seconds=size.feed_seconds, delay=2.0)
+    deadline = time.monotonic() + 60
+    while h.llm.calls == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # the calls are under way
+    for worker in h.workers():
+        worker.kill()
+    h.fault_ended_at = time.monotonic()
+
+
+def outage_with_defaults(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """With the default circuit, back-off, lease and sweep: the LLM endpoint answers only
+    503 for a while. Reports the seconds from its return until every turn is extracted
+    (target 30)."""
+    h.run(convs=convs[: size.sessions], seconds=size.feed_seconds, delay=0.2)
+    time.sleep(1.0)
+    h.llm.down = True
+    time.sleep(size.outage_seconds)
+    h.llm.down = False
+    h.fault_ended_at = time.monotonic()
+
+
+POISON = "[poison]"
+
+
+def poison(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """One user turn in each of the first user's sessions makes the model fail every
+    time (invalid JSON, and again after the repair round: a permanent error). Its batch
+    is split until it stands alone; it alone is dead-lettered, every other turn extracted."""
+    for conv in convs[: size.sessions]:
+        turn = conv.turns[10]  # a user turn, within the first batch
+        h.poisoned.add(conv.tags[5])
+        turn["content"] = f"{turn['content'][:12]} {POISON}{turn['content'][12:]}"
+
+    def refuse_poison(messages: list[dict[str, Any]]) -> str:
+        if any(POISON in str(m.get("content")) for m in messages):
+            return "I cannot answer that."
+        return chaos_answer(messages)
+
+    h.llm.responder = refuse_poison
+    h.run(convs=convs, seconds=size.feed_seconds, delay=0.2)
+
+
+# What the *_defaults scenarios run with as shipped: every setting recovery depends on.
+DEFAULT_RECOVERY = {
+    name: Settings.model_fields[name].default
+    for name in (
+        "lease_seconds",
+        "sweep_interval_seconds",
+        "flush_idle_seconds",
+        "retry_backoff_seconds",
+        "retry_backoff_max_seconds",
+        "circuit_open_seconds",
+        "circuit_open_max_seconds",
+        "llm_retries",
+        "llm_backoff_max_seconds",
+    )
+}
+
+
+def nul_in_a_fact(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """The model's answer holds a NUL in one fact of a batch, in each of the first user's
+    sessions: that fact alone is left out (counted `invalid_text`), the batch's other
+    facts are stored and no turn is dead-lettered."""
+    for conv in convs[: size.sessions]:
+        h.dropped.add(conv.tags[3])
+    unusable = {fact_for(tag) for tag in h.dropped}
+
+    def with_nul(messages: list[dict[str, Any]]) -> str:
+        answer = json.loads(chaos_answer(messages))
+        for fact in answer["facts"]:
+            if fact["content"] in unusable:
+                fact["content"] = fact["content"].replace(" ", "\x00", 1)
+        return json.dumps(answer)
+
+    h.llm.responder = with_nul
+    h.run(convs=convs, seconds=size.feed_seconds, delay=0.2)
+
+
+def facts_counted_invalid(h: Harness, outcome: Outcome) -> None:
+    with session_scope(h.settings, readonly=True) as session:
+        counted = sum(
+            (reasons or {}).get("invalid_text", 0)
+            for reasons in session.scalars(select(ExtractionBatch.rejections))
+        )
+    outcome.notes.append(f"{counted} facts left out as invalid_text")
+    outcome.must_be_zero["nul_facts_not_counted"] = max(len(h.dropped) - counted, 0)
+
+
+def busy_workers(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """Every slot of every worker busy with LLM calls three times longer than the
+    consumer watchdog's interval: no worker may take itself for a dead consumer."""
+    h.run(convs=convs[: size.sessions], seconds=size.feed_seconds, delay=6.0)
+
+
+def no_worker_exited(h: Harness, outcome: Outcome) -> None:
+    outcome.must_be_zero["worker_exits"] = len(h.replaced)
+
+
+def recall_during_extraction(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """Callers recall and build context blocks for the users being extracted, without a
+    pause, while workers write their facts: recall's feedback writes (access counts,
+    reinforcement, usage rows) meet extraction's writes on the same memories. No error
+    may reach a caller."""
+    h.run(convs=convs, seconds=size.feed_seconds, delay=0.1)
+    users = sorted({c.user_id for c in convs})
+    until = time.monotonic() + size.feed_seconds + 5
+    errors: list[str] = []
+
+    def ask(i: int) -> None:
+        client, rng = MemoryClient(h.settings), random.Random(i)
+        while time.monotonic() < until:
+            user = rng.choice(users)
+            try:
+                if i % 2:
+                    client.recall("chaos fact about the trip", "chaos", user, k=10)
+                else:
+                    client.build_context("what did we talk about", "chaos", user)
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {exc}"[:200])
+
+    callers = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    h.counts["caller_errors"] = len(errors)
+    h.notes += [f"{len(errors)} recall errors", *errors[:3]]
+
+
+CHAOS_EMBEDDINGS = {"embedding_model": "chaos-embedding"}
+
+
+def embedding_refusal(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """Embeddings on; the endpoint refuses the text of one memory in each of the first
+    user's sessions (too long for its model, as a real one says). Every other memory
+    must get its vector."""
+    refused = {fact_for(conv.tags[3]) for conv in convs[: size.sessions]}
+    h.llm.refuse_embedding = lambda text: any(fact in text for fact in refused)
+    h.run(convs=convs, seconds=size.feed_seconds, delay=0.2)
+
+
+def every_other_memory_embedded(h: Harness, outcome: Outcome) -> None:
+    """Waits (at most a minute) for the embedding queue to catch up with the last batch."""
+    deadline = time.monotonic() + 60
+    while True:
+        with session_scope(h.settings, readonly=True) as session:
+            waiting = session.execute(
+                select(Memory.content, Memory.embed_failures).where(
+                    Memory.status == MemoryStatus.ACTIVE, Memory.vector.is_(None)
+                )
+            ).all()
+        refused = [c for c, failures in waiting if h.llm.refuse_embedding(c)]
+        if len(refused) == len(waiting) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    outcome.notes.append(f"{len(refused)} refused memories without a vector")
+    outcome.must_be_zero["unembedded"] = len(waiting) - len(refused)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    run: Run
+    backends: tuple[str, ...] = ("postgres",)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    # After the pipeline settled: what only this scenario checks, on its outcome.
+    verify: Callable[[Harness, Outcome], None] | None = None
+
+
+BOTH = ("postgres", "sqlite")
+SCENARIOS: dict[str, Scenario] = {
+    "baseline": Scenario(baseline),
+    "kill": Scenario(kill_workers, BOTH),
+    "slow_llm": Scenario(slow_llm, BOTH, {"lease_seconds": 3.0, "llm_timeout_seconds": 30.0}),
+    "redis_restart": Scenario(redis_restart),
+    "postgres_restart": Scenario(postgres_restart),
+    "llm_faults": Scenario(llm_faults),
+    "outage": Scenario(outage, BOTH),
+    "duplicate_ingest": Scenario(duplicate_ingest, BOTH),
+    "poison": Scenario(poison, BOTH),
+    "nul_fact": Scenario(nul_in_a_fact, BOTH, verify=facts_counted_invalid),
+    "busy_workers": Scenario(
+        busy_workers,
+        overrides={
+            "consumer_watchdog_seconds": 2.0,
+            "worker_concurrency": 1,
+            "llm_timeout_seconds": 30.0,
+        },
+        verify=no_worker_exited,
+    ),
+    "recall_during_extraction": Scenario(recall_during_extraction, BOTH),
+    "embedding_refusal": Scenario(
+        embedding_refusal, overrides=CHAOS_EMBEDDINGS, verify=every_other_memory_embedded
+    ),
+    "kill_defaults": Scenario(kill_with_defaults, overrides=DEFAULT_RECOVERY),
+    "outage_defaults": Scenario(outage_with_defaults, overrides=DEFAULT_RECOVERY),
+}
