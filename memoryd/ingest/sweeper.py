@@ -166,6 +166,13 @@ def retry_failed(
         .where(ChatSession.compress_attempts >= 1, *chat_where)
         .values(compress_attempts=0, compress_error=None)
     )
+    _recount(session, keys, now)
+    return returned
+
+
+def _recount(session: Session, keys: list[SessionKey], now: datetime) -> None:
+    """Sessions given turns back: recounted, marked ended (flushed at the next sweep even
+    below batch_size), and no longer backing off."""
     for key in keys:
         pending = select(func.count()).where(*turns_of(key), Turn.status == TurnStatus.PENDING)
         session.execute(
@@ -178,7 +185,6 @@ def retry_failed(
                 retry_at=None,
             )
         )
-    return returned
 
 
 def _lock_sessions(

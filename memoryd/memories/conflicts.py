@@ -57,6 +57,26 @@ def count_open(session: Session) -> int:
     return int(session.scalar(select(func.count()).select_from(_open_pairs().subquery())) or 0)
 
 
+def _locked_pair(session: Session, old_id: int) -> tuple[Memory, Memory]:
+    """A superseded memory and the one that superseded it, both locked in one statement
+    by ascending id: the order every path locks memories in."""
+    old = session.get(Memory, old_id)
+    if old is None or old.status != MemoryStatus.SUPERSEDED or old.superseded_by_id is None:
+        raise NotFound(f"memory {old_id} is not a superseded memory")
+    pair = lock_rows(
+        session,
+        select(Memory)
+        .where(Memory.id.in_([old_id, old.superseded_by_id]))
+        .order_by(Memory.id)
+        .execution_options(populate_existing=True),
+    )
+    by_id = {m.id: m for m in session.scalars(pair)}
+    old = by_id[old_id]
+    if old.status != MemoryStatus.SUPERSEDED or old.superseded_by_id not in by_id:
+        raise NotFound(f"memory {old_id} is not a superseded memory")
+    return old, by_id[old.superseded_by_id]
+
+
 def resolve(
     session: Session,
     settings: Settings,
@@ -69,22 +89,7 @@ def resolve(
     row = scope.first()
     if row is not None:
         lock_scope(session, Scope(row.agent_id, row.user_id))
-    old = session.get(Memory, old_id)
-    if old is None or old.status != MemoryStatus.SUPERSEDED or old.superseded_by_id is None:
-        raise NotFound(f"memory {old_id} is not a superseded memory")
-    # Both rows in one statement, by ascending id: the order every path locks memories in.
-    pair = lock_rows(
-        session,
-        select(Memory)
-        .where(Memory.id.in_([old_id, old.superseded_by_id]))
-        .order_by(Memory.id)
-        .execution_options(populate_existing=True),
-    )
-    by_id = {m.id: m for m in session.scalars(pair)}
-    old = by_id[old_id]
-    if old.status != MemoryStatus.SUPERSEDED or old.superseded_by_id not in by_id:
-        raise NotFound(f"memory {old_id} is not a superseded memory")
-    new = by_id[old.superseded_by_id]
+    old, new = _locked_pair(session, old_id)
     if session.get(ConflictReview, (old.id, new.id)) is not None:
         return Conflict(old=MemoryOut.from_memory(old), new=MemoryOut.from_memory(new))
     if keep == "old":
