@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
+import os
+import traceback
+
 from pydantic import ValidationError
+
+
+def error_text(exc: BaseException) -> str:
+    """What may be stored or shown of an unexpected error: its type and where it was
+    raised, and for a database error the driver's first line. Never the statement, its
+    parameters or a message built from data: those hold what users said."""
+    orig = getattr(exc, "orig", None)  # SQLAlchemy's wrapper of a driver error
+    if isinstance(orig, BaseException):
+        lines = str(orig).strip().splitlines()
+        return f"{type(orig).__name__}: {lines[0]}" if lines else type(orig).__name__
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return type(exc).__name__
+    where = frames[-1]
+    return (
+        f"{type(exc).__name__} in {where.name} ({os.path.basename(where.filename)}:{where.lineno})"
+    )
 
 
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -245,7 +246,7 @@ class Settings(BaseSettings):
             url = make_url(value)
         except ArgumentError:
             raise ValueError(
-                f"not a database URL: {value!r}; expected e.g. "
+                f"not a database URL: {masked_url(value)!r}; expected e.g. "
                 "postgresql+psycopg://user@host:5432/memoryd or sqlite:///path/memoryd.db"
             ) from None
         if url.get_backend_name() not in ("postgresql", "sqlite"):
@@ -260,7 +261,7 @@ class Settings(BaseSettings):
         scheme = value.partition("://")[0]
         if not value or scheme not in BROKER_SCHEMES:
             raise ValueError(
-                f"not a broker URL: {value!r}; expected one of "
+                f"not a broker URL: {masked_url(value)!r}; expected one of "
                 + ", ".join(f"{s}://" for s in BROKER_SCHEMES)
             )
         return value
@@ -340,6 +341,11 @@ class Settings(BaseSettings):
     @property
     def broker_folder(self) -> Path:
         return self.data_dir / "broker"
+
+
+def masked_url(url: str) -> str:
+    """The URL with its password, if any, replaced by ***: safe to print or log."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
 
 
 def explain(exc: ValidationError) -> list[str]:

@@ -108,3 +108,18 @@ def test_embeddings_turn_on_with_a_model_and_an_endpoint() -> None:
         embedding_model="nomic-embed-text", embedding_base_url="http://localhost:11434/v1"
     ).embeddings_on
     assert Settings(embedding_provider="local", embedding_model="/models/minilm").embeddings_on
+
+
+@pytest.mark.parametrize(
+    "name, url",
+    [
+        ("database_url", "postgres ql://ann:s3cret@db/memoryd"),
+        ("broker_url", "kafka://ann:s3cret@mq"),
+    ],
+)
+def test_a_bad_url_is_named_with_its_password_masked(name: str, url: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        Settings(**{name: url})
+    (line,) = explain(raised.value)
+    assert line.startswith(f"MEMORYD_{name.upper()}: not a") and "ann:***@" in line
+    assert "s3cret" not in line

@@ -23,7 +23,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from memoryd.agents import config as agent_config
-from memoryd.errors import LeaseLost, LLMError, LLMTransientError
+from memoryd.errors import LeaseLost, LLMError, LLMTransientError, error_text
 from memoryd.extraction import prepare
 from memoryd.extraction.extractors import Extractor, NoExtraction, Proposal, get_extractor
 from memoryd.extraction.gate import gate_facts
@@ -149,13 +149,13 @@ def _propose(
         return None
     except DATABASE_UNAVAILABLE as exc:
         # The database went away while the prompt's memories were read: nobody's fault.
-        error = f"database error while reading: {exc}".splitlines()[0]
+        error = f"database error while reading: {error_text(exc)}"
         _fail(settings, stats, claim, FailureKind.TRANSIENT, error, clock())
         return None
     except Exception as exc:
         # A bug, not an LLM fault: free the lease now instead of after lease_seconds,
         # count the attempt (so a poison batch dead-letters), and let the task fail.
-        error = f"unexpected {type(exc).__name__}: {exc}"
+        error = f"unexpected {error_text(exc)}"
         _fail(settings, stats, claim, FailureKind.BUG, error, clock())
         raise
     proposal.duration_ms = proposal.duration_ms or (time.perf_counter() - started) * 1000
@@ -187,12 +187,12 @@ def _write(
     except DATABASE_UNAVAILABLE as exc:
         # The database went away mid-write, or picked this transaction as a deadlock
         # victim: nothing was written, and it is nobody's fault: retry soon.
-        error = f"database error while writing: {exc}".splitlines()[0]
+        error = f"database error while writing: {error_text(exc)}"
         _fail(settings, stats, prepared.claim, FailureKind.TRANSIENT, error, clock())
         return None
     except Exception as exc:
         # The write transaction rolled back; record the failure, then fail the task.
-        error = f"unexpected {type(exc).__name__}: {exc}"
+        error = f"unexpected {error_text(exc)}"
         _fail(settings, stats, prepared.claim, FailureKind.BUG, error, clock())
         raise
 

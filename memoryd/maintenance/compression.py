@@ -18,7 +18,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from memoryd.errors import BatchFailed, LLMError, LLMTransientError
+from memoryd.errors import BatchFailed, LLMError, LLMTransientError, error_text
 from memoryd.ingest.heartbeat import kept_alive
 from memoryd.llm import circuit
 from memoryd.maintenance.summarizers import Summarizer, Summary, get_summarizer
@@ -291,7 +291,7 @@ def compress_session(
             kind = FailureKind.PERMANENT
         else:
             kind = FailureKind.BUG
-        error = str(exc) if kind != FailureKind.BUG else f"unexpected {type(exc).__name__}: {exc}"
+        error = str(exc) if kind != FailureKind.BUG else f"unexpected {error_text(exc)}"
         log.warning("compression of %s failed (%s): %s", key, kind, error)
         with session_scope(settings) as session:
             _fail(session, settings, work, kind, error, utcnow(), summarizer.uses_llm)

@@ -79,7 +79,9 @@ def make_engine(
     0: none): a statement running longer, or waiting longer for a lock, fails instead of
     holding its worker and its locks."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        engine = create_engine(
+            url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, hide_parameters=True
+        )
         _configure_sqlite(engine)
         return engine
     # No pre-ping: it costs a round trip on every checkout of the ingest hot path. A
@@ -91,6 +93,8 @@ def make_engine(
         max_overflow=20,
         pool_recycle=1800,
         isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
+        # An error's text never carries a statement's parameters: they hold what users said.
+        hide_parameters=True,
     )
 
     @event.listens_for(engine, "connect")

@@ -23,6 +23,7 @@ from memoryd.errors import (
     ProfileRejected,
     SharedScopeError,
     TurnRejected,
+    error_text,
     field_errors,
 )
 
@@ -200,7 +201,7 @@ async def _memory_rejected(request: Request, exc: MemoryRejected) -> JSONRespons
 
 
 async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:
-    log.warning("database error on %s: %s", request.url.path, str(exc).splitlines()[0])
+    log.warning("database error on %s: %s", request.url.path, error_text(exc))
     return problem_response(
         request, 503, "unavailable", "the database is unavailable", headers={"Retry-After": "5"}
     )

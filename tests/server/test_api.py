@@ -11,8 +11,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
 from memoryd.models.tables import Turn, TurnStatus
+from memoryd.server.app import create_app
 from memoryd.settings import Settings
 from tests.factories import add_turns, count_turns, turn_item
 from tests.server.conftest import Keys, bearer
@@ -287,3 +289,14 @@ def test_dead_letters_are_skipped_or_purged_within_the_keys_scope(
 def test_unknown_paths_and_methods_are_problems_too(api: TestClient, keys: Keys) -> None:
     assert_problem(api.get("/v1/nothing-here", headers=bearer(keys.bot)), 404)
     assert_problem(api.put("/v1/turns", headers=bearer(keys.bot)), 405)
+
+
+def test_health_tells_a_keyless_caller_only_up_or_down(api_settings: Settings) -> None:
+    """The driver's error names hosts, users and sometimes more: it goes to the log."""
+    down = api_settings.model_copy(
+        update={"database_url": "postgresql+psycopg://ann:s3cret@127.0.0.1:9/memoryd"}
+    )
+    with TestClient(create_app(down, client=MemoryClient(down, dispatch=False))) as http:
+        answer = http.get("/v1/health")
+    assert answer.status_code == 503
+    assert answer.json() == {"status": "unavailable", "database": "unavailable"}

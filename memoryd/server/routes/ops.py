@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -9,6 +10,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from memoryd.errors import error_text
 from memoryd.extraction.stats import pipeline_stats
 from memoryd.ingest.sweeper import purge_failed, retry_failed, skip_failed
 from memoryd.memories.health import memory_health
@@ -29,6 +31,7 @@ from memoryd.server.schemas import (
 )
 from memoryd.server.state import State
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["operations"])
 
 AgentQuery = Annotated[str | None, Query(min_length=1, max_length=200)]
@@ -45,8 +48,9 @@ def health(state: State) -> HealthOut | JSONResponse:
         with get_engine(state.settings).connect() as conn:
             conn.execute(text("SELECT 1"))
     except SQLAlchemyError as exc:
-        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-        body = HealthOut(status="unavailable", database=reason)
+        # A keyless caller learns up or down; the reason goes to the server's log only.
+        log.warning("health: the database is unavailable: %s", error_text(exc))
+        body = HealthOut(status="unavailable", database="unavailable")
         return JSONResponse(body.model_dump(), status_code=503)
     return HealthOut(status="ok", database="ok")
 
