@@ -2,27 +2,37 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import traceback
 
 from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError
 
 
 def error_text(exc: BaseException) -> str:
     """What may be stored or shown of an unexpected error: its type and where it was
     raised, and for a database error the driver's first line. Never the statement, its
     parameters or a message built from data: those hold what users said."""
-    orig = getattr(exc, "orig", None)  # SQLAlchemy's wrapper of a driver error
-    if isinstance(orig, BaseException):
-        lines = str(orig).strip().splitlines()
-        return f"{type(orig).__name__}: {lines[0]}" if lines else type(orig).__name__
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
+    try:
+        if isinstance(exc, DBAPIError):  # a driver's error, wrapped by SQLAlchemy
+            lines = str(exc.orig).strip().splitlines()
+            return f"{type(exc.orig).__name__}: {lines[0]}" if lines else type(exc.orig).__name__
+        frames = traceback.extract_tb(exc.__traceback__)
+        if not frames:
+            return type(exc).__name__
+        where = frames[-1]
+        place = f"{os.path.basename(where.filename)}:{where.lineno}"
+        return f"{type(exc).__name__} in {where.name} ({place})"
+    except Exception:  # an exception whose text itself fails
         return type(exc).__name__
-    where = frames[-1]
-    return (
-        f"{type(exc).__name__} in {where.name} ({os.path.basename(where.filename)}:{where.lineno})"
-    )
+
+
+def log_failure(log: logging.Logger, what: str, exc: BaseException) -> None:
+    """Log an unexpected failure as error_text and the frames of its traceback: where to
+    look, without the message (which may quote what users said)."""
+    frames = "".join(traceback.format_tb(exc.__traceback__))
+    log.error("%s: %s\n%s", what, error_text(exc), frames.rstrip())
 
 
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
@@ -59,6 +69,10 @@ class MemoryRejected(MemorydError):
     def __init__(self, message: str, errors: list[dict[str, str]] | None = None) -> None:
         super().__init__(message)
         self.errors = errors or []
+
+
+class TaskFailed(MemorydError):
+    """A Celery task failed on a bug; its message is error_text, safe to show anywhere."""
 
 
 class LLMError(MemorydError):

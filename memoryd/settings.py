@@ -345,7 +345,8 @@ class Settings(BaseSettings):
 
 def masked_url(url: str) -> str:
     """The URL with its password, if any, replaced by ***: safe to print or log."""
-    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+    url = re.sub(r"(://[^:/?#;\s]*:)[^;\s]*@", r"\1***@", url)
+    return re.sub(r"(?i)([?&]password=)[^&;\s]*", r"\1***", url)
 
 
 def explain(exc: ValidationError) -> list[str]:

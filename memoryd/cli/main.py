@@ -19,7 +19,7 @@ from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
 from memoryd.models.db import describe_db_error
 from memoryd.models.schemas import Ident
-from memoryd.settings import Settings, explain, get_settings
+from memoryd.settings import Settings, explain, get_settings, masked_url
 
 
 class ScopeArgs(BaseModel):
@@ -46,7 +46,7 @@ def cmd_migrate(settings: Settings, _ns: argparse.Namespace) -> int:
     from memoryd.models.migrate import upgrade
 
     upgrade(settings, wait_seconds=settings.startup_wait_seconds)
-    print(f"migrated {settings.resolved_database_url} to head")
+    print(f"migrated {masked_url(settings.resolved_database_url)} to head")
     return 0
 
 

@@ -23,7 +23,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from memoryd.agents import config as agent_config
-from memoryd.errors import LeaseLost, LLMError, LLMTransientError, error_text
+from memoryd.errors import LeaseLost, LLMError, LLMTransientError, error_text, log_failure
 from memoryd.extraction import prepare
 from memoryd.extraction.extractors import Extractor, NoExtraction, Proposal, get_extractor
 from memoryd.extraction.gate import gate_facts
@@ -348,8 +348,8 @@ def _fail(
     try:
         with session_scope(settings) as session:
             dead = fail_batch(session, settings, claim, kind, error, now, llm_down)
-    except Exception:
-        log.exception("could not record the failure of batch %s", claim.batch_id)
+    except Exception as exc:
+        log_failure(log, f"could not record the failure of batch {claim.batch_id}", exc)
         return
     stats.dead_lettered += dead
     if kind != FailureKind.TRANSIENT and len(claim.turns) > 1:

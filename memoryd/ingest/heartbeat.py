@@ -17,6 +17,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from memoryd.errors import error_text
 from memoryd.models.db import lease_now, session_scope
 from memoryd.settings import Settings
 
@@ -43,7 +44,7 @@ class Heartbeat:
                         log.warning("%s: lease lost while working", self._thread.name)
                         return
             except Exception as exc:  # the database is down: try again next beat
-                log.warning("%s: could not renew the lease: %s", self._thread.name, exc)
+                log.warning("%s: could not renew the lease: %s", self._thread.name, error_text(exc))
 
 
 @contextmanager

@@ -67,10 +67,19 @@ def classify(exc: Exception) -> LLMError:
         status = exc.status_code
         if status == 429 or status == 408 or status >= 500:
             return LLMTransientError(f"LLM endpoint answered {status}", _retry_after(exc))
+        # The body's message is not kept: some servers quote the request, the turns.
+        described = f"LLM endpoint answered {status}{_error_kind(exc)}"
         if status in (401, 403, 404):
-            return LLMEndpointError(f"LLM endpoint answered {status}: {exc.message}")
-        return LLMError(f"LLM endpoint answered {status}: {exc.message}")
-    return LLMError(f"LLM call failed: {exc!r}")
+            return LLMEndpointError(described)
+        return LLMError(described)
+    return LLMError(f"LLM call failed: {type(exc).__name__}")
+
+
+def _error_kind(exc: openai.APIStatusError) -> str:
+    """The error's type and code as the body gives them ("invalid_request_error"), short
+    names that quote nothing."""
+    kinds = [str(k) for k in (exc.type, exc.code) if isinstance(k, str | int) and k != ""]
+    return f" ({', '.join(k[:60] for k in kinds)})" if kinds else ""
 
 
 class _WaitRetryAfterOrBackoff:

@@ -18,7 +18,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from memoryd.errors import BatchFailed, LLMError, LLMTransientError, error_text
+from memoryd.errors import BatchFailed, LLMError, LLMTransientError, error_text, log_failure
 from memoryd.ingest.heartbeat import kept_alive
 from memoryd.llm import circuit
 from memoryd.maintenance.summarizers import Summarizer, Summary, get_summarizer
@@ -314,8 +314,8 @@ def compress_due_sessions(settings: Settings) -> dict[str, int]:
     for key in due:
         try:
             done += compress_session(settings, key)
-        except Exception:
-            log.exception("compression of %s failed on a bug", key)
+        except Exception as exc:
+            log_failure(log, f"compression of {key} failed on a bug", exc)
             bugs += 1
     log.info("compressed %d of %d due sessions", done, len(due))
     if bugs:

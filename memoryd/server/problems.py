@@ -25,6 +25,7 @@ from memoryd.errors import (
     TurnRejected,
     error_text,
     field_errors,
+    log_failure,
 )
 
 log = logging.getLogger(__name__)
@@ -215,5 +216,5 @@ async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    log_failure(log, f"unexpected error on {request.method} {request.url.path}", exc)
     return problem_response(request, 500, "internal", f"unexpected {type(exc).__name__}")

@@ -8,6 +8,7 @@ from typing import Any
 from memoryd.models.keys import Scope
 from memoryd.recall.backfill import any_waiting, fill_missing
 from memoryd.settings import Settings, get_settings
+from memoryd.tasks.guard import guarded
 from memoryd.worker import app
 from memoryd.worker.config import EMBED_TASK
 
@@ -15,6 +16,7 @@ EMBED_PER_TASK = 256
 
 
 @app.task(name="memoryd.embed_memories")
+@guarded
 def embed_memories(agent_id: str | None = None, user_id: str | None = None) -> dict[str, Any]:
     """Embed one scope's memories without a vector (every scope's when none is named)."""
     scope = Scope(agent_id, user_id) if agent_id is not None and user_id is not None else None

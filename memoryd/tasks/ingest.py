@@ -10,10 +10,12 @@ from memoryd.ingest.buffer import ingest, payload_items
 from memoryd.ingest.dispatch import dispatch_extract
 from memoryd.models.db import utcnow
 from memoryd.settings import get_settings
+from memoryd.tasks.guard import guarded
 from memoryd.worker import app
 
 
 @app.task(name="memoryd.ingest_turns", bind=True)
+@guarded
 def ingest_turns(self: Task, payload: Any) -> dict[str, Any]:
     """Store turns sent by any Celery client. Bad items are reported, good ones kept.
 

@@ -10,10 +10,12 @@ from memoryd.maintenance.compression import compress_due_sessions
 from memoryd.maintenance.cycle import run_cycle
 from memoryd.settings import get_settings
 from memoryd.tasks.embedding import send_fill
+from memoryd.tasks.guard import guarded
 from memoryd.worker import app
 
 
 @app.task(name="memoryd.maintenance.sweep")
+@guarded
 def sweep() -> dict[str, Any]:
     """Return stranded turns to pending and re-dispatch every session with due turns,
     so a lost broker message or a killed worker only delays work."""
@@ -30,12 +32,14 @@ def sweep() -> dict[str, Any]:
 
 
 @app.task(name="memoryd.maintenance.cycle")
+@guarded
 def cycle() -> dict[str, Any]:
     """Promote, expire and archive what is due; returns the counts Flower shows."""
     return run_cycle(get_settings()).as_dict()
 
 
 @app.task(name="memoryd.maintenance.compress_sessions")
+@guarded
 def compress_sessions() -> dict[str, Any]:
     """Summarise long sessions (segments + synopsis); returns how many were due and done."""
     return compress_due_sessions(get_settings())

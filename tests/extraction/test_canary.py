@@ -43,6 +43,11 @@ ALLOW = {
 }
 
 
+def stop_backing_off(settings: Settings) -> None:
+    with session_scope(settings) as session:
+        session.execute(update(ChatSession).values(retry_at=None))
+
+
 def run_sql(settings: Settings, statements: list[str]) -> None:
     with session_scope(settings) as session:
         for statement in statements:
@@ -61,14 +66,18 @@ def test_a_turns_words_reach_no_error_log_or_listing(
 
     caplog.set_level(logging.INFO)
     canary = f"canary{uuid.uuid4().hex}"
-    s = with_llm(settings, fake_llm, llm_retries=0, max_attempts=1)
+    s = with_llm(settings, fake_llm, llm_retries=0, max_attempts=2)
     monkeypatch.setattr(task_module, "get_settings", lambda: s)
     say(s, f"Please call me {canary}, it is my name")
 
     fake_llm.push(fakellm.server_error(500))  # an LLM failure: transient, backs off
     assert extract_session(s, KEY).failed_batches == 1
-    with session_scope(s) as session:
-        session.execute(update(ChatSession).values(retry_at=None))
+    stop_backing_off(s)
+    # A server that quotes the request in its error (as pydantic-based ones do).
+    echo = {"error": {"message": f"input_value='{canary}'", "type": "invalid_request_error"}}
+    fake_llm.push(fakellm.Action(status=400, body=echo))
+    assert extract_session(s, KEY).failed_batches == 1
+    stop_backing_off(s)
 
     fact = {"content": f"Is called {canary}", "confidence": 0.95}
     fake_llm.push(fakellm.Action(content=json.dumps({"facts": [fact]})))
@@ -82,7 +91,8 @@ def test_a_turns_words_reach_no_error_log_or_listing(
     assert db.scalars(select(Turn.status)).all() == ["failed"]
     errors = db.scalars(select(ExtractionBatch.error)).all()
     db.commit()
-    assert len(errors) == 2 and all(e and canary not in e for e in errors)
+    assert len(errors) == 3 and all(e and canary not in e for e in errors)
+    assert "400 (invalid_request_error)" in errors[1]
     assert "disk full" in errors[-1]  # still says what went wrong
 
     admin = make_key(s, "ops", admin=True)
