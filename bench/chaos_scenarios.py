@@ -209,6 +209,7 @@ DEFAULT_RECOVERY = {
         "circuit_open_seconds",
         "circuit_open_max_seconds",
         "llm_retries",
+        "llm_timeout_seconds",  # not the bench's 2 s: kill_defaults' calls take 2 s
         "llm_backoff_max_seconds",
     )
 }
