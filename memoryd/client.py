@@ -11,7 +11,8 @@ from memoryd.agents import config as agent_config
 from memoryd.client_profiles import ProfileMethods
 from memoryd.errors import MemorydError, TurnRejected
 from memoryd.ingest.buffer import end_session, ingest, payload_items
-from memoryd.memories import edits
+from memoryd.memories import edits, erasure
+from memoryd.memories.erasure import ErasureOut
 from memoryd.memories.health import MemoryHealth, memory_health
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
@@ -19,6 +20,7 @@ from memoryd.models.profiles import ProfileType
 from memoryd.models.schemas import EventOut, IngestResult, MemoryOut, TurnIn
 from memoryd.models.tables import Category
 from memoryd.recall import candidates, flow
+from memoryd.recall.embeddings import forget_scope
 from memoryd.recall.rank import Hit
 from memoryd.recall.session_context import SessionContext, session_context
 from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs, parse_tool_call
@@ -285,6 +287,17 @@ class MemoryClient(ProfileMethods):
                 utcnow(),
                 shared=shared,
             )
+
+    def erase(
+        self, agent_id: str, user_id: str, session_id: str | None = None, *, actor: str = "client"
+    ) -> ErasureOut:
+        """Remove every row of the scope (with `session_id`: of that session and the
+        memories learnt from it) from every table. Cannot be undone; safe to repeat and
+        to run while workers run. `actor` is recorded in the audit row."""
+        scope = Scope(agent_id, user_id)
+        erased = erasure.erase(self.settings, scope, actor=actor, session_id=session_id)
+        forget_scope(self.settings, scope)  # this process's cached vectors of the scope
+        return erased
 
     def get(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
         with session_scope(self.settings, readonly=True) as session:

@@ -123,6 +123,18 @@ class Settings(BaseSettings):
     half_life_short_days: float = Field(7.0, gt=0)
     half_life_long_days: float = Field(90.0, gt=0)
     archive_threshold: float = Field(0.1, ge=0)
+    turn_retention_days: float = Field(
+        90.0, ge=0, description="Days extracted turns are kept (once summarised); 0: forever"
+    )
+    usage_retention_days: float = Field(
+        90.0, ge=0, description="Days each recall's usage rows are kept; 0: forever"
+    )
+    batch_retention_days: float = Field(
+        30.0, ge=0, description="Days finished extraction batches are kept; 0: forever"
+    )
+    deleted_retention_days: float = Field(
+        30.0, ge=0, description="Days a deleted memory can be restored before its text is purged"
+    )
     promote_access_count: int = Field(3, ge=1)
     reinforce_retrieved: float = Field(0.05, ge=0)
     reinforce_referenced: float = Field(0.15, ge=0)

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from memoryd.cli import profile
+from memoryd.cli import erase, profile
 from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
@@ -292,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("migrate", cmd_migrate, "create or upgrade the database schema")
     profile.add_parser(sub)
+    erase.add_parser(sub)
     _add_process_commands(add)
     _add_pipeline_commands(add)
     _add_memory_commands(add)

@@ -18,6 +18,8 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
+from memoryd.maintenance.retention import RETENTION_STEPS
+from memoryd.memories.erasure import purge_deleted, resume_interrupted
 from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import archive_due, decayed, half_life_days
 from memoryd.models.db import session_scope, utcnow
@@ -35,6 +37,11 @@ class CycleCounts:
     promoted: int = 0
     expired: int = 0
     archived: int = 0
+    purged: int = 0  # deleted memories past deleted_retention_days
+    turns_purged: int = 0
+    usage_purged: int = 0
+    batches_purged: int = 0
+    erasures_resumed: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -229,6 +236,12 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
         promoted=_run_step(settings, _counted(promote_due), now, chunk),
         expired=_run_step(settings, _counted(expire_due), now, chunk),
         archived=_run_step(settings, _archive_chunk, now, chunk),
+        purged=_run_step(settings, _counted(purge_deleted), now, chunk),
+        **{
+            name: _run_step(settings, _counted(step), now, chunk)
+            for name, step in RETENTION_STEPS.items()
+        },
+        erasures_resumed=resume_interrupted(settings, now),
     )
     log.info("maintenance cycle: %s", counts.as_dict())
     return counts

@@ -53,6 +53,7 @@ __all__ = [
     "ChatSession",
     "Circuit",
     "ConflictReview",
+    "Erasure",
     "EventKind",
     "ExtractionBatch",
     "FailureKind",
@@ -255,6 +256,13 @@ class Memory(Base):
             postgresql_where=text("status = 'active' AND vector IS NOT NULL"),
             sqlite_where=text("status = 'active' AND vector IS NOT NULL"),
         ),
+        # Deleted memories whose text is due for purging (memories/erasure.py).
+        Index(
+            "ix_memories_deleted",
+            "updated_at",
+            postgresql_where=text("status = 'deleted'"),
+            sqlite_where=text("status = 'deleted'"),
+        ),
         # What the embedding fill reads (recall/backfill.py), without a scan.
         Index(
             "ix_memories_unembedded",
@@ -369,14 +377,18 @@ class MemoryEvent(Base):
 
 class MemoryUsage(Base):
     __tablename__ = "memory_usage"
-    __table_args__ = (Index("ix_memory_usage_memory", "memory_id"),)
+    __table_args__ = (
+        Index("ix_memory_usage_memory", "memory_id"),
+        # A scope's own recalls, of shared memories too: what erasing that user removes.
+        Index("ix_memory_usage_scope", "agent_id", "user_id", "id"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     memory_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("memories.id", ondelete="CASCADE")
     )
     agent_id: Mapped[str] = mapped_column(String(200))
-    user_id: Mapped[str] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(String(200))  # who asked (0018: before, the memory's)
     session_id: Mapped[str | None] = mapped_column(String(200))
     query: Mapped[str] = mapped_column(Text)
     score: Mapped[float | None] = mapped_column(Float)
@@ -441,5 +453,6 @@ class Circuit(Base):
 
 # Every table, wherever it is defined, is reachable from here (and registered on Base's
 # metadata, which Alembic compares with the migrations).
+from memoryd.models.lifecycle_tables import Erasure  # noqa: E402
 from memoryd.models.profile_tables import Profile, ProfileEvent  # noqa: E402
 from memoryd.models.server_tables import AgentConfig, ApiKey, ConflictReview  # noqa: E402

@@ -243,6 +243,11 @@ class _ScopeCache:
             self.items.clear()
             self.nbytes = 0
 
+    def drop(self, key: Hashable) -> None:
+        with self.lock:
+            old = self.items.pop(key, None)
+            self.nbytes -= old.nbytes if old is not None else 0
+
 
 @dataclass
 class _ScopeEntry:
@@ -265,6 +270,13 @@ def clear_caches() -> None:
     with _queries.lock:
         _queries.items.clear()
     _scopes.clear()
+
+
+def forget_scope(settings: Settings, scope: Scope) -> None:
+    """Drop the scope's vectors from this process (after it was erased). Other
+    processes notice within STAMP_RECHECK_SECONDS; until then their ranking reads every
+    candidate by id, and an erased one is found no more."""
+    _scopes.drop((settings.resolved_database_url, scope.agent_id, scope.user_id))
 
 
 def cached_scopes() -> list[Hashable]:

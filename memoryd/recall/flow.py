@@ -49,7 +49,7 @@ def ranked(
             return []
         scope = Scope(agent_id, user_id)
         hits = _locked(session, settings, scope, query, categories, tiers, now, vector, k)
-        log_retrieval(session, settings, hits, query, session_id, now)
+        log_retrieval(session, settings, scope, hits, query, session_id, now)
     return hits
 
 
@@ -88,7 +88,7 @@ def context_block(
         budget = settings.context_token_budget if token_budget is None else token_budget
         zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
         block, included = render_context(hits, budget, now, zone)
-        log_retrieval(session, settings, included, query, session_id, now)
+        log_retrieval(session, settings, scope, included, query, session_id, now)
     return block
 
 

@@ -296,7 +296,9 @@ def _hits(
     bm25, similarity = dict(lists.keyword), dict(lists.trigram)
     hits = []
     for score, mid, signals in top:
-        memory = memories[mid]  # memories are never deleted, only retired
+        memory = memories.get(mid)
+        if memory is None:  # erased since it was ranked
+            continue
         parts = ScoreParts(
             keyword_rank=lists.weighted[0][1].get(mid),
             bm25=round(bm25[mid], 4) if mid in bm25 else None,

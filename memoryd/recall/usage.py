@@ -16,6 +16,7 @@ from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import reinforced, restarted_ttl
 from memoryd.models.base import require_aware
 from memoryd.models.db import is_sqlite
+from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryUsage, Tier
 from memoryd.recall.rank import FEEDBACK_COLUMNS, Hit
 from memoryd.settings import Settings
@@ -37,12 +38,15 @@ _USAGE = cast(Table, MemoryUsage.__table__)
 def log_retrieval(
     session: Session,
     settings: Settings,
+    scope: Scope,
     hits: Sequence[Hit],
     query: str,
     session_id: str | None,
     now: datetime,
 ) -> None:
-    """One usage row per hit; access counted, weight reinforced a little, TTL restarted.
+    """One usage row per hit, naming the scope that asked (a shared memory's row too:
+    erasing that user removes it); access counted, weight reinforced a little, TTL
+    restarted.
 
     Hits that recall read under their row locks (`recall(lock_hits=True)`) carry the
     columns the new values are computed from; others are locked and read here. On
@@ -54,12 +58,16 @@ def log_retrieval(
         fresh: Sequence[Any] = list(read.values())
     else:
         fresh = _locked(session, list(read))
+        present = {row.id for row in fresh}
+        hits = [hit for hit in hits if hit.id in present]  # none erased since ranking
+        if not hits:
+            return
     changes = _reinforced(settings, fresh, settings.reinforce_retrieved, now, retrieved=True)
     n = len(hits)
     usage: dict[str, list[Any]] = {
         "memory_id": [hit.id for hit in hits],
-        "agent_id": [hit.agent_id for hit in hits],
-        "user_id": [hit.user_id for hit in hits],
+        "agent_id": [scope.agent_id] * n,
+        "user_id": [scope.user_id] * n,
         "session_id": [session_id] * n,
         "query": [query[:2000].replace("\x00", "")] * n,  # PostgreSQL text holds no NUL
         "score": [hit.score for hit in hits],

@@ -251,3 +251,22 @@ def test_embed_fills_and_resets_vectors(settings: Settings, fake_llm: FakeLLM) -
     again = memoryd(s, "embed", "--reset")
     assert again.stdout.startswith("cleared 2 vectors")
     assert '"embedded": 2' in again.stdout
+
+
+def test_erase_asks_for_yes_then_removes_the_user(settings: Settings) -> None:
+    from memoryd.client import MemoryClient
+
+    client = MemoryClient(settings, dispatch=False)
+    client.remember("bot", "ann", "Allergic to peanuts")
+    client.remember("bot", "bob", "Allergic to cats")
+    scope = ["--agent", "bot", "--user", "ann"]
+    refused = memoryd(settings, "erase", *scope)  # not a terminal: no prompt, no erasure
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert client.list("bot", "ann")
+    done = memoryd(settings, "erase", *scope, "--yes")
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["rows"]["memories"] == 1 and record["actor"] == "cli" and "ann" not in done.stdout
+    assert client.list("bot", "ann") == [] and client.list("bot", "bob")
+    bad = memoryd(settings, "erase", "--agent", "bot", "--user", "u" * 201, "--yes")
+    assert bad.returncode == 2 and bad.stderr.startswith("memoryd: user_id: ")

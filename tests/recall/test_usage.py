@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.models.db import get_engine, session_scope, utcnow
+from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryUsage, Tier
 from memoryd.recall.rank import recall
 from memoryd.recall.usage import log_retrieval, record_access
@@ -67,7 +68,7 @@ def test_a_recall_logs_and_counts_each_hit_as_its_own(settings: Settings, db: Se
     assert [(u.memory_id, u.agent_id, u.user_id, u.session_id, u.query) for u in usage] == [
         (tea.id, "bot", "ann", "s1", "green tea"),
         (teapot.id, "bot", "ann", "s1", "green tea"),
-        (house.id, "bot", "*", "s1", "green tea"),
+        (house.id, "bot", "ann", "s1", "green tea"),  # who asked: erasing ann removes it
     ]
     assert {u.memory_id: u.score for u in usage} == {h.id: h.score for h in hits}
     assert all(started <= u.created_at <= utcnow() for u in usage)
@@ -136,7 +137,7 @@ def test_a_recall_writes_its_feedback_in_one_statement(settings: Settings, db: S
 
     with session_scope(settings) as session:  # the statement relaxes its transaction
         found = recall(session, settings, "bot", "ann", "tea", now=utcnow(), lock_hits=True)
-        log_retrieval(session, settings, found, "tea", None, utcnow())
+        log_retrieval(session, settings, Scope("bot", "ann"), found, "tea", None, utcnow())
         assert session.execute(text("SHOW synchronous_commit")).scalar_one() == "off"
     db.expire_all()
     counts = db.scalars(select(Memory.access_count).order_by(Memory.id)).all()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -182,3 +183,25 @@ def test_the_profiles_panel_shows_and_edits_both_documents(
     profile = MemoryClient(api_settings, dispatch=False).profile("bot", "ann", "user")
     assert (profile.content["timezone"], profile.content["occupation"]) == ("Asia/Tokyo", "nurse")
     expect(page.locator("#profile-work pre.prompt")).to_contain_text("nothing known yet")
+
+
+def test_a_user_is_erased_from_the_profiles_screen_after_confirming(
+    page: Page, api_settings: Settings
+) -> None:
+    client = MemoryClient(api_settings, dispatch=False)
+    client.remember("bot", "ann", "Lives in Lisbon")
+    client.remember("bot", "bob", "Lives in Porto")
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.dismiss() if len(asked) == 1 else dialog.accept()
+
+    page.on("dialog", answer)
+    page.goto("/profiles?agent=bot&user=ann")
+    button = page.get_by_role("button", name="Erase everything")
+    button.click()  # dismissed: nothing happens
+    button.click()
+    expect(page.locator("#erase-result")).to_contain_text("Erased. Rows removed:")
+    assert "cannot be undone" in asked[0]
+    assert client.list("bot", "ann") == [] and client.list("bot", "bob")

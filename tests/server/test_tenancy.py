@@ -36,6 +36,8 @@ ENDPOINTS: list[tuple[str, str, Any]] = [
     ("DELETE", "/v1/memories/{a}/{u}/{id}", None),
     ("POST", "/v1/memories/{a}/{u}/{id}/restore", None),
     ("GET", "/v1/memories/{a}/{u}/{id}/history", None),
+    ("DELETE", "/v1/scopes/{a}/{u}/sessions/s1", None),
+    ("DELETE", "/v1/scopes/{a}/{u}", None),
     ("GET", "/v1/agents/{a}/settings", None),
     ("PUT", "/v1/agents/{a}/settings", lambda a, u: {"prefetch_limit": 1}),
     ("GET", "/v1/dead-letters?agent_id={a}&user_id={u}", None),

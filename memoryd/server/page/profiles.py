@@ -8,8 +8,10 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse
+from pydantic import ValidationError
 
-from memoryd.errors import ProfileRejected
+from memoryd.errors import ProfileRejected, field_errors
+from memoryd.memories.erasure import EraseRequest
 from memoryd.models.profiles import ProfileType
 from memoryd.models.tables import SHARED_USER
 from memoryd.server.page.render import Page, PageAdmin
@@ -55,6 +57,22 @@ def save(
         shown = _shown(state, ProfileType(kind), agent, user) | {"text": content}
         return page.render("_profile.html", status=422, d=shown, error=str(exc))
     return page.render("_profile.html", d=_shown(state, ProfileType(kind), agent, user), saved=True)
+
+
+@router.post("/scopes/erase", response_class=HTMLResponse)
+def erase(
+    request: Request, state: State, admin: PageAdmin, agent: FormText, user: FormText
+) -> HTMLResponse:
+    """Every row of the scope, gone (the button asks first)."""
+    try:
+        scope = EraseRequest(agent_id=agent.strip(), user_id=user.strip())
+    except ValidationError as exc:
+        message = "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
+        return Page(request).render("_message.html", status=422, message=message, error=True)
+    erased = state.client.erase(scope.agent_id, scope.user_id, actor=f"page, key {admin.name}")
+    return Page(request).render(
+        "_message.html", message_key="erase.done", count=sum(erased.rows.values())
+    )
 
 
 def _shown(state: State, kind: ProfileType, agent: str, user: str) -> dict[str, object]:

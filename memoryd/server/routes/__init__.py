@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from memoryd.server.routes import agents, memories, ops, profiles, read, turns
+from memoryd.server.routes import agents, memories, ops, profiles, read, scopes, turns
 
 ROUTERS: list[APIRouter] = [
     turns.router,
     read.router,
     memories.router,
     profiles.router,
+    scopes.router,
     agents.router,
     ops.router,
 ]

@@ -1,0 +1,257 @@
+"""Months of use with retention on: do the tables plateau, and do maintenance and recall
+cost on the last day what they cost on day 30?
+
+Each simulated day (the clock moved forward with freezegun; the database's own clock,
+which leases use, is left alone) a share of the users chats: one session of real
+conversation text (RealMem's session memories, said as "please remember that …",
+bench/data/NOTICE), extracted at once by the offline extractor; each of them recalls,
+one in twenty deletes a memory, and the day ends with beat's maintenance cycle. Row counts
+of every table are read every 30 days. Then a user with 5,000 memories is erased while a
+thread extracts other users' sessions: how long the erasure takes, and the slowest of
+those extractions meanwhile against their median before it (the baseline).
+
+    .venv/bin/python bench/lifecycle.py                                  # 1,000 users, 180 days
+    .venv/bin/python bench/lifecycle.py --users 200 --days 60 --databases sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
+
+from freezegun import freeze_time
+from sqlalchemy import func, select
+
+from bench.common import emit, percentile, print_table, scratch_database
+from memoryd.client import MemoryClient
+from memoryd.extraction.batch import extract_session
+from memoryd.maintenance.cycle import run_cycle
+from memoryd.memories.store import create_memory
+from memoryd.models.db import dispose_engines, session_scope, utcnow
+from memoryd.models.keys import Scope, SessionKey
+from memoryd.models.migrate import upgrade
+from memoryd.models.proposals import Fact
+from memoryd.models.tables import Actor, Base
+from memoryd.settings import Settings
+
+DATA = Path(__file__).resolve().parent / "data"
+AGENT = "bench"
+CHECK_EVERY = 30
+TURNS = 3  # the user's, each answered: six turns a session
+WEEK = 7
+
+
+def texts() -> list[str]:
+    with gzip.open(DATA / "realmem.json.gz", "rt", encoding="utf-8") as f:
+        users = json.load(f)["users"]
+    found = [m for u in users for s in u["sessions"] for m in s["memories"]]
+    return [t.partition("】")[2].strip() or t for t in found]
+
+
+@dataclass
+class Run:
+    counts: dict[int, dict[str, int]] = field(default_factory=dict)
+    cycle_ms: dict[int, float] = field(default_factory=dict)
+    recall_ms: dict[int, list[float]] = field(default_factory=dict)
+    erase_s: float = 0.0
+    erased_rows: int = 0
+    others_before_ms: list[float] = field(default_factory=list)
+    others_during_ms: list[float] = field(default_factory=list)
+
+
+def say(client: MemoryClient, user: str, session: str, lines: list[str]) -> SessionKey:
+    turns = []
+    for i, line in enumerate(lines):
+        for role, content in (("user", f"Please remember that {line}"), ("assistant", "Noted.")):
+            turns.append(
+                {
+                    "agent_id": AGENT,
+                    "user_id": user,
+                    "session_id": session,
+                    "role": role,
+                    "content": content,
+                    "turn_key": f"{session}-{i}-{role}",
+                }
+            )
+    client.enqueue_turns(turns)
+    client.end_session(AGENT, user, session)
+    return SessionKey(AGENT, user, session)
+
+
+def one_day(client: MemoryClient, day: int, users: list[str], pool: list[str], run: Run) -> None:
+    rng = random.Random(day)
+    for user in users:
+        lines = [pool[rng.randrange(len(pool))] for _ in range(TURNS)]
+        key = say(client, user, f"d{day}", lines)
+        extract_session(client.settings, key)
+        started = time.perf_counter()
+        client.recall(lines[0][:200], AGENT, user, k=10, session_id=key.session_id)
+        run.recall_ms.setdefault(day, []).append((time.perf_counter() - started) * 1000)
+        if rng.random() < 0.05 and (mine := client.list(AGENT, user, limit=1)):
+            client.forget(AGENT, user, mine[0].id)
+    started = time.perf_counter()
+    run_cycle(client.settings)
+    run.cycle_ms[day] = (time.perf_counter() - started) * 1000
+
+
+def row_counts(settings: Settings) -> dict[str, int]:
+    with session_scope(settings, readonly=True) as session:
+        return {
+            table.name: int(session.scalar(select(func.count()).select_from(table)) or 0)
+            for table in Base.metadata.sorted_tables
+        }
+
+
+def simulate(settings: Settings, users: int, days: int, share: float, run: Run) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    pool = texts()
+    everyone = [f"user-{i}" for i in range(users)]
+    start = datetime.now().astimezone() - timedelta(days=days + 1)
+    for day in range(1, days + 1):
+        active = random.Random(-day).sample(everyone, max(1, int(users * share)))
+        with freeze_time(start + timedelta(days=day), tick=True):
+            one_day(client, day, active, pool, run)
+            if day % CHECK_EVERY == 0 or day == days:
+                run.counts[day] = row_counts(settings)
+        if day % 10 == 0:
+            print(f"  day {day}: {run.counts.get(day) or ''}", file=sys.stderr, flush=True)
+
+
+def erase_under_load(settings: Settings, memories: int, run: Run) -> None:
+    """A user with `memories` memories, erased while another thread extracts."""
+    client = MemoryClient(settings, dispatch=False)
+    scope = Scope(AGENT, "heavy")
+    pool = texts()
+    for first in range(0, memories, 500):
+        with session_scope(settings) as session:
+            for i in range(first, min(first + 500, memories)):
+                fact = Fact(content=f"{pool[i % len(pool)]} (note {i})", confidence=0.95)
+                create_memory(session, settings, scope, fact, utcnow(), actor=Actor.API)
+    erasing = threading.Event()
+    stop = threading.Event()
+
+    def others() -> None:
+        for n in range(10**6):
+            if stop.is_set():
+                return
+            key = say(client, f"other-{n % 20}", f"e{n}", [pool[n % len(pool)]])
+            started = time.perf_counter()
+            extract_session(settings, key)
+            took = (time.perf_counter() - started) * 1000
+            (run.others_during_ms if erasing.is_set() else run.others_before_ms).append(took)
+
+    thread = threading.Thread(target=others)
+    thread.start()
+    time.sleep(3.0)
+    erasing.set()
+    started = time.perf_counter()
+    erased = client.erase(AGENT, "heavy", actor="bench")
+    run.erase_s = time.perf_counter() - started
+    stop.set()
+    thread.join()
+    run.erased_rows = sum(erased.rows.values())
+
+
+@contextmanager
+def database(kind: str, folder: Path) -> Iterator[str]:
+    if kind == "postgres":
+        with scratch_database("memoryd_bench_lifecycle") as url:
+            yield url
+    else:
+        url = f"sqlite:///{folder / 'lifecycle.db'}"
+        upgrade(Settings(data_dir=folder, database_url=url))
+        yield url
+
+
+def report(kind: str, run: Run, days: int) -> dict[str, float | None]:
+    first = min(CHECK_EVERY, days)
+    early = [d for d in run.cycle_ms if first - WEEK < d <= first]
+    late = [d for d in run.cycle_ms if d > days - WEEK]
+    cycle_early = sum(run.cycle_ms[d] for d in early) / len(early)
+    cycle_late = sum(run.cycle_ms[d] for d in late) / len(late)
+    recall_early = percentile([ms for d in early for ms in run.recall_ms[d]], 95)
+    recall_late = percentile([ms for d in late for ms in run.recall_ms[d]], 95)
+    others = percentile(run.others_before_ms or [0.0], 50)
+    rows: list[tuple[str, float, str, float | None]] = [
+        (f"maintenance cycle, days {first - WEEK + 1}-{first} (baseline)", cycle_early, "ms", 1.0),
+        (
+            f"maintenance cycle, days {days - WEEK + 1}-{days}",
+            cycle_late,
+            "ms",
+            cycle_late / cycle_early,
+        ),
+        (f"recall p95, days {first - WEEK + 1}-{first} (baseline)", recall_early, "ms", 1.0),
+        (
+            f"recall p95, days {days - WEEK + 1}-{days}",
+            recall_late,
+            "ms",
+            recall_late / recall_early,
+        ),
+        ("erase a user with its memories", run.erase_s, "s", None),
+        ("others' extraction p50 before (baseline)", others, "ms", 1.0),
+        (
+            "others' extraction max while erasing",
+            max(run.others_during_ms or [0.0]),
+            "ms",
+            max(run.others_during_ms or [0.0]) / others if others else None,
+        ),
+    ]
+    print_table(f"{kind}: retention over {days} days", rows)
+    print(f"\n{'table':<22}" + "".join(f"{'day ' + str(d):>12}" for d in sorted(run.counts)))
+    for table in sorted(next(iter(run.counts.values()))):
+        print(f"{table:<22}" + "".join(f"{run.counts[d][table]:>12}" for d in sorted(run.counts)))
+    last, previous = sorted(run.counts)[-1], sorted(run.counts)[-2:][0]
+    return {
+        f"{kind}_cycle_ratio": cycle_late / cycle_early,
+        f"{kind}_recall_p95_ratio": recall_late / recall_early,
+        f"{kind}_erase_s": run.erase_s,
+        f"{kind}_erased_rows": float(run.erased_rows),
+        f"{kind}_others_max_while_erasing_ms": max(run.others_during_ms or [0.0]),
+        **{
+            f"{kind}_{table}_growth_last_30_days": run.counts[last][table]
+            / max(run.counts[previous][table], 1)
+            for table in ("turns", "memory_usage", "extraction_batches", "memory_events")
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--days", type=int, default=180)
+    parser.add_argument("--share", type=float, default=0.05, help="users who chat each day")
+    parser.add_argument("--erase-memories", type=int, default=5000)
+    parser.add_argument("--databases", default="sqlite,postgres")
+    args = parser.parse_args()
+    figures: dict[str, float | None] = {}
+    for kind in [d for d in args.databases.split(",") if d]:
+        run = Run()
+        with (
+            tempfile.TemporaryDirectory(prefix="memoryd-lifecycle-") as tmp,
+            database(kind, Path(tmp)) as url,
+        ):
+            settings = Settings(data_dir=Path(tmp), database_url=url, offline_extractor=True)
+            simulate(settings, args.users, args.days, args.share, run)
+            erase_under_load(settings, args.erase_memories, run)
+            figures |= report(kind, run, args.days)
+            dispose_engines()
+    emit(figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""`memoryd erase`: every row of a user (or one session), removed from every table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from memoryd.memories.erasure import EraseRequest
+from memoryd.settings import Settings
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "erase",
+        help="remove everything stored about a user (or one session): not undoable",
+        description="Remove every turn, session, summary, memory, usage row, profile and"
+        " batch of a user (with --session: that session and the memories learnt from it)."
+        " Safe to repeat and to run while workers run; prints the audit record.",
+    )
+    p.set_defaults(fn=cmd_erase)
+    p.add_argument("--agent", required=True, help="the agent id")
+    p.add_argument("--user", required=True, help="the user id")
+    p.add_argument("--session", help="erase only this session")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+
+def cmd_erase(settings: Settings, ns: argparse.Namespace) -> int:
+    from memoryd.client import MemoryClient
+
+    args = EraseRequest(agent_id=ns.agent, user_id=ns.user, session_id=ns.session)
+    what = f"user {args.user_id!r} of agent {args.agent_id!r}"
+    if args.session_id:
+        what = f"session {args.session_id!r} of {what}"
+    if not ns.yes:
+        if not sys.stdin.isatty():
+            print(f"memoryd: erasing {what} cannot be undone; pass --yes", file=sys.stderr)
+            return 2
+        if input(f"Erase {what}? This cannot be undone. Type 'yes': ").strip() != "yes":
+            print("nothing erased", file=sys.stderr)
+            return 1
+    client = MemoryClient(settings, dispatch=False)
+    erased = client.erase(args.agent_id, args.user_id, args.session_id, actor="cli")
+    print(json.dumps(erased.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    return 0

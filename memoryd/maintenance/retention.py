@@ -1,0 +1,145 @@
+"""Retention: what the store no longer needs goes, each cycle, in chunks.
+
+- Turns extracted (done) or given up on (skipped) more than `turn_retention_days` ago,
+  once compression has summarised them or their session has been idle as long: memories
+  and summaries keep what they said. Pending, claimed and dead-lettered turns stay. A
+  session idle that long whose last turns went goes with them, summaries included.
+- Usage rows older than `usage_retention_days`: each memory's counters (access count,
+  last access, weight) took what promotion and ranking need when the recall happened.
+- Extraction batches finished more than `batch_retention_days` ago, except those whose
+  error a dead-lettered turn still shows.
+
+Each is read oldest first by primary key up to the first row younger than its cutoff, so
+a run reads the rows it removes and the few old ones it keeps (dead letters and their
+batches, turns of a session still being summarised), never the rest of the table. 0
+days keeps everything of that kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, select, true
+from sqlalchemy.orm import Session
+
+from memoryd.models.db import rowcount
+from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
+from memoryd.models.tables import (
+    BatchStatus,
+    ChatSession,
+    ExtractionBatch,
+    MemoryUsage,
+    SessionSegment,
+    Turn,
+    TurnStatus,
+)
+from memoryd.settings import Settings
+
+
+def _oldest(
+    session: Session,
+    table: Any,
+    born: Any,
+    removable: ColumnElement[bool],
+    cutoff: datetime,
+    limit: int,
+    *extra: Any,
+    join: tuple[Any, ColumnElement[bool]] | None = None,
+) -> list[Any]:
+    """The table's oldest rows by id (ids grow with time), up to the first one born after
+    `cutoff`: those `removable` says may go, with `extra` columns. Read by primary key
+    from the start, so a run reads what it removes and the few old rows it keeps, never
+    the rest of the table."""
+    query = select(table.id, born.label("born"), removable.label("removable"), *extra)
+    if join is not None:
+        query = query.outerjoin(*join)
+    rows = session.execute(query.order_by(table.id).limit(limit)).all()
+    due = []
+    for row in rows:
+        if row.born >= cutoff:
+            break
+        if row.removable:
+            due.append(row)
+    return due
+
+
+def _removed(session: Session, table: Any, rows: list[Any]) -> int:
+    if not rows:
+        return 0
+    gone = session.execute(delete(table).where(table.id.in_([row.id for row in rows])))
+    return rowcount(gone)
+
+
+def purge_turns(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+    if not settings.turn_retention_days:
+        return 0
+    cutoff = now - timedelta(days=settings.turn_retention_days)
+    removable = and_(
+        Turn.status.in_([TurnStatus.DONE, TurnStatus.SKIPPED]),
+        or_(
+            Turn.id <= func.coalesce(ChatSession.summary_upto, 0),
+            ChatSession.last_activity_at < cutoff,
+            ChatSession.session_id.is_(None),  # its session already went
+        ),
+    )
+    scope = (Turn.agent_id, Turn.user_id, Turn.session_id)
+    rows = _oldest(
+        session,
+        Turn,
+        Turn.created_at,
+        removable,
+        cutoff,
+        limit,
+        *scope,
+        join=(ChatSession, turn_session()),
+    )
+    removed = _removed(session, Turn, rows)
+    _forget_emptied(
+        session, {SessionKey(r.agent_id, r.user_id, r.session_id) for r in rows}, cutoff
+    )
+    return removed
+
+
+def _forget_emptied(session: Session, keys: set[SessionKey], cutoff: datetime) -> None:
+    """Sessions idle since `cutoff` whose last turns just went: their rows and summaries
+    go too (a session resumed later starts afresh)."""
+    for key in keys:
+        left = exists().where(*turns_of(key))
+        idle = (*session_pk(key), ChatSession.last_activity_at < cutoff, ~left)
+        gone = session.execute(delete(ChatSession).where(*idle))
+        if rowcount(gone):
+            session.execute(
+                delete(SessionSegment).where(
+                    SessionSegment.agent_id == key.agent_id,
+                    SessionSegment.user_id == key.user_id,
+                    SessionSegment.session_id == key.session_id,
+                )
+            )
+
+
+def purge_usage(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+    if not settings.usage_retention_days:
+        return 0
+    cutoff = now - timedelta(days=settings.usage_retention_days)
+    rows = _oldest(session, MemoryUsage, MemoryUsage.created_at, true(), cutoff, limit)
+    return _removed(session, MemoryUsage, rows)
+
+
+def purge_batches(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+    if not settings.batch_retention_days:
+        return 0
+    cutoff = now - timedelta(days=settings.batch_retention_days)
+    shown = exists().where(Turn.batch_id == ExtractionBatch.id, Turn.status == TurnStatus.FAILED)
+    removable = and_(ExtractionBatch.status != BatchStatus.RUNNING, ~shown)
+    born = ExtractionBatch.started_at
+    rows = _oldest(session, ExtractionBatch, born, removable, cutoff, limit)
+    return _removed(session, ExtractionBatch, rows)
+
+
+RETENTION_STEPS: dict[str, Callable[[Session, Settings, datetime, int], int]] = {
+    "turns_purged": purge_turns,
+    "usage_purged": purge_usage,
+    "batches_purged": purge_batches,
+}

@@ -1,0 +1,42 @@
+"""Tables of the data lifecycle: the audit trail of erasures."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Index, String, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from memoryd.models.base import Base, BigId
+
+
+class Erasure(Base):
+    """One erasure request: who asked, when, which scope (as a digest) and how many rows
+    went. While it runs it holds the scope's ids, so an interrupted erasure can be
+    resumed by anyone (`memoryd erase` again, or beat); once done they are cleared and
+    only the digest stays: the row then holds no id and no content of the scope."""
+
+    __tablename__ = "erasures"
+    __table_args__ = (
+        Index(
+            "ix_erasures_running",
+            "updated_at",
+            postgresql_where=text("finished_at IS NULL"),
+            sqlite_where=text("finished_at IS NULL"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    # SHA-256 of agent, user and session (if any): an operator holding the ids can check
+    # that a scope was erased; the row alone names nobody.
+    digest: Mapped[str] = mapped_column(String(64), index=True)
+    actor: Mapped[str] = mapped_column(String(200))
+    agent_id: Mapped[str | None] = mapped_column(String(200))  # cleared when done
+    user_id: Mapped[str | None] = mapped_column(String(200))  # cleared when done
+    session_id: Mapped[str | None] = mapped_column(String(200))  # cleared when done
+    whole_scope: Mapped[bool]
+    rows: Mapped[dict[str, Any]]  # rows removed, per table
+    requested_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]

@@ -1,0 +1,105 @@
+"""Retention: the maintenance cycle removes what is past its days, and only that."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import func, select, update
+
+from memoryd.client import MemoryClient
+from memoryd.extraction.batch import extract_session
+from memoryd.maintenance.cycle import run_cycle
+from memoryd.models.db import session_scope, utcnow
+from memoryd.models.keys import SessionKey
+from memoryd.models.tables import (
+    ChatSession,
+    ExtractionBatch,
+    Memory,
+    MemoryUsage,
+    Turn,
+    TurnStatus,
+)
+from memoryd.settings import Settings
+from tests.conftest import with_llm
+from tests.fakellm import FakeLLM, bad_request
+
+
+def say(client: MemoryClient, session: str, *lines: str) -> SessionKey:
+    turns = [
+        {"agent_id": "bot", "user_id": "ann", "session_id": session, "role": "user", "content": x}
+        for x in lines
+    ]
+    assert not client.enqueue_turns(turns).rejected
+    client.end_session("bot", "ann", session)
+    return SessionKey("bot", "ann", session)
+
+
+def counts(settings: Settings) -> dict[str, int]:
+    with session_scope(settings, readonly=True) as session:
+        grouped = select(Turn.status, func.count()).group_by(Turn.status)
+        turns = {status: n for status, n in session.execute(grouped)}
+        return {
+            **{str(status): n for status, n in turns.items()},
+            "usage": session.scalar(select(func.count()).select_from(MemoryUsage)) or 0,
+            "batches": session.scalar(select(func.count()).select_from(ExtractionBatch)) or 0,
+            "sessions": session.scalar(select(func.count()).select_from(ChatSession)) or 0,
+        }
+
+
+def access_counts(settings: Settings) -> dict[int, int]:
+    with session_scope(settings, readonly=True) as session:
+        return {mid: n for mid, n in session.execute(select(Memory.id, Memory.access_count))}
+
+
+def test_old_turns_usage_and_batches_go_and_dead_letters_and_memories_stay(
+    settings: Settings,
+) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    extract_session(settings, say(client, "s1", "I live in Lisbon.", "I prefer green tea."))
+    with FakeLLM() as llm:
+        llm.push(bad_request())
+        extract_session(with_llm(settings, llm, max_attempts=1), say(client, "s2", "Hi there."))
+    client.recall("where do I live", "bot", "ann")
+    before = counts(settings)
+    assert before == {"done": 2, "failed": 1, "usage": 1, "batches": 2, "sessions": 2}
+    accessed = access_counts(settings)
+    assert sum(accessed.values()) == 1
+
+    assert run_cycle(settings, utcnow() + timedelta(days=29)).turns_purged == 0
+    assert counts(settings) == before  # nothing is due yet
+    later = run_cycle(settings, utcnow() + timedelta(days=91))
+    assert (later.turns_purged, later.usage_purged, later.batches_purged) == (2, 1, 1)
+    # The dead letter, its session and the batch whose error it shows stay; the idle
+    # session whose turns all went goes; the memories and their counters are untouched.
+    assert counts(settings) == {"failed": 1, "usage": 0, "batches": 1, "sessions": 1}
+    assert access_counts(settings) == accessed
+
+
+def test_a_live_sessions_unsummarised_turns_stay(settings: Settings) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    key = say(client, "s1", "I live in Lisbon.", "I prefer green tea.", "I play chess.")
+    extract_session(settings, key)
+    later = utcnow() + timedelta(days=91)
+    with session_scope(settings) as session:
+        first = session.scalar(select(func.min(Turn.id)))
+        session.execute(  # still talking; compression summarised the first turn only
+            update(ChatSession).values(last_activity_at=later, summary_upto=first)
+        )
+    assert run_cycle(settings, later).turns_purged == 1
+    with session_scope(settings, readonly=True) as session:
+        left = session.scalars(select(Turn.id).where(Turn.status == TurnStatus.DONE)).all()
+    assert first not in left and len(left) == 2
+
+
+def test_zero_days_keeps_everything(settings: Settings) -> None:
+    forever = settings.model_copy(
+        update={"turn_retention_days": 0, "usage_retention_days": 0, "batch_retention_days": 0}
+    )
+    client = MemoryClient(forever, dispatch=False)
+    extract_session(forever, say(client, "s1", "I live in Lisbon."))
+    client.recall("Lisbon", "bot", "ann")
+    before = counts(forever)
+    run_cycle(forever, utcnow() + timedelta(days=3650))
+    assert counts(forever) == before
+    with session_scope(forever, readonly=True) as session:
+        assert session.scalar(select(func.count()).select_from(Memory))
