@@ -215,6 +215,13 @@ class Settings(BaseSettings):
 
     # --- HTTP server (memoryd serve) ----------------------------------------------------
     max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest HTTP body")
+    page_session_hours: float = Field(
+        12.0, gt=0, le=24 * 30, description="How long a page sign-in lasts"
+    )
+    dev_mode: bool = Field(
+        False,
+        description="Development server: the page's cookie works over plain HTTP (not Secure)",
+    )
     api_key_cache_seconds: float = Field(
         5.0, ge=0, description="How long a looked-up API key is trusted (revocation delay)"
     )

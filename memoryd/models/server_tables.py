@@ -1,4 +1,5 @@
-"""Tables of the HTTP server: API keys, per-agent settings, conflict reviews."""
+"""Tables of the HTTP server: API keys, page sessions, per-agent settings, conflict
+reviews."""
 
 from __future__ import annotations
 
@@ -72,3 +73,19 @@ class ConflictReview(Base):
     superseded_by_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     kept_id: Mapped[int] = mapped_column(BigInteger)
     reviewed_at: Mapped[datetime]
+
+
+class PageSession(Base):
+    """A signed-in page: the cookie holds a random token, this row its SHA-256. Signing
+    out deletes the row; revoking the key ends it at the next request (the key is read
+    with the session); past `expires_at` it is refused and swept."""
+
+    __tablename__ = "page_sessions"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    key_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("api_keys.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]

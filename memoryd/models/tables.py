@@ -61,6 +61,7 @@ __all__ = [
     "MemoryEvent",
     "MemoryStatus",
     "MemoryUsage",
+    "PageSession",
     "Profile",
     "ProfileEvent",
     "SessionSegment",
@@ -455,4 +456,9 @@ class Circuit(Base):
 # metadata, which Alembic compares with the migrations).
 from memoryd.models.lifecycle_tables import Erasure  # noqa: E402
 from memoryd.models.profile_tables import Profile, ProfileEvent  # noqa: E402
-from memoryd.models.server_tables import AgentConfig, ApiKey, ConflictReview  # noqa: E402
+from memoryd.models.server_tables import (  # noqa: E402
+    AgentConfig,
+    ApiKey,
+    ConflictReview,
+    PageSession,
+)

@@ -23,6 +23,7 @@ from memoryd.client import MemoryClient
 from memoryd.models.checks import scrubbed, text_problem
 from memoryd.models.schemas import TurnIn
 from memoryd.server import metrics, page, problems
+from memoryd.server.page.guard import PageGuard
 from memoryd.server.routes import ROUTERS
 from memoryd.server.schemas import TurnsRequest
 from memoryd.server.state import KeyCache, ServerState
@@ -142,6 +143,7 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(PlainUrl)
+    app.add_middleware(PageGuard)  # last added, outermost: every answer gets its headers
     return app
 
 

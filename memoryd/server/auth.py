@@ -2,7 +2,8 @@
 
 A key bound to agents may use only their scopes (and, bound to a user, only that user's
 and the shared one); anything else is 403 before any data is read or written. Admin keys
-may use every scope, the operations endpoints and the memory page (as a cookie).
+may use every scope, the operations endpoints and the memory page (signed in once, then
+by a session cookie: page_sessions.py).
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from memoryd.models.db import session_scope, utcnow
 from memoryd.server.keys import Principal
+from memoryd.server.page_sessions import session_principal
 from memoryd.server.problems import ProblemError
 from memoryd.server.state import State
 
-PAGE_COOKIE = "memoryd_key"
+PAGE_COOKIE = "memoryd_session"
 
 
 def authenticate(request: Request, state: State) -> Principal:
@@ -62,9 +65,10 @@ def check_scope(principal: Principal, agent_id: str, user_id: str | None, *, wri
 
 
 def page_principal(request: Request, state: State) -> Principal | None:
-    """The admin behind the page's cookie, or None (the page then asks for a key)."""
-    secret = request.cookies.get(PAGE_COOKIE)
-    if not secret:
+    """The admin behind the page's session cookie, or None (the page then asks for a
+    key)."""
+    token = request.cookies.get(PAGE_COOKIE)
+    if not token:
         return None
-    principal = state.keys.principal(secret)
-    return principal if principal is not None and principal.admin else None
+    with session_scope(state.settings, readonly=True) as session:
+        return session_principal(session, token, utcnow())

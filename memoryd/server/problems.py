@@ -40,6 +40,11 @@ PROBLEM_TYPES: dict[str, tuple[str, str]] = {
     ),
     "unauthorized": ("Unauthorized", "Send `Authorization: Bearer <key>` with a live API key."),
     "forbidden": ("Forbidden", "The key is not bound to this agent or user, or is not admin."),
+    "cross-origin": (
+        "Cross-origin request",
+        "A state-changing request without an API key that another site started (the"
+        " page's forms work from the page only).",
+    ),
     "not-found": ("Not found", "No such resource in the scopes this key may use."),
     "conflict": ("Conflict", "The resource is in a state that does not allow this change."),
     "scope-needed": (

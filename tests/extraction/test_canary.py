@@ -23,7 +23,7 @@ from tests import fakellm
 from tests.conftest import with_llm
 from tests.extraction.test_failures import KEY, say
 from tests.fakellm import FakeLLM
-from tests.server.conftest import bearer, make_key
+from tests.server.conftest import bearer, make_key, sign_in
 
 REFUSE = {
     "postgres": [
@@ -96,8 +96,14 @@ def test_a_turns_words_reach_no_error_log_or_listing(
     assert "disk full" in errors[-1]  # still says what went wrong
 
     admin = make_key(s, "ops", admin=True)
-    with TestClient(create_app(s, client=MemoryClient(s, dispatch=False))) as http:
+    app = create_app(s, client=MemoryClient(s, dispatch=False))
+    with TestClient(app, base_url="https://testserver") as http:
         listing = http.get("/v1/batches", headers=bearer(admin)).text
         metrics = http.get("/metrics").text
+        sign_in(http, admin)
+        home = http.get("/").text
+        batches, _, dead_letters = http.get("/batches").text.partition('<table class="dead">')
     assert canary not in listing and canary not in metrics
+    assert canary not in home and canary not in batches  # the page, outside the turn views
+    assert canary in dead_letters  # the dead-lettered turn itself, shown to be retried
     assert canary not in caplog.text

@@ -169,7 +169,7 @@ def test_the_page_and_http_stats_show_memories_the_endpoint_refused(
     from fastapi.testclient import TestClient
 
     from memoryd.server.app import create_app
-    from tests.server.conftest import bearer, make_key
+    from tests.server.conftest import bearer, make_key, sign_in
 
     s = with_llm(settings, fake_llm, **REMOTE, embedding_max_attempts=1)
     fake_llm.refuse_embedding = lambda text: POISON in text
@@ -180,10 +180,10 @@ def test_the_page_and_http_stats_show_memories_the_endpoint_refused(
     backfill.fill_missing(s, limit=2)  # the refused one and one more; the third waits
     admin = make_key(s, "ops", admin=True)
     app = create_app(s, client=MemoryClient(s, dispatch=False))
-    with TestClient(app) as http:
+    with TestClient(app, base_url="https://testserver") as http:
         stats = http.get("/v1/stats", headers=bearer(admin)).json()
         assert stats["pipeline"]["embeddings"] == {"embedded": 1, "waiting": 1, "refused": 1}
-        http.post("/login", data={"key": admin})
+        sign_in(http, admin)
         page = http.get("/").text
     assert "Waiting for a vector</span><b>1</b>" in page
     assert "1 refused by the embedding model" in page

@@ -52,8 +52,15 @@ def keys(api_settings: Settings) -> Keys:
 def api(api_settings: Settings) -> Iterator[TestClient]:
     """The app in process (httpx through ASGI); turns are left to beat's sweep."""
     app = create_app(api_settings, client=MemoryClient(api_settings, dispatch=False))
-    with TestClient(app, raise_server_exceptions=False) as client:
+    # https: the page's session cookie is Secure, and httpx sends it over TLS only.
+    with TestClient(app, base_url="https://testserver", raise_server_exceptions=False) as client:
         yield client
+
+
+def sign_in(http: TestClient, key: str) -> None:
+    """Sign the page in, as its form does: the session cookie is kept by `http`."""
+    response = http.post("/login", data={"key": key}, follow_redirects=False)
+    assert response.status_code == 303, response.text
 
 
 def bearer(key: str) -> dict[str, str]:

@@ -17,7 +17,7 @@ from memoryd.models.tables import Turn, TurnStatus
 from memoryd.server.app import create_app
 from memoryd.settings import Settings
 from tests.factories import add_turns, count_turns, turn_item
-from tests.server.conftest import Keys, bearer
+from tests.server.conftest import Keys, bearer, sign_in
 
 PROBLEM = "application/problem+json"
 
@@ -246,7 +246,7 @@ def test_the_context_route_follows_the_agents_injection_rules(api: TestClient, k
     assert "Vegetarian" in context(query="vegetarian dinner", session_id="s1")["context"]
 
     # The page's form keeps them (a field missing from it would reset them on save).
-    api.cookies.set("memoryd_key", keys.admin)
+    sign_in(api, keys.admin)
     form = {"inject_first_round_empty": "on", "inject_long_term_triggers": "deploy, 部署"}
     assert api.post("/agents/bot/settings", data=form).status_code == 200
     saved = api.get("/v1/agents/bot/settings", headers=auth).json()["overrides"]

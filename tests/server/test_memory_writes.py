@@ -6,12 +6,7 @@ from fastapi.testclient import TestClient
 
 from memoryd.client import MemoryClient
 from memoryd.settings import Settings
-from tests.server.conftest import Keys, bearer
-
-
-def sign_in(api: TestClient, keys: Keys) -> None:
-    response = api.post("/login", data={"key": keys.admin}, follow_redirects=False)
-    assert response.status_code == 303, response.text
+from tests.server.conftest import Keys, bearer, sign_in
 
 
 def test_a_patch_of_the_content_drops_the_copied_title_and_an_empty_patch_writes_nothing(
@@ -42,7 +37,7 @@ def test_the_page_edit_drops_the_copied_title_and_saving_it_unchanged_writes_not
 ) -> None:
     client = MemoryClient(api_settings, dispatch=False)
     memory = client.remember("bot", "ann", "Vegetarian since 2020", tags=["food"])
-    sign_in(api, keys)
+    sign_in(api, keys.admin)
     form = {"name": memory.name, "category": "user", "tags": "food"}  # as the form shows them
     saved = api.post(f"/memories/{memory.id}/edit", data={**form, "content": "Vegan since 2024"})
     assert saved.status_code == 200, saved.text
@@ -64,7 +59,7 @@ def test_blank_content_is_a_problem_naming_the_field_over_http_and_on_the_page(
     ):
         assert response.status_code == 422, response.text
         assert response.json()["errors"] == [{"field": "content", "message": "content is blank"}]
-    sign_in(api, keys)
+    sign_in(api, keys.admin)
     page = api.post(f"/memories/{memory['id']}/edit", data={"content": "   ", "category": "user"})
     assert page.status_code == 422 and "content: content is blank" in page.text
     client = MemoryClient(api_settings, dispatch=False)

@@ -14,7 +14,8 @@ PAGE_ROUTERS: list[APIRouter] = [views.router, actions.router, profiles.router]
 
 
 def install(app: FastAPI) -> None:
-    """The page's routes, and the sign-in redirect of a request without an admin cookie."""
+    """The page's routes and the sign-in redirect of a request without a session (the
+    guard against other sites' requests, guard.py, wraps the whole app)."""
     for router in PAGE_ROUTERS:
         app.include_router(router, include_in_schema=False)
 

@@ -17,10 +17,12 @@ from memoryd.monitoring.browse import BrowseFilter, browse
 from memoryd.monitoring.figures import dead_letters, health_panel, list_batches
 from memoryd.server.auth import PAGE_COOKIE
 from memoryd.server.page.render import Page, PageAdmin, memory_by_id
+from memoryd.server.page_sessions import close_session, open_session
 from memoryd.server.schemas import MemoryIdPath
 from memoryd.server.state import State
 
 router = APIRouter()
+OLD_COOKIE = "memoryd_key"
 
 
 @router.get("/login", response_class=HTMLResponse)
@@ -30,24 +32,37 @@ def login_form(request: Request) -> HTMLResponse:
 
 @router.post("/login", response_class=HTMLResponse)
 def login(request: Request, state: State, key: Annotated[str, Form(max_length=200)]) -> Response:
+    """The key buys a session: the cookie holds the session's token, never the key."""
     principal = state.keys.principal(key.strip())
     if principal is None or not principal.admin:
         return Page(request).render("login.html", status=401, failed=True)
+    hours = state.settings.page_session_hours
+    with session_scope(state.settings) as session:
+        token = open_session(session, principal, utcnow(), hours)
     response = RedirectResponse("/", status_code=303)
+    response.delete_cookie(OLD_COOKIE)  # before 0019 the cookie held the key itself
     response.set_cookie(
         PAGE_COOKIE,
-        key.strip(),
+        token,
+        max_age=int(hours * 3600),
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        # Behind a TLS proxy the request arrives as plain HTTP: Secure unless told that
+        # this is a development server.
+        secure=not state.settings.dev_mode,
     )
     return response
 
 
 @router.post("/logout")
-def logout() -> Response:
+def logout(request: Request, state: State) -> Response:
+    if token := request.cookies.get(PAGE_COOKIE):
+        with session_scope(state.settings) as session:
+            close_session(session, token)
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(PAGE_COOKIE)
+    secure = not state.settings.dev_mode
+    for name in (PAGE_COOKIE, OLD_COOKIE):
+        response.delete_cookie(name, secure=secure, httponly=True, samesite="strict")
     return response
 
 
