@@ -38,6 +38,12 @@ class Settings(BaseSettings):
     db_lock_timeout_seconds: float = Field(
         15.0, ge=0, description="PostgreSQL: waiting longer for a lock fails (0: no limit)"
     )
+    db_pool_size: int = Field(
+        10, ge=1, description="PostgreSQL connections each process keeps open (per engine)"
+    )
+    db_max_overflow: int = Field(
+        20, ge=0, description="PostgreSQL connections a busy process may open beyond those"
+    )
     broker_url: str = Field(
         "filesystem://", description="Celery broker; filesystem:// needs no server"
     )

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+
+from memoryd.env_example import env_example
+from memoryd.settings import Settings
 
 COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
 
@@ -72,3 +78,59 @@ def test_every_queue_has_a_worker_and_extraction_one_of_its_own() -> None:
             consumed[name] = set(queues.split(","))
     assert consumed["worker"] == {"extraction"}
     assert set().union(*consumed.values()) == set(QUEUES)
+
+
+def _memoryd_services() -> dict[str, Any]:
+    return {
+        name: service
+        for name, service in services().items()
+        if isinstance(service.get("environment"), dict)
+        and "MEMORYD_DATABASE_URL" in service["environment"]
+    }
+
+
+def test_ports_are_published_on_loopback_only_and_no_secret_has_a_default() -> None:
+    for name, service in services().items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), (name, port)
+    password = services()["postgres"]["environment"]["POSTGRES_PASSWORD"]
+    assert password == "${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD}"
+    url = yaml.safe_load(COMPOSE.read_text())["x-memoryd-env"]["MEMORYD_DATABASE_URL"]
+    assert "${POSTGRES_PASSWORD:?" in url and "memoryd:memoryd@" not in url
+
+
+def test_every_memoryd_service_reads_the_env_file_that_lists_every_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, service in _memoryd_services().items():
+        assert service["env_file"] == [{"path": "./memoryd.env", "required": False}], name
+    example = COMPOSE.with_name("memoryd.env.example").read_text()
+    assert example == env_example(), "run `python -m memoryd.env_example` and commit the file"
+    listed = dict(re.findall(r"^# (MEMORYD_\w+)=(.*)$", example, re.M))
+    assert set(listed) == {f"MEMORYD_{name.upper()}" for name in Settings.model_fields}
+    # Uncommented as it stands, the file changes nothing: every value is the default.
+    for variable in [v for v in os.environ if v.startswith("MEMORYD_")]:
+        monkeypatch.delenv(variable)
+    for variable, value in listed.items():
+        monkeypatch.setenv(variable, value)
+    assert Settings().model_dump() == Settings.model_construct().model_dump()
+
+
+def test_the_connection_budget_fits_postgres() -> None:
+    """Each process: two engines (transactions, ingest's single statements) of pool plus
+    overflow; a worker needs one connection per task and one per lease heartbeat."""
+    command = services()["postgres"]["command"]
+    limit = dict(arg.split("=", 1) for arg in command if "=" in arg)["max_connections"]
+    max_connections = int(re.fullmatch(r"\$\{\w+:-(\d+)\}", limit).group(1))  # type: ignore[union-attr]
+    total = 0
+    for name, service in _memoryd_services().items():
+        if name == "migrate":
+            continue  # done before the others start
+        env, command = service["environment"], service["command"]
+        pool, overflow = int(env["MEMORYD_DB_POOL_SIZE"]), int(env["MEMORYD_DB_MAX_OVERFLOW"])
+        processes = int(command[command.index("--workers") + 1]) if "--workers" in command else 1
+        if "--concurrency" in command:
+            concurrency = int(command[command.index("--concurrency") + 1])
+            assert pool >= concurrency and overflow >= concurrency, name
+        total += processes * 2 * (pool + overflow)
+    assert total <= max_connections - 3  # superuser_reserved_connections

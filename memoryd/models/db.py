@@ -20,7 +20,7 @@ from memoryd.settings import Settings
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
-_engines: dict[tuple[str, bool, float, float], Engine] = {}
+_engines: dict[tuple[str, bool, float, float, int, int], Engine] = {}
 _engines_lock = threading.Lock()
 
 
@@ -73,11 +73,15 @@ def _ensure_math_functions(dbapi_conn: Any) -> None:
 
 
 def make_engine(
-    url: str, autocommit: bool = False, statement_timeout: float = 0, lock_timeout: float = 0
+    url: str,
+    autocommit: bool = False,
+    statement_timeout: float = 0,
+    lock_timeout: float = 0,
+    pool: tuple[int, int] = (10, 20),
 ) -> Engine:
     """An engine for `url`. On PostgreSQL every connection gets the timeouts (seconds,
     0: none): a statement running longer, or waiting longer for a lock, fails instead of
-    holding its worker and its locks."""
+    holding its worker and its locks; `pool` is (connections kept, more when busy)."""
     if url.startswith("sqlite"):
         engine = create_engine(
             url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, hide_parameters=True
@@ -89,8 +93,8 @@ def make_engine(
     # invalidates the whole pool; recycling bounds the age of idle connections.
     engine = create_engine(
         url,
-        pool_size=10,
-        max_overflow=20,
+        pool_size=pool[0],
+        max_overflow=pool[1],
         pool_recycle=1800,
         isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
         # An error's text never carries a statement's parameters: they hold what users said.
@@ -116,13 +120,14 @@ def get_engine(settings: Settings, autocommit: bool = False) -> Engine:
     url = settings.resolved_database_url
     autocommit = autocommit and not url.startswith("sqlite")
     timeouts = (settings.db_statement_timeout_seconds, settings.db_lock_timeout_seconds)
-    key = (url, autocommit, *timeouts)
+    pool = (settings.db_pool_size, settings.db_max_overflow)
+    key = (url, autocommit, *timeouts, *pool)
     with _engines_lock:
         engine = _engines.get(key)
         if engine is None:
             if url.startswith("sqlite"):
                 settings.data_dir.mkdir(parents=True, exist_ok=True)
-            engine = _engines[key] = make_engine(url, autocommit, *timeouts)
+            engine = _engines[key] = make_engine(url, autocommit, *timeouts, pool)
         return engine
 
 
