@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 
-.PHONY: install demo test lint bench bench-quality chaos worker beat flower migrate clean
+.PHONY: install demo test lint bench bench-quality bench-lifecycle chaos worker beat flower migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ bench: $(STAMP)
 # Recall quality (hit@k) on RealMem and MADial-Bench against BM25 and published models.
 bench-quality: $(STAMP)
 	$(BIN)/python bench/quality.py
+
+# Six simulated months of 1,000 users with retention on, then an erasure under load.
+bench-lifecycle: $(STAMP)
+	$(BIN)/python bench/lifecycle.py
 
 migrate: $(STAMP)
 	$(BIN)/memoryd migrate
