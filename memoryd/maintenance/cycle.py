@@ -19,7 +19,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from memoryd.maintenance.retention import RETENTION_STEPS
-from memoryd.memories.erasure import purge_deleted, resume_interrupted
+from memoryd.memories.erasure import resume_interrupted
 from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import archive_due, decayed, half_life_days
 from memoryd.models.db import session_scope, utcnow
@@ -236,7 +236,6 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
         promoted=_run_step(settings, _counted(promote_due), now, chunk),
         expired=_run_step(settings, _counted(expire_due), now, chunk),
         archived=_run_step(settings, _archive_chunk, now, chunk),
-        purged=_run_step(settings, _counted(purge_deleted), now, chunk),
         **{
             name: _run_step(settings, _counted(step), now, chunk)
             for name, step in RETENTION_STEPS.items()

@@ -8,8 +8,10 @@
   last access, weight) took what promotion and ranking need when the recall happened.
 - Extraction batches finished more than `batch_retention_days` ago, except those whose
   error a dead-lettered turn still shows.
+- Memories deleted (`forget`) more than `deleted_retention_days` ago, with their events
+  and usage, read through the partial index of deleted memories.
 
-Each is read oldest first by primary key up to the first row younger than its cutoff, so
+The others are read oldest first by primary key up to the first row younger than its cutoff, so
 a run reads the rows it removes and the few old ones it keeps (dead letters and their
 batches, turns of a session still being summarised), never the rest of the table. 0
 days keeps everything of that kind.
@@ -30,6 +32,8 @@ from memoryd.models.tables import (
     BatchStatus,
     ChatSession,
     ExtractionBatch,
+    Memory,
+    MemoryStatus,
     MemoryUsage,
     SessionSegment,
     Turn,
@@ -138,7 +142,28 @@ def purge_batches(session: Session, settings: Settings, now: datetime, limit: in
     return _removed(session, ExtractionBatch, rows)
 
 
+def purge_deleted(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+    """Remove memories deleted (`forget`) more than `deleted_retention_days` ago, with
+    their events and usage: until then a deletion can be undone, after it the text is
+    gone. Read through a partial index of deleted memories: the cost follows the rows
+    purged, not the store."""
+    cutoff = now - timedelta(days=settings.deleted_retention_days)
+    due = (
+        select(Memory.id)
+        .where(Memory.status == MemoryStatus.DELETED, Memory.updated_at < cutoff)
+        .order_by(Memory.updated_at)
+        .limit(limit)
+    )
+    ids = list(session.scalars(due))
+    if not ids:
+        return 0
+    # Checked again as it goes: a memory restored meanwhile stays.
+    still = (Memory.id.in_(ids), Memory.status == MemoryStatus.DELETED, Memory.updated_at < cutoff)
+    return rowcount(session.execute(delete(Memory).where(*still)))
+
+
 RETENTION_STEPS: dict[str, Callable[[Session, Settings, datetime, int], int]] = {
+    "purged": purge_deleted,
     "turns_purged": purge_turns,
     "usage_purged": purge_usage,
     "batches_purged": purge_batches,

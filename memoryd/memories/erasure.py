@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -39,7 +38,6 @@ from memoryd.models.tables import (
     Erasure,
     ExtractionBatch,
     Memory,
-    MemoryStatus,
     MemoryUsage,
     Profile,
     SessionSegment,
@@ -181,14 +179,8 @@ def _drain(settings: Settings, erasure_id: int, target: Target, name: str, pick:
             count = rowcount(session.execute(gone))
             removed += count
             erasure = session.get_one(Erasure, erasure_id)
-            erasure.rows = _merged(erasure.rows, Counter({name: count}))
+            erasure.rows = {**erasure.rows, name: erasure.rows.get(name, 0) + count}
             erasure.updated_at = utcnow()
-
-
-def _merged(rows: dict[str, int], more: Counter[str]) -> dict[str, int]:
-    merged = Counter(rows)
-    merged.update(more)
-    return dict(merged)
 
 
 def _in_scope(table: Any, target: Target) -> list[ColumnElement[bool]]:
@@ -276,23 +268,3 @@ SESSION_STEPS: Sequence[tuple[str, Pick]] = [
     ("session_segments", _segments),
     ("extraction_batches", _batches),
 ]
-
-
-def purge_deleted(session: Session, settings: Settings, now: datetime, limit: int) -> int:
-    """Remove memories deleted (`forget`) more than `deleted_retention_days` ago, with
-    their events and usage: until then a deletion can be undone, after it the text is
-    gone. Read through a partial index of deleted memories: the cost follows the rows
-    purged, not the store."""
-    cutoff = now - timedelta(days=settings.deleted_retention_days)
-    due = (
-        select(Memory.id)
-        .where(Memory.status == MemoryStatus.DELETED, Memory.updated_at < cutoff)
-        .order_by(Memory.updated_at)
-        .limit(limit)
-    )
-    ids = list(session.scalars(due))
-    if not ids:
-        return 0
-    # Checked again as it goes: a memory restored meanwhile stays.
-    still = (Memory.id.in_(ids), Memory.status == MemoryStatus.DELETED, Memory.updated_at < cutoff)
-    return rowcount(session.execute(delete(Memory).where(*still)))

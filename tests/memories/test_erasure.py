@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
-from memoryd.memories.erasure import purge_deleted
+from memoryd.maintenance.retention import purge_deleted
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import SHARED_USER, Base, Erasure, Memory
