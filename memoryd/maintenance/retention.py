@@ -12,7 +12,7 @@
   and usage, read through the partial index of deleted memories.
 
 The others are read oldest first by primary key up to the first row younger than its cutoff, so
-a run reads the rows it removes and the few old ones it keeps (dead letters and their
+a run reads the rows it removes and the old ones it keeps (dead letters and their
 batches, turns of a session still being summarised), never the rest of the table. 0
 days keeps everything of that kind.
 """
@@ -41,6 +41,9 @@ from memoryd.models.tables import (
 )
 from memoryd.settings import Settings
 
+FIRST_PAGE = 64  # rows _oldest reads first; most runs find the first row young
+MAX_READ_PER_CHUNK = 20  # times the chunk: how far past kept old rows one chunk reads
+
 
 def _oldest(
     session: Session,
@@ -52,21 +55,28 @@ def _oldest(
     *extra: Any,
     join: tuple[Any, ColumnElement[bool]] | None = None,
 ) -> list[Any]:
-    """The table's oldest rows by id (ids grow with time), up to the first one born after
-    `cutoff`: those `removable` says may go, with `extra` columns. Read by primary key
-    from the start, so a run reads what it removes and the few old rows it keeps, never
-    the rest of the table."""
+    """Up to `limit` of the table's oldest rows by id (ids grow with time) born before
+    `cutoff` that `removable` says may go, with `extra` columns. Read by primary key from
+    the start in pages that grow while every row is old, stopping at the first young
+    one: a run reads what it removes, the old rows it keeps and one small page, never
+    the rest of the table, however large."""
     query = select(table.id, born.label("born"), removable.label("removable"), *extra)
     if join is not None:
         query = query.outerjoin(*join)
-    rows = session.execute(query.order_by(table.id).limit(limit)).all()
-    due = []
-    for row in rows:
-        if row.born >= cutoff:
+    due: list[Any] = []
+    after, page, budget = None, min(FIRST_PAGE, limit), limit * MAX_READ_PER_CHUNK
+    while len(due) < limit and budget > 0:
+        paged = query if after is None else query.where(table.id > after)
+        rows = session.execute(paged.order_by(table.id).limit(page)).all()
+        for row in rows:
+            if row.born >= cutoff:
+                return due
+            if row.removable:
+                due.append(row)
+        if len(rows) < page:
             break
-        if row.removable:
-            due.append(row)
-    return due
+        after, budget, page = rows[-1].id, budget - page, min(page * 4, limit)
+    return due[:limit]
 
 
 def _removed(session: Session, table: Any, rows: list[Any]) -> int:

@@ -103,3 +103,17 @@ def test_zero_days_keeps_everything(settings: Settings) -> None:
     assert counts(forever) == before
     with session_scope(forever, readonly=True) as session:
         assert session.scalar(select(func.count()).select_from(Memory))
+
+
+def test_old_rows_that_stay_do_not_hold_back_those_behind_them(settings: Settings) -> None:
+    """Dead letters are kept however old; a run reads past more of them than one chunk
+    to the done turns behind them."""
+    client = MemoryClient(settings, dispatch=False)
+    say(client, "dead", *(f"Message {i}." for i in range(30)))
+    with session_scope(settings) as session:
+        session.execute(update(Turn).values(status=TurnStatus.FAILED))
+    extract_session(settings, say(client, "s2", "I live in Lisbon.", "I prefer green tea."))
+
+    counted = run_cycle(settings, utcnow() + timedelta(days=91), chunk=10)
+    assert counted.turns_purged == 2
+    assert counts(settings)["failed"] == 30 and "done" not in counts(settings)
