@@ -247,7 +247,7 @@ def apply_proposal(
         batch_id=claim.batch_id,
     )
     rejected.update({f"profile_{reason}": n for reason, n in profile_rejected.items()})
-    if finish_turns(session, claim) != len(claim.turns):
+    if finish_turns(session, settings, claim) != len(claim.turns):
         raise LeaseLost(f"batch {claim.batch_id}: its turns are no longer claimed by it")
     clear_back_off(session, claim.key)
     closed = used_llm and circuit.record_success(session, now)

@@ -22,12 +22,14 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.models.db import is_sqlite, rowcount
-from memoryd.models.keys import SessionKey, session_pk, turns_of
+from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
 from memoryd.models.tables import BatchStatus, ChatSession, ExtractionBatch, Turn, TurnStatus
 from memoryd.settings import Settings
 
@@ -212,15 +214,36 @@ def release_lease(session: Session, claim: Claim) -> bool:
     return rowcount(res) == 1
 
 
-def finish_turns(session: Session, claim: Claim) -> int:
-    """The batch was applied: its turns are done. Returns how many."""
+def finish_turns(session: Session, settings: Settings, claim: Claim) -> int:
+    """The batch was applied: its turns are done, and the session is marked for
+    compression if it has grown past the trigger. Returns how many turns."""
     res = session.execute(
         update(Turn)
         .where(Turn.batch_id == claim.batch_id, Turn.status == TurnStatus.CLAIMED)
         .values(status=TurnStatus.DONE)
     )
-    _uncount_pending(session, claim.key, rowcount(res))
-    return rowcount(res)
+    done = rowcount(res)
+    session.execute(
+        update(ChatSession)
+        .where(*session_pk(claim.key))
+        .values(
+            pending_count=_less_pending(session, done),
+            compress_due=compress_due(settings, func.coalesce(ChatSession.summary_upto, 0)),
+        )
+    )
+    return done
+
+
+def compress_due(settings: Settings, summarised_upto: Any) -> ColumnElement[bool]:
+    """For an UPDATE of sessions: whether the session's turns after `summarised_upto`
+    hold more than compress_trigger_tokens. Read through the session's index of turns,
+    which compression keeps short."""
+    unsummarised = (
+        select(func.coalesce(func.sum(Turn.token_count), 0))
+        .where(turn_session(), Turn.id > summarised_upto)
+        .scalar_subquery()
+    )
+    return unsummarised > settings.compress_trigger_tokens
 
 
 def return_turns(
@@ -296,12 +319,16 @@ def clear_back_off(session: Session, key: SessionKey) -> None:
 
 def _uncount_pending(session: Session, key: SessionKey, n: int) -> None:
     if n:
-        floor = func.max if is_sqlite(session) else func.greatest
         session.execute(
             update(ChatSession)
             .where(*session_pk(key))
-            .values(pending_count=floor(ChatSession.pending_count - n, 0))
+            .values(pending_count=_less_pending(session, n))
         )
+
+
+def _less_pending(session: Session, n: int) -> ColumnElement[int]:
+    floor = func.max if is_sqlite(session) else func.greatest
+    return floor(ChatSession.pending_count - n, 0)
 
 
 # --------------------------------------------------------------------------- renewal

@@ -14,16 +14,17 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import Select, or_, select, true, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.errors import BatchFailed, LLMError, LLMTransientError, error_text, log_failure
 from memoryd.ingest.heartbeat import kept_alive
+from memoryd.ingest.leases import compress_due
 from memoryd.llm import circuit
 from memoryd.maintenance.summarizers import Summarizer, Summary, get_summarizer
 from memoryd.models.db import lease_now, rowcount, session_scope, utcnow
-from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
+from memoryd.models.keys import SessionKey, session_pk, turns_of
 from memoryd.models.tables import (
     BatchStatus,
     ChatSession,
@@ -40,30 +41,28 @@ SEGMENT_TURNS = 10
 SESSIONS_PER_RUN = 100
 
 
-def sessions_to_compress(
-    session: Session, settings: Settings, now: datetime, limit: int = SESSIONS_PER_RUN
-) -> list[SessionKey]:
-    """Sessions active since their last compression whose unsummarised turns pass the
-    trigger, skipping dead-lettered ones (too many failures; `memoryd retry` resets)."""
-    rows = session.execute(
-        select(Turn.agent_id, Turn.user_id, Turn.session_id)
-        .join(ChatSession, turn_session())
+def compression_candidates(
+    settings: Settings, now: datetime, limit: int = SESSIONS_PER_RUN
+) -> Select[str, str, str]:
+    """Sessions marked due (a batch took their unsummarised turns past the trigger),
+    skipping dead-lettered ones (too many failures; `memoryd retry` resets) and those
+    another run holds. Read through the partial index of due sessions: the cost follows
+    the sessions to compress, not the turns or sessions stored."""
+    return (
+        select(ChatSession.agent_id, ChatSession.user_id, ChatSession.session_id)
         .where(
-            Turn.id > func.coalesce(ChatSession.summary_upto, 0),
-            or_(
-                ChatSession.compressed_at.is_(None),
-                ChatSession.last_activity_at > ChatSession.compressed_at,
-            ),
+            ChatSession.compress_due == true(),  # as the index's predicate reads
             ChatSession.compress_attempts < settings.max_attempts,
             or_(
                 ChatSession.compress_lease_until.is_(None), ChatSession.compress_lease_until <= now
             ),
         )
-        .group_by(Turn.agent_id, Turn.user_id, Turn.session_id)
-        .having(func.sum(Turn.token_count) > settings.compress_trigger_tokens)
         .limit(limit)
-    ).all()
-    return [SessionKey(*r) for r in rows]
+    )
+
+
+def sessions_to_compress(session: Session, settings: Settings, now: datetime) -> list[SessionKey]:
+    return [SessionKey(*r) for r in session.execute(compression_candidates(settings, now))]
 
 
 @dataclass
@@ -86,10 +85,19 @@ def claim_compression(
         .where(*turns_of(key), Turn.id > (chat.summary_upto or 0))
         .order_by(Turn.id)
     ).all()
-    if sum(r.token_count for r in rows) <= settings.compress_trigger_tokens:
-        return None
     older = rows[: max(len(rows) - settings.keep_recent_turns, 0)]
-    if not older:
+    if not older:  # only recent turns: the next batch to finish marks it again
+        chat.compress_due = False
+        return None
+    if sum(r.token_count for r in rows) <= settings.compress_trigger_tokens:
+        # The trigger was raised since: measured again in the statement, so a batch
+        # finishing meanwhile is counted.
+        upto = chat.summary_upto or 0
+        session.execute(
+            update(ChatSession)
+            .where(*session_pk(key))
+            .values(compress_due=compress_due(settings, upto))
+        )
         return None
     batch = ExtractionBatch(
         agent_id=key.agent_id,
@@ -163,6 +171,7 @@ def _abandon(session: Session, work: CompressionWork, now: datetime) -> None:
 
 def _finish(
     session: Session,
+    settings: Settings,
     work: CompressionWork,
     segments: list[tuple[list[int], Summary]],
     synopsis: Summary,
@@ -175,6 +184,7 @@ def _finish(
         .values(
             summary=synopsis.text,
             summary_upto=work.turns[-1][0],
+            compress_due=compress_due(settings, work.turns[-1][0]),
             compressed_at=now,
             compress_batch_id=None,
             compress_lease_until=None,
@@ -299,7 +309,7 @@ def compress_session(
             raise
         return False
     with session_scope(settings) as session:
-        written = _finish(session, work, segments, synopsis, utcnow(), started)
+        written = _finish(session, settings, work, segments, synopsis, utcnow(), started)
         if written and summarizer.uses_llm:
             circuit.record_success(session, utcnow())
         return written

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Float,
     ForeignKey,
     Index,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -141,15 +143,25 @@ class ChatSession(Base):
     """Per-session bookkeeping; the lease columns make one batch per session run at a time."""
 
     __tablename__ = "sessions"
-    # The only secondary index is on leases, which ingest never changes, so the ingest
-    # upsert still updates the row in place (HOT). The sweeper finds due sessions
-    # through the partial index of pending turns.
+    # The secondary indexes are on columns ingest never changes (leases, and
+    # compress_due, which changes only when a batch takes the session over
+    # compress_trigger_tokens or compression catches up), so the ingest upsert still
+    # updates the row in place (HOT). The sweeper finds due sessions through the partial
+    # index of pending turns, compression through the one of compress_due.
     __table_args__ = (
         Index(
             "ix_sessions_lease",
             "lease_until",
             postgresql_where=text("lease_until IS NOT NULL"),
             sqlite_where=text("lease_until IS NOT NULL"),
+        ),
+        Index(
+            "ix_sessions_compress_due",
+            "agent_id",
+            "user_id",
+            "session_id",
+            postgresql_where=text("compress_due"),
+            sqlite_where=text("compress_due = 1"),
         ),
     )
 
@@ -178,6 +190,9 @@ class ChatSession(Base):
     compress_lease_until: Mapped[datetime | None]
     compress_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     compress_error: Mapped[str | None] = mapped_column(Text)
+    # Its unsummarised turns hold more than compress_trigger_tokens: set as a batch
+    # finishes, cleared as compression catches up (memoryd/ingest/leases.py).
+    compress_due: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class SessionSegment(Base):

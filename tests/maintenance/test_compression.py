@@ -6,13 +6,18 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.errors import BatchFailed
+from memoryd.extraction.batch import extract_session
 from memoryd.ingest.sweeper import retry_failed
-from memoryd.maintenance.compression import compress_due_sessions, compress_session
+from memoryd.maintenance.compression import (
+    compress_due_sessions,
+    compress_session,
+    compression_candidates,
+)
 from memoryd.maintenance.summarizers import Summary, get_summarizer
 from memoryd.models.db import lease_now, session_scope, utcnow
 from memoryd.models.keys import SessionKey, session_pk
@@ -25,19 +30,28 @@ from tests.fakellm import FakeLLM
 KEY = SessionKey("bot", "ann", "long")
 
 
-def chat(settings: Settings, start: int, count: int, session: str = "long") -> None:
-    MemoryClient(settings, dispatch=False).enqueue_turns(
+def chat(
+    settings: Settings, start: int, count: int, session: str = "long", said: str = "turn"
+) -> None:
+    """Turns said and extracted (offline): a session is due for compression once a batch
+    that takes it past the trigger finishes."""
+    client = MemoryClient(settings, dispatch=False)
+    client.enqueue_turns(
         [
             {
                 "agent_id": "bot",
                 "user_id": "ann",
                 "session_id": session,
                 "role": "user" if i % 2 == 0 else "assistant",
-                "content": f"turn {i} " + "word " * 20,
+                "content": f"{said} {i} " + "word " * 20,
             }
             for i in range(start, start + count)
         ]
     )
+    client.end_session("bot", "ann", session)
+    offline = settings.model_copy(update={"offline_extractor": True})
+    while extract_session(offline, SessionKey("bot", "ann", session)).more_pending:
+        pass
 
 
 def compress_settings(settings: Settings, llm: FakeLLM) -> Settings:
@@ -199,8 +213,8 @@ def test_a_run_that_outlived_its_lease_writes_nothing(settings: Settings, db: Se
     assert segments(db) == [(1, 10, 10), (11, 20, 10), (21, 24, 4)]  # once, by the second run
     row = chat_row(db)
     assert row.summary_upto == 24 and row.compress_attempts == 0
-    statuses = db.scalars(select(ExtractionBatch.status).order_by(ExtractionBatch.id)).all()
-    assert statuses == ["abandoned", "done"]
+    runs = select(ExtractionBatch.status).where(ExtractionBatch.kind == "compress")
+    assert db.scalars(runs.order_by(ExtractionBatch.id)).all() == ["abandoned", "done"]
 
 
 class PoisonSummarizer:
@@ -227,18 +241,7 @@ def test_a_poison_session_fails_alone_and_the_run_still_shows_failure(
 
     s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
     chat(s, 0, 30, session="a")
-    MemoryClient(s, dispatch=False).enqueue_turns(
-        [
-            {
-                "agent_id": "bot",
-                "user_id": "ann",
-                "session_id": "b",
-                "role": "user",
-                "content": f"poison {i} " + "word " * 20,
-            }
-            for i in range(30)
-        ]
-    )
+    chat(s, 0, 30, session="b", said="poison")
     chat(s, 0, 30, session="c")
     monkeypatch.setattr(compression, "get_summarizer", PoisonSummarizer)
     with pytest.raises(BatchFailed, match="1 of 3 sessions"):
@@ -250,3 +253,56 @@ def test_a_poison_session_fails_alone_and_the_run_still_shows_failure(
     assert poisoned.summary is None and poisoned.compress_attempts == 1
     assert poisoned.compress_lease_until is None  # freed at once, not after lease_seconds
     assert "KeyError" in (poisoned.compress_error or "")
+
+
+def due(db: Session) -> dict[str, bool]:
+    rows = db.execute(select(ChatSession.session_id, ChatSession.compress_due)).all()
+    db.commit()
+    return {name: flag for name, flag in rows}
+
+
+def test_a_session_is_due_once_a_finished_batch_takes_it_past_the_trigger(
+    settings: Settings, db: Session
+) -> None:
+    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    chat(s, 0, 20)  # 500 tokens: not yet
+    MemoryClient(s, dispatch=False).enqueue_turns(
+        [
+            {
+                "agent_id": "bot",
+                "user_id": "ann",
+                "session_id": "long",
+                "role": "user",
+                "content": "turn 20 " + "word " * 200,
+            }
+        ]
+    )
+    assert due(db) == {"long": False}  # said, not yet extracted
+    chat(s, 21, 1)
+    assert due(db) == {"long": True}
+    assert compress_due_sessions(s) == {"due": 1, "compressed": 1}
+    assert due(db) == {"long": False}  # the 6 recent turns left are under the trigger
+    assert compress_due_sessions(s) == {"due": 0, "compressed": 0}
+
+
+def test_raising_the_trigger_clears_a_due_session(settings: Settings, db: Session) -> None:
+    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    chat(s, 0, 30)
+    raised = s.model_copy(update={"compress_trigger_tokens": 5000})
+    assert compress_due_sessions(raised) == {"due": 1, "compressed": 0}
+    assert due(db) == {"long": False} and not segments(db)
+
+
+def test_due_sessions_are_read_through_their_index(settings: Settings, db: Session) -> None:
+    """The candidate query reads the partial index of due sessions, never every session
+    or turn: its cost follows the sessions to compress."""
+    query = compression_candidates(settings, utcnow())
+    sql = str(query.compile(db.get_bind(), compile_kwargs={"literal_binds": True}))
+    if db.get_bind().dialect.name == "sqlite":
+        plan = " ".join(str(r) for r in db.execute(text(f"EXPLAIN QUERY PLAN {sql}")))
+        assert "USING INDEX ix_sessions_compress_due" in plan, plan
+    else:
+        db.execute(text("SET LOCAL enable_seqscan = off"))  # an empty table: force the choice
+        plan = " ".join(r[0] for r in db.execute(text(f"EXPLAIN {sql}")))
+        assert "ix_sessions_compress_due" in plan, plan
+    db.rollback()

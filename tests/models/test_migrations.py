@@ -92,3 +92,27 @@ def test_the_upgrade_keys_existing_memories_by_their_names(settings: Settings) -
         ("Likes green tea in the morning", ""),
         ("Employer is Acme", "employer"),
     ]
+
+
+def test_the_upgrade_marks_the_sessions_due_for_compression(settings: Settings) -> None:
+    """0020: sessions whose unsummarised turns pass the trigger are due at once."""
+    client = MemoryClient(settings, dispatch=False)
+    for session, count in (("long", 30), ("short", 2)):
+        client.enqueue_turns(
+            [
+                {
+                    "agent_id": "bot",
+                    "user_id": "ann",
+                    "session_id": session,
+                    "role": "user",
+                    "content": f"turn {i} " + "word " * 200,
+                }
+                for i in range(count)
+            ]
+        )
+    config = alembic_config(settings)
+    command.downgrade(config, "0019")
+    command.upgrade(config, "head")
+    with get_engine(settings).begin() as conn:
+        due = conn.execute(text("SELECT session_id, compress_due FROM sessions ORDER BY 1")).all()
+    assert [(name, bool(flag)) for name, flag in due] == [("long", True), ("short", False)]
