@@ -7,7 +7,8 @@
 - Usage rows older than `usage_retention_days`: each memory's counters (access count,
   last access, weight) took what promotion and ranking need when the recall happened.
 - Extraction batches finished more than `batch_retention_days` ago, except those whose
-  error a dead-lettered turn still shows.
+  error a dead-lettered turn still shows; their figures are added to the pipeline's
+  totals first (memoryd/models/batch_totals.py).
 - Memories deleted (`forget`) more than `deleted_retention_days` ago, with their events
   and usage, read through the partial index of deleted memories.
 
@@ -26,6 +27,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, select, true
 from sqlalchemy.orm import Session
 
+from memoryd.models import batch_totals
 from memoryd.models.db import rowcount
 from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
 from memoryd.models.tables import (
@@ -149,6 +151,7 @@ def purge_batches(session: Session, settings: Settings, now: datetime, limit: in
     removable = and_(ExtractionBatch.status != BatchStatus.RUNNING, ~shown)
     born = ExtractionBatch.started_at
     rows = _oldest(session, ExtractionBatch, born, removable, cutoff, limit)
+    batch_totals.fold(session, [row.id for row in rows])
     return _removed(session, ExtractionBatch, rows)
 
 

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.errors import error_text
 from memoryd.memories.store import lock_rows
+from memoryd.models import batch_totals
 from memoryd.models.db import lock_scope, rowcount, session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Ident
@@ -173,6 +174,8 @@ def _drain(settings: Settings, erasure_id: int, target: Target, name: str, pick:
             keys = pick(session, target)
             if not keys:
                 return removed
+            if table is ExtractionBatch:  # the pipeline's totals keep their figures
+                batch_totals.fold(session, keys)
             gone = delete(table).where(key.in_(keys))
             if table is ChatSession:  # a session id is unique within its scope only
                 gone = gone.where(*_in_scope(ChatSession, target))

@@ -1,11 +1,11 @@
-"""Tables of the data lifecycle: the audit trail of erasures."""
+"""Tables of the data lifecycle: the audit trail of erasures, the totals of removed batches."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Index, String, text
+from sqlalchemy import BigInteger, Index, String, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memoryd.models.base import Base, BigId
@@ -40,3 +40,21 @@ class Erasure(Base):
     requested_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
+
+
+class BatchTotal(Base):
+    """What the batches removed by retention or erasure recorded, per status, so the
+    pipeline's totals (and the Prometheus counters read from them) never go back:
+    figures only, no scope and no content (memoryd/models/batch_totals.py)."""
+
+    __tablename__ = "batch_totals"
+
+    status: Mapped[str] = mapped_column(String(10), primary_key=True)
+    batches: Mapped[int] = mapped_column(BigInteger, default=0)
+    llm_calls: Mapped[int] = mapped_column(BigInteger, default=0)
+    tokens_in: Mapped[int] = mapped_column(BigInteger, default=0)
+    tokens_out: Mapped[int] = mapped_column(BigInteger, default=0)
+    facts_proposed: Mapped[int] = mapped_column(BigInteger, default=0)
+    facts_accepted: Mapped[int] = mapped_column(BigInteger, default=0)
+    rejections: Mapped[dict[str, Any]]  # reason -> facts
+    last_finished_at: Mapped[datetime | None]

@@ -50,6 +50,7 @@ __all__ = [
     "ApiKey",
     "Base",
     "BatchStatus",
+    "BatchTotal",
     "BigId",
     "Category",
     "ChatSession",
@@ -469,7 +470,7 @@ class Circuit(Base):
 
 # Every table, wherever it is defined, is reachable from here (and registered on Base's
 # metadata, which Alembic compares with the migrations).
-from memoryd.models.lifecycle_tables import Erasure  # noqa: E402
+from memoryd.models.lifecycle_tables import BatchTotal, Erasure  # noqa: E402
 from memoryd.models.profile_tables import Profile, ProfileEvent  # noqa: E402
 from memoryd.models.server_tables import (  # noqa: E402
     AgentConfig,

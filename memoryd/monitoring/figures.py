@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.memories.conflicts import count_open
 from memoryd.memories.health import memory_health
+from memoryd.models.batch_totals import batch_figures
 from memoryd.models.tables import ExtractionBatch, Turn, TurnStatus
 from memoryd.recall import backfill
 from memoryd.settings import Settings
@@ -179,19 +180,7 @@ class PipelineFigures(BaseModel):
 
 
 def pipeline_figures(session: Session, now: datetime) -> PipelineFigures:
-    batches = {
-        str(status): int(n)
-        for status, n in session.execute(
-            select(ExtractionBatch.status, func.count()).group_by(ExtractionBatch.status)
-        )
-    }
-    calls, tokens_in, tokens_out = session.execute(
-        select(
-            func.coalesce(func.sum(ExtractionBatch.llm_calls), 0),
-            func.coalesce(func.sum(ExtractionBatch.tokens_in), 0),
-            func.coalesce(func.sum(ExtractionBatch.tokens_out), 0),
-        )
-    ).one()
+    batches = batch_figures(session)  # removed batches included: counters never go back
 
     def turns(status: TurnStatus) -> int:  # each read through its partial index
         return int(session.scalar(select(func.count()).where(Turn.status == status)) or 0)
@@ -200,10 +189,10 @@ def pipeline_figures(session: Session, now: datetime) -> PipelineFigures:
         select(func.min(Turn.created_at)).where(Turn.status == TurnStatus.PENDING)
     )
     return PipelineFigures(
-        batches=batches,
-        llm_calls=int(calls),
-        tokens_in=int(tokens_in),
-        tokens_out=int(tokens_out),
+        batches=dict(batches.by_status),
+        llm_calls=batches.llm_calls,
+        tokens_in=batches.tokens_in,
+        tokens_out=batches.tokens_out,
         pending_turns=turns(TurnStatus.PENDING) + turns(TurnStatus.CLAIMED),
         dead_letters=turns(TurnStatus.FAILED),
         oldest_pending_seconds=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,

@@ -8,6 +8,7 @@ from sqlalchemy import func, select, update
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
+from memoryd.extraction.stats import pipeline_stats
 from memoryd.maintenance.cycle import run_cycle
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
@@ -19,6 +20,7 @@ from memoryd.models.tables import (
     Turn,
     TurnStatus,
 )
+from memoryd.monitoring.figures import pipeline_figures
 from memoryd.settings import Settings
 from tests.conftest import with_llm
 from tests.fakellm import FakeLLM, bad_request
@@ -117,3 +119,28 @@ def test_old_rows_that_stay_do_not_hold_back_those_behind_them(settings: Setting
     counted = run_cycle(settings, utcnow() + timedelta(days=91), chunk=10)
     assert counted.turns_purged == 2
     assert counts(settings)["failed"] == 30 and "done" not in counts(settings)
+
+
+def test_the_pipeline_totals_keep_what_purged_batches_recorded(settings: Settings) -> None:
+    """`memoryd stats`, /v1/stats and the Prometheus counters read the batches; those
+    retention removes leave their figures behind, so no total ever goes back."""
+    client = MemoryClient(settings, dispatch=False)
+    extract_session(settings, say(client, "s1", "I live in Lisbon.", "I prefer green tea."))
+    with FakeLLM() as llm:
+        llm.push(bad_request())
+        extract_session(with_llm(settings, llm, max_attempts=1), say(client, "s2", "Hi there."))
+
+    def totals() -> tuple[object, ...]:
+        stats = pipeline_stats(settings)
+        with session_scope(settings, readonly=True) as session:
+            figures = pipeline_figures(session, utcnow())
+        return (
+            stats["batches"], stats["facts_accepted"], stats["last_batch_at"],
+            figures.batches, figures.llm_calls,
+        )  # fmt: skip
+
+    before = totals()
+    assert before[0] == {"done": 1, "failed": 1} and before[1] == 2
+    assert run_cycle(settings, utcnow() + timedelta(days=91)).batches_purged == 1
+    assert counts(settings)["batches"] == 1  # the dead letter's batch stays
+    assert totals() == before

@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
+from memoryd.extraction.stats import pipeline_stats
 from memoryd.maintenance.retention import purge_deleted
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
@@ -26,9 +27,15 @@ from tests.conftest import with_llm
 from tests.fakellm import FakeLLM, bad_request
 
 AGENT = "bot"
-# Tables whose rows an erasure of a scope never touches, by design: the operator's keys
-# and per-agent settings, the circuit, and the audit trail itself (checked apart).
-NOT_SCOPED = {"api_keys", "agent_settings", "circuits", "erasures"}
+# Tables whose rows hold nothing of a scope, by design: the operator's keys and
+# per-agent settings, the circuit, the audit trail itself and the pipeline's totals
+# (figures only; both checked apart).
+NOT_SCOPED = {"api_keys", "agent_settings", "circuits", "erasures", "batch_totals"}
+
+
+def totals(settings: Settings) -> dict[str, object]:
+    figures = pipeline_stats(settings)
+    return {k: figures[k] for k in ("batches", "llm_calls", "tokens_in", "facts_accepted")}
 
 
 def mark() -> str:
@@ -127,12 +134,13 @@ def test_erasing_a_scope_leaves_nothing_of_it_and_everything_else(
     words = {user: populate(client, user, turns) for user in users}
     erased = users[erased_index]
     words[erased].append(dead_letter(settings, client, erased))
-    before = rows(settings)
+    before, pipeline = rows(settings), totals(settings)
     assert holding(before, words[erased])["memories"]  # the scenario reached the tables
 
     out = client.erase(AGENT, erased, actor="test")
 
     after = rows(settings)
+    assert totals(settings) == pipeline  # the erased batches' figures are still counted
     assert holding(after, words[erased]) == {}
     for table, table_rows in before.items():
         if table in NOT_SCOPED:
