@@ -6,9 +6,18 @@ which leases use, is left alone) a share of the users chats: one session of real
 conversation text (RealMem's session memories, said as "please remember that …",
 bench/data/NOTICE), extracted at once by the offline extractor; each of them recalls,
 one in twenty deletes a memory, and the day ends with beat's maintenance cycle. Row counts
-of every table are read every 30 days. Then a user with 5,000 memories is erased while a
-thread extracts other users' sessions: how long the erasure takes, and the slowest of
-those extractions meanwhile against their median before it (the baseline).
+of every table are read every 30 days. Retention keeps `--retention-days` (14) of turns,
+usage, batches and deleted memories, so the tables it governs reach their plateau
+before day 30, the baseline (with the defaults, 90 days, they reach it on day 90).
+
+Two recall figures: every chatting user's recall, whose cost follows that user's
+memories (they grow all along: each session adds new facts), and a probe user with a
+fixed set of memories recalled each day, whose cost shows what the store's age and size
+alone do to a recall.
+
+Then a user with 5,000 memories is erased while a thread extracts other users'
+sessions: how long the erasure takes, and the slowest of those extractions meanwhile
+against their median before it (the baseline).
 
     .venv/bin/python bench/lifecycle.py                                  # 1,000 users, 180 days
     .venv/bin/python bench/lifecycle.py --users 200 --days 60 --databases sqlite
@@ -52,6 +61,8 @@ AGENT = "bench"
 CHECK_EVERY = 30
 TURNS = 3  # the user's, each answered: six turns a session
 WEEK = 7
+PROBE = Scope(AGENT, "probe")
+PROBE_MEMORIES = 25
 
 
 def texts() -> list[str]:
@@ -66,6 +77,7 @@ class Run:
     counts: dict[int, dict[str, int]] = field(default_factory=dict)
     cycle_ms: dict[int, float] = field(default_factory=dict)
     recall_ms: dict[int, list[float]] = field(default_factory=dict)
+    probe_ms: dict[int, list[float]] = field(default_factory=dict)
     erase_s: float = 0.0
     erased_rows: int = 0
     others_before_ms: list[float] = field(default_factory=list)
@@ -102,9 +114,24 @@ def one_day(client: MemoryClient, day: int, users: list[str], pool: list[str], r
         run.recall_ms.setdefault(day, []).append((time.perf_counter() - started) * 1000)
         if rng.random() < 0.05 and (mine := client.list(AGENT, user, limit=1)):
             client.forget(AGENT, user, mine[0].id)
+    for fact in rng.sample(probe_facts(pool), 10):
+        started = time.perf_counter()
+        client.recall(fact[:200], PROBE.agent_id, PROBE.user_id, k=10)
+        run.probe_ms.setdefault(day, []).append((time.perf_counter() - started) * 1000)
     started = time.perf_counter()
     run_cycle(client.settings)
     run.cycle_ms[day] = (time.perf_counter() - started) * 1000
+
+
+def probe_facts(pool: list[str]) -> list[str]:
+    return pool[-PROBE_MEMORIES:]
+
+
+def add_probe(settings: Settings, pool: list[str]) -> None:
+    with session_scope(settings) as session:
+        for text in probe_facts(pool):
+            fact = Fact(content=text, confidence=0.95)
+            create_memory(session, settings, PROBE, fact, utcnow(), actor=Actor.API)
 
 
 def row_counts(settings: Settings) -> dict[str, int]:
@@ -118,6 +145,7 @@ def row_counts(settings: Settings) -> dict[str, int]:
 def simulate(settings: Settings, users: int, days: int, share: float, run: Run) -> None:
     client = MemoryClient(settings, dispatch=False)
     pool = texts()
+    add_probe(settings, pool)
     everyone = [f"user-{i}" for i in range(users)]
     start = datetime.now().astimezone() - timedelta(days=days + 1)
     for day in range(1, days + 1):
@@ -184,6 +212,8 @@ def report(kind: str, run: Run, days: int) -> dict[str, float | None]:
     cycle_late = sum(run.cycle_ms[d] for d in late) / len(late)
     recall_early = percentile([ms for d in early for ms in run.recall_ms[d]], 95)
     recall_late = percentile([ms for d in late for ms in run.recall_ms[d]], 95)
+    probe_early = percentile([ms for d in early for ms in run.probe_ms[d]], 95)
+    probe_late = percentile([ms for d in late for ms in run.probe_ms[d]], 95)
     others = percentile(run.others_before_ms or [0.0], 50)
     rows: list[tuple[str, float, str, float | None]] = [
         (f"maintenance cycle, days {first - WEEK + 1}-{first} (baseline)", cycle_early, "ms", 1.0),
@@ -193,9 +223,16 @@ def report(kind: str, run: Run, days: int) -> dict[str, float | None]:
             "ms",
             cycle_late / cycle_early,
         ),
-        (f"recall p95, days {first - WEEK + 1}-{first} (baseline)", recall_early, "ms", 1.0),
+        (f"probe recall p95, days {first - WEEK + 1}-{first} (baseline)", probe_early, "ms", 1.0),
         (
-            f"recall p95, days {days - WEEK + 1}-{days}",
+            f"probe recall p95, days {days - WEEK + 1}-{days}",
+            probe_late,
+            "ms",
+            probe_late / probe_early,
+        ),
+        (f"users' recall p95, days {first - WEEK + 1}-{first} (baseline)", recall_early, "ms", 1.0),
+        (
+            f"users' recall p95, days {days - WEEK + 1}-{days}",
             recall_late,
             "ms",
             recall_late / recall_early,
@@ -216,7 +253,8 @@ def report(kind: str, run: Run, days: int) -> dict[str, float | None]:
     last, previous = sorted(run.counts)[-1], sorted(run.counts)[-2:][0]
     return {
         f"{kind}_cycle_ratio": cycle_late / cycle_early,
-        f"{kind}_recall_p95_ratio": recall_late / recall_early,
+        f"{kind}_probe_recall_p95_ratio": probe_late / probe_early,
+        f"{kind}_users_recall_p95_ratio": recall_late / recall_early,
         f"{kind}_erase_s": run.erase_s,
         f"{kind}_erased_rows": float(run.erased_rows),
         f"{kind}_others_max_while_erasing_ms": max(run.others_during_ms or [0.0]),
@@ -236,6 +274,7 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=180)
     parser.add_argument("--share", type=float, default=0.05, help="users who chat each day")
     parser.add_argument("--erase-memories", type=int, default=5000)
+    parser.add_argument("--retention-days", type=int, default=14)
     parser.add_argument("--databases", default="sqlite,postgres")
     args = parser.parse_args()
     figures: dict[str, float | None] = {}
@@ -245,7 +284,16 @@ def main() -> None:
             tempfile.TemporaryDirectory(prefix="memoryd-lifecycle-") as tmp,
             database(kind, Path(tmp)) as url,
         ):
-            settings = Settings(data_dir=Path(tmp), database_url=url, offline_extractor=True)
+            days = args.retention_days
+            settings = Settings(
+                data_dir=Path(tmp),
+                database_url=url,
+                offline_extractor=True,
+                turn_retention_days=days,
+                usage_retention_days=days,
+                batch_retention_days=days,
+                deleted_retention_days=days,
+            )
             simulate(settings, args.users, args.days, args.share, run)
             erase_under_load(settings, args.erase_memories, run)
             figures |= report(kind, run, args.days)
