@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +28,34 @@ class MemoryHealth(BaseModel):
     last_batch_at: datetime | None
 
 
+def _grouped(
+    session: Session, mem_scope: list[Any]
+) -> tuple[Counter[str], Counter[str], Counter[str], float]:
+    """Memories by status, active ones by tier and by category, and the active ones'
+    summed confidence: one grouped pass."""
+    groups = session.execute(
+        select(
+            Memory.status, Memory.tier, Memory.category, func.count(), func.sum(Memory.confidence)
+        )
+        .where(*mem_scope)
+        .group_by(Memory.status, Memory.tier, Memory.category)
+    ).all()
+    by_status: Counter[str] = Counter()
+    by_tier: Counter[str] = Counter()
+    by_category: Counter[str] = Counter()
+    confidence = 0.0
+    for status, tier, category, n, summed in groups:
+        by_status[str(status)] += n
+        if status == MemoryStatus.ACTIVE:
+            by_tier[str(tier)] += n
+            by_category[str(category)] += n
+            confidence += summed or 0.0
+    return by_status, by_tier, by_category, confidence
+
+
 def memory_health(session: Session, now: datetime, scope: Scope | None = None) -> MemoryHealth:
+    """One grouped pass over the memories (the scope's through its index), dead letters
+    and waiting turns counted through their partial indexes: never every turn."""
     mem_scope: list[Any] = []
     turn_scope: list[Any] = []
     batch_scope: list[Any] = []
@@ -38,31 +66,33 @@ def memory_health(session: Session, now: datetime, scope: Scope | None = None) -
             ExtractionBatch.agent_id == scope.agent_id,
             ExtractionBatch.user_id == scope.user_id,
         ]
-    active = [*mem_scope, Memory.status == MemoryStatus.ACTIVE]
+    by_status, by_tier, by_category, confidence = _grouped(session, mem_scope)
+    active = by_status[MemoryStatus.ACTIVE]
 
-    def grouped(column: Any, *where: Any) -> dict[str, int]:
-        rows = session.execute(select(column, func.count()).where(*where).group_by(column))
-        return {str(k): int(v) for k, v in rows}
+    def turns(*statuses: TurnStatus) -> int:  # each through its partial index
+        counted = [select(func.count()).where(*turn_scope, Turn.status == s) for s in statuses]
+        return sum(int(session.scalar(query) or 0) for query in counted)
 
-    by_status = grouped(Memory.status, *mem_scope)
-    turns = grouped(Turn.status, *turn_scope)
     return MemoryHealth(
-        by_tier=grouped(Memory.tier, *active),
-        by_status=by_status,
-        by_category=grouped(Memory.category, *active),
-        active=by_status.get(MemoryStatus.ACTIVE, 0),
-        average_confidence=session.scalar(select(func.avg(Memory.confidence)).where(*active)),
+        by_tier=dict(by_tier),
+        by_status=dict(by_status),
+        by_category=dict(by_category),
+        active=active,
+        average_confidence=confidence / active if active else None,
         expiring_soon=int(
             session.scalar(
                 select(func.count()).where(
-                    *active, Memory.tier == Tier.SHORT, Memory.expires_at <= now + EXPIRING_WINDOW
+                    *mem_scope,
+                    Memory.status == MemoryStatus.ACTIVE,
+                    Memory.tier == Tier.SHORT,
+                    Memory.expires_at <= now + EXPIRING_WINDOW,
                 )
             )
             or 0
         ),
-        conflicts_resolved=by_status.get(MemoryStatus.SUPERSEDED, 0),
-        failed_turns=turns.get(TurnStatus.FAILED, 0),
-        pending_turns=turns.get(TurnStatus.PENDING, 0) + turns.get(TurnStatus.CLAIMED, 0),
+        conflicts_resolved=by_status[MemoryStatus.SUPERSEDED],
+        failed_turns=turns(TurnStatus.FAILED),
+        pending_turns=turns(TurnStatus.PENDING, TurnStatus.CLAIMED),
         last_batch_at=session.scalar(
             select(func.max(ExtractionBatch.finished_at)).where(*batch_scope)
         ),
