@@ -8,18 +8,18 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from sqlalchemy import func, select
-
+from memoryd.memories.health import INDEXED_TURN_STATUSES, count_turns
 from memoryd.models.batch_totals import batch_figures
 from memoryd.models.db import session_scope
-from memoryd.models.tables import Turn
 from memoryd.recall import backfill
 from memoryd.settings import Settings
 
 
 def pipeline_stats(settings: Settings) -> dict[str, Any]:
     with session_scope(settings, readonly=True) as session:
-        turns = dict(session.execute(select(Turn.status, func.count()).group_by(Turn.status)).all())
+        # Waiting, in extraction, dead-lettered: through their partial indexes.
+        counted = {str(s): count_turns(session, s) for s in INDEXED_TURN_STATUSES}
+        turns = {status: n for status, n in counted.items() if n}
         batches = batch_figures(session)
         vectors = backfill.coverage(settings, session) if settings.embeddings_on else None
     last = batches.last_finished_at

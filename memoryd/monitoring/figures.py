@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.conflicts import count_open
-from memoryd.memories.health import memory_health
+from memoryd.memories.health import count_turns, memory_health
 from memoryd.models.batch_totals import batch_figures
 from memoryd.models.tables import ExtractionBatch, Turn, TurnStatus
 from memoryd.recall import backfill
@@ -182,9 +182,6 @@ class PipelineFigures(BaseModel):
 def pipeline_figures(session: Session, now: datetime) -> PipelineFigures:
     batches = batch_figures(session)  # removed batches included: counters never go back
 
-    def turns(status: TurnStatus) -> int:  # each read through its partial index
-        return int(session.scalar(select(func.count()).where(Turn.status == status)) or 0)
-
     oldest = session.scalar(
         select(func.min(Turn.created_at)).where(Turn.status == TurnStatus.PENDING)
     )
@@ -193,7 +190,8 @@ def pipeline_figures(session: Session, now: datetime) -> PipelineFigures:
         llm_calls=batches.llm_calls,
         tokens_in=batches.tokens_in,
         tokens_out=batches.tokens_out,
-        pending_turns=turns(TurnStatus.PENDING) + turns(TurnStatus.CLAIMED),
-        dead_letters=turns(TurnStatus.FAILED),
+        pending_turns=count_turns(session, TurnStatus.PENDING)
+        + count_turns(session, TurnStatus.CLAIMED),
+        dead_letters=count_turns(session, TurnStatus.FAILED),
         oldest_pending_seconds=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
     )

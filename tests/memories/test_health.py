@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from freezegun import freeze_time
+from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
+from memoryd.memories.health import INDEXED_TURN_STATUSES, count_turns
 from memoryd.models.db import utcnow
 from memoryd.models.keys import SessionKey
-from memoryd.models.tables import Category
+from memoryd.models.tables import Category, TurnStatus
 from memoryd.settings import Settings
 from tests import fakellm
 from tests.conftest import with_llm
@@ -81,3 +84,32 @@ def test_failed_turns_and_last_batch_time(
     assert MemoryClient(settings).health("bot", "bob").failed_turns == 1
     assert MemoryClient(settings).health("bot", "ann").failed_turns == 0  # per scope
     assert MemoryClient(settings).health().failed_turns == 1
+
+
+@pytest.mark.parametrize("status", INDEXED_TURN_STATUSES)
+def test_waiting_and_dead_lettered_turns_are_counted_through_their_indexes(
+    settings: Settings, db: Session, status: TurnStatus
+) -> None:
+    """Health, stats and /metrics never read every turn: turns kept for months of
+    retention are done, and these counts only read the few that are not."""
+    counted: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "count" in statement and "turns" in statement:
+            counted.append(statement)
+
+    engine = db.get_bind()
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        count_turns(db, status)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    (sql,) = counted
+    if engine.dialect.name == "sqlite":
+        plan = " ".join(str(r) for r in db.execute(text(f"EXPLAIN QUERY PLAN {sql}")))
+        assert f"ix_turns_{status}" in plan, plan
+    else:
+        db.execute(text("SET LOCAL enable_seqscan = off"))  # an empty table: force the choice
+        plan = " ".join(r[0] for r in db.execute(text(f"EXPLAIN {sql}")))
+        assert f"ix_turns_{status}" in plan, plan
+    db.rollback()
