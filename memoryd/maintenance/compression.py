@@ -13,6 +13,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Select, or_, select, true, update
 from sqlalchemy.orm import Session
@@ -77,27 +78,13 @@ class CompressionWork:
 def claim_compression(
     session: Session, settings: Settings, key: SessionKey, now: datetime
 ) -> CompressionWork | None:
+    """Take the session's compression lease and the turns to summarise, or None: not
+    due after all (the mark is cleared), or another run holds the lease."""
     chat = session.scalars(select(ChatSession).where(*session_pk(key))).first()
     if chat is None:
         return None
-    rows = session.execute(
-        select(Turn.id, Turn.role, Turn.content, Turn.token_count)
-        .where(*turns_of(key), Turn.id > (chat.summary_upto or 0))
-        .order_by(Turn.id)
-    ).all()
-    older = rows[: max(len(rows) - settings.keep_recent_turns, 0)]
-    if not older:  # only recent turns: the next batch to finish marks it again
-        chat.compress_due = False
-        return None
-    if sum(r.token_count for r in rows) <= settings.compress_trigger_tokens:
-        # The trigger was raised since: measured again in the statement, so a batch
-        # finishing meanwhile is counted.
-        upto = chat.summary_upto or 0
-        session.execute(
-            update(ChatSession)
-            .where(*session_pk(key))
-            .values(compress_due=compress_due(settings, upto))
-        )
+    older = _turns_to_summarise(session, settings, chat, key)
+    if not older:
         return None
     batch = ExtractionBatch(
         agent_id=key.agent_id,
@@ -112,22 +99,7 @@ def claim_compression(
     )
     session.add(batch)
     session.flush()
-    # Compare-and-set: one run per session; the lease names its batch, so a run that
-    # outlived its lease and was overtaken can tell (see _still_ours).
-    taken = session.execute(
-        update(ChatSession)
-        .where(
-            *session_pk(key),
-            or_(
-                ChatSession.compress_lease_until.is_(None), ChatSession.compress_lease_until <= now
-            ),
-        )
-        .values(
-            compress_batch_id=batch.id,
-            compress_lease_until=now + timedelta(seconds=settings.lease_seconds),
-        )
-    )
-    if rowcount(taken) != 1:
+    if not _take_lease(session, settings, key, batch.id, now):
         session.rollback()
         return None
     return CompressionWork(
@@ -137,6 +109,50 @@ def claim_compression(
         chat.summary_upto or 0,
         [(r.id, r.role, r.content) for r in older],
     )
+
+
+def _turns_to_summarise(
+    session: Session, settings: Settings, chat: ChatSession, key: SessionKey
+) -> list[Any]:
+    """The unsummarised turns but the newest keep_recent_turns, when all of them pass
+    the trigger; otherwise none, and the session's mark is set right."""
+    rows = session.execute(
+        select(Turn.id, Turn.role, Turn.content, Turn.token_count)
+        .where(*turns_of(key), Turn.id > (chat.summary_upto or 0))
+        .order_by(Turn.id)
+    ).all()
+    older = rows[: max(len(rows) - settings.keep_recent_turns, 0)]
+    if not older:  # only recent turns: the next batch to finish marks it again
+        chat.compress_due = False
+        return []
+    if sum(r.token_count for r in rows) <= settings.compress_trigger_tokens:
+        # The trigger was raised since: measured again in the statement, so a batch
+        # finishing meanwhile is counted.
+        upto = chat.summary_upto or 0
+        session.execute(
+            update(ChatSession)
+            .where(*session_pk(key))
+            .values(compress_due=compress_due(settings, upto))
+        )
+        return []
+    return list(older)
+
+
+def _take_lease(
+    session: Session, settings: Settings, key: SessionKey, batch_id: int, now: datetime
+) -> bool:
+    """Compare-and-set: one run per session. The lease names its batch, so a run that
+    outlived its lease and was overtaken can tell (see _still_ours)."""
+    free = or_(ChatSession.compress_lease_until.is_(None), ChatSession.compress_lease_until <= now)
+    taken = session.execute(
+        update(ChatSession)
+        .where(*session_pk(key), free)
+        .values(
+            compress_batch_id=batch_id,
+            compress_lease_until=now + timedelta(seconds=settings.lease_seconds),
+        )
+    )
+    return rowcount(taken) == 1
 
 
 def _still_ours(work: CompressionWork) -> tuple[ColumnElement[bool], ...]:
@@ -195,12 +211,23 @@ def _finish(
     if rowcount(written) != 1:
         _abandon(session, work, now)
         return False
+    _add_segments(session, work.key, segments, now)
+    _record_run(session, work.batch_id, segments, synopsis, now, started)
+    return True
+
+
+def _add_segments(
+    session: Session,
+    key: SessionKey,
+    segments: list[tuple[list[int], Summary]],
+    now: datetime,
+) -> None:
     for ids, summary in segments:
         session.add(
             SessionSegment(
-                agent_id=work.key.agent_id,
-                user_id=work.key.user_id,
-                session_id=work.key.session_id,
+                agent_id=key.agent_id,
+                user_id=key.user_id,
+                session_id=key.session_id,
                 first_turn_id=ids[0],
                 last_turn_id=ids[-1],
                 turn_count=len(ids),
@@ -209,10 +236,21 @@ def _finish(
                 created_at=now,
             )
         )
+
+
+def _record_run(
+    session: Session,
+    batch_id: int,
+    segments: list[tuple[list[int], Summary]],
+    synopsis: Summary,
+    now: datetime,
+    started: float,
+) -> None:
+    """The run's batch row: done, with the calls and tokens of every summary."""
     parts = [s for _ids, s in segments] + [synopsis]
     session.execute(
         update(ExtractionBatch)
-        .where(ExtractionBatch.id == work.batch_id)
+        .where(ExtractionBatch.id == batch_id)
         .values(
             status=BatchStatus.DONE,
             extractor="llm" if synopsis.model else "offline",
@@ -225,7 +263,6 @@ def _finish(
             duration_ms=(time.perf_counter() - started) * 1000,
         )
     )
-    return True
 
 
 def _fail(
