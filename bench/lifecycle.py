@@ -2,10 +2,11 @@
 cost on the last day what they cost on day 30?
 
 Each simulated day (the clock moved forward with freezegun; the database's own clock,
-which leases use, is left alone) a share of the users chats: one session of real
-conversation text (RealMem's session memories, said as "please remember that …",
-bench/data/NOTICE), extracted at once by the offline extractor; each of them recalls,
-one in twenty deletes a memory, and the day ends with beat's maintenance cycle. Row counts
+which leases use, is left alone, and PostgreSQL's batch stamps are moved to the day) a
+share of the users chats: one session of real conversation text (RealMem's session
+memories, said as "please remember that …", bench/data/NOTICE), extracted at once by
+the offline extractor; each of them recalls, one in twenty deletes a memory, and the
+day ends with beat's maintenance cycle. Row counts
 of every table are read every 30 days. Retention keeps `--retention-days` (14) of turns,
 usage, batches and deleted memories, so the tables it governs reach their plateau
 before day 30, the baseline (with the defaults, 90 days, they reach it on day 90).
@@ -42,7 +43,7 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
 
 from freezegun import freeze_time
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from bench.common import emit, percentile, print_table, scratch_database
 from memoryd.client import MemoryClient
@@ -53,7 +54,7 @@ from memoryd.models.db import dispose_engines, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.migrate import upgrade
 from memoryd.models.proposals import Fact
-from memoryd.models.tables import Actor, Base
+from memoryd.models.tables import Actor, Base, ExtractionBatch
 from memoryd.settings import Settings
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -118,9 +119,25 @@ def one_day(client: MemoryClient, day: int, users: list[str], pool: list[str], r
         started = time.perf_counter()
         client.recall(fact[:200], PROBE.agent_id, PROBE.user_id, k=10)
         run.probe_ms.setdefault(day, []).append((time.perf_counter() - started) * 1000)
+    restamp_batches(client.settings)
     started = time.perf_counter()
     run_cycle(client.settings)
     run.cycle_ms[day] = (time.perf_counter() - started) * 1000
+
+
+def restamp_batches(settings: Settings) -> None:
+    """PostgreSQL stamps batches with its own clock (leases' clock), which freezegun
+    cannot move: the day's batches get the simulated day's time, as they would have had
+    on that day, so that batch retention sees their age."""
+    if not settings.resolved_database_url.startswith("postgresql"):
+        return
+    now = utcnow()
+    with session_scope(settings) as session:
+        session.execute(
+            update(ExtractionBatch)
+            .where(ExtractionBatch.started_at > now)
+            .values(started_at=now, finished_at=now)
+        )
 
 
 def probe_facts(pool: list[str]) -> list[str]:
