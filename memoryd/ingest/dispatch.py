@@ -6,7 +6,6 @@ import atexit
 import logging
 import queue
 import threading
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,16 +21,20 @@ FLUSH_ON_EXIT_SECONDS = 5.0
 
 
 def dispatch_extract(app: Celery, keys: Iterable[SessionKey], producer: Any = None) -> int:
-    """Publish one extract trigger per session. Hot paths pass a long-lived producer:
-    acquiring one per message costs more than the publish itself."""
+    """Publish one extract trigger per session, through Celery's public send_task, so
+    Flower sees each as sent. Hot paths pass a long-lived producer: acquiring one per
+    message costs more than the publish itself."""
     sent = 0
     with app.producer_or_acquire(producer) as active:
         for key in keys:
-            message = app.amqp.create_task_message(
-                uuid.uuid4().hex, EXTRACT_TASK, key.as_args(), {}
-            )
-            app.amqp.send_task_message(
-                active, EXTRACT_TASK, message, queue=EXTRACTION_QUEUE, event_dispatcher=None
+            # Nobody awaits a trigger's result: with a result backend, send_task would
+            # otherwise subscribe this process to every trigger's result channel.
+            app.send_task(
+                EXTRACT_TASK,
+                args=key.as_args(),
+                queue=EXTRACTION_QUEUE,
+                producer=active,
+                ignore_result=True,
             )
             sent += 1
     return sent

@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
+from memoryd.ingest.dispatch import dispatch_extract
+from memoryd.models.keys import SessionKey
+from memoryd.worker import make_celery
 from tests.conftest import make_settings
 from tests.factories import turn_item
 from tests.workers import REPO_ROOT, settings_env
@@ -44,3 +50,25 @@ def test_a_script_that_ends_right_after_its_last_call_still_sends_its_trigger(
     assert [(t["task"], t["argsrepr"]) for t in tasks] == [
         ("memoryd.extract_session", "['bot', 'ann', 's1']")
     ]
+
+
+def test_each_trigger_is_a_task_flower_sees_as_sent(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Flower builds its task list from events: a trigger published without a
+    task-sent event would appear only once a worker starts it."""
+    settings = make_settings("postgres", tmp_path, request)
+    app = make_celery(settings)
+    events: list[dict[str, Any]] = []
+    with app.connection_for_read() as connection:
+        receiver = app.events.Receiver(connection, handlers={"*": events.append})
+        listening = threading.Thread(target=receiver.capture, daemon=True)
+        listening.start()
+        deadline = time.monotonic() + 15
+        while not events and time.monotonic() < deadline:  # until the receiver is bound
+            dispatch_extract(app, [SessionKey("bot", "ann", "s1")])
+            listening.join(0.3)
+        receiver.should_stop = True
+    seen = [event for event in events if event["type"] == "task-sent"]
+    assert seen and seen[0]["name"] == "memoryd.extract_session"
+    assert seen[0]["args"] == "['bot', 'ann', 's1']" and seen[0]["queue"] == "extraction"
