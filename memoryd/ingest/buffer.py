@@ -14,18 +14,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, exc, func, select, update
+from sqlalchemy import Connection, exc, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from memoryd.errors import TurnRejected, field_errors
 from memoryd.models.db import database_now, rowcount, write_connection
-from memoryd.models.keys import SessionKey, session_pk, turns_of
+from memoryd.models.keys import SessionKey, session_pk
 from memoryd.models.schemas import IngestResult, TurnIn
 from memoryd.models.tables import (
     Base,
     ChatSession,
-    Turn,
     TurnStatus,
 )
 from memoryd.settings import Settings
@@ -316,15 +315,6 @@ def _store_turns_sqlite(
         ).scalar_one()
         touched.append((key, pending - n, n))
     return [r.id for r in inserted], touched
-
-
-def pending_count(session: Session, key: SessionKey) -> int:
-    return int(
-        session.scalar(
-            select(func.count()).where(*turns_of(key), Turn.status == TurnStatus.PENDING)
-        )
-        or 0
-    )
 
 
 def store_turns(
