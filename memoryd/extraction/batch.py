@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -44,7 +45,7 @@ from memoryd.ingest.leases import (
 from memoryd.llm import circuit
 from memoryd.memories.profile_updates import apply_updates
 from memoryd.memories.profiles import ensure_profiles
-from memoryd.memories.reconcile import reconcile_facts
+from memoryd.memories.reconcile import ReconcileCounts, reconcile_facts
 from memoryd.models.db import lease_now, lock_scope, session_scope, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import BatchStatus, ExtractionBatch, FailureKind
@@ -218,6 +219,53 @@ def apply_proposal(
         raise LeaseLost(f"batch {claim.batch_id}: lease lost, its turns went back to pending")
     lock_scope(session, claim.key.scope)
     ensure_profiles(session, claim.key.scope, now)  # both documents, from the first batch on
+    written = _write_memories(session, settings, prepared, proposal, now)
+    if finish_turns(session, settings, claim) != len(claim.turns):
+        raise LeaseLost(f"batch {claim.batch_id}: its turns are no longer claimed by it")
+    clear_back_off(session, claim.key)
+    closed = used_llm and circuit.record_success(session, now)
+    _record_done(session, claim, proposal, written.figures(), now)
+    return ExtractStats(
+        batches=1,
+        turns=len(claim.turns),
+        created=written.counts.created,
+        confirmed=written.counts.confirmed,
+        superseded=written.counts.superseded,
+        rejected=sum(written.rejected.values()),
+        circuit_closed=closed,
+    )
+
+
+@dataclass
+class _Written:
+    """What a batch's write did with the facts and profile updates it was given."""
+
+    proposed: int
+    accepted: int
+    rejected: Counter[str]  # by reason, profile updates' as profile_<reason>
+    counts: ReconcileCounts
+    profile_updates: int
+
+    def figures(self) -> dict[str, Any]:
+        """The batch row's columns of it."""
+        return {
+            "facts_proposed": self.proposed,
+            "facts_accepted": self.accepted,
+            "facts_rejected": sum(self.rejected.values()),
+            "rejections": dict(self.rejected) or None,
+            "memories_created": self.counts.created,
+            "memories_confirmed": self.counts.confirmed,
+            "memories_superseded": self.counts.superseded,
+            "profile_updates": self.profile_updates,
+        }
+
+
+def _write_memories(
+    session: Session, settings: Settings, prepared: Prepared, proposal: Proposal, now: datetime
+) -> _Written:
+    """Gate the proposed facts, reconcile the kept ones with the scope's memories, and
+    apply the profile updates, under the scope's lock."""
+    claim = prepared.claim
     facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
     accepted, rejected = gate_facts(facts, settings)
     rejected.update(proposal.dropped)
@@ -247,31 +295,8 @@ def apply_proposal(
         batch_id=claim.batch_id,
     )
     rejected.update({f"profile_{reason}": n for reason, n in profile_rejected.items()})
-    if finish_turns(session, settings, claim) != len(claim.turns):
-        raise LeaseLost(f"batch {claim.batch_id}: its turns are no longer claimed by it")
-    clear_back_off(session, claim.key)
-    closed = used_llm and circuit.record_success(session, now)
-    figures = {
-        "facts_proposed": len(facts)
-        + sum(n for reason, n in proposal.dropped.items() if not reason.startswith("profile_")),
-        "facts_accepted": len(accepted),
-        "facts_rejected": sum(rejected.values()),
-        "rejections": dict(rejected) or None,
-        "memories_created": counts.created,
-        "memories_confirmed": counts.confirmed,
-        "memories_superseded": counts.superseded,
-        "profile_updates": profile_updates,
-    }
-    _record_done(session, claim, proposal, figures, now)
-    return ExtractStats(
-        batches=1,
-        turns=len(claim.turns),
-        created=counts.created,
-        confirmed=counts.confirmed,
-        superseded=counts.superseded,
-        rejected=sum(rejected.values()),
-        circuit_closed=closed,
-    )
+    dropped = sum(n for reason, n in proposal.dropped.items() if not reason.startswith("profile_"))
+    return _Written(len(facts) + dropped, len(accepted), rejected, counts, profile_updates)
 
 
 def _record_done(
