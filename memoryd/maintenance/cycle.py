@@ -96,22 +96,7 @@ def promote_due(session: Session, settings: Settings, now: datetime, limit: int 
     ).all()
     if not due:
         return 0
-    short_half_life = half_life_days(Tier.SHORT, settings)
-    updates = []
-    for r in due:
-        weight = decayed(r.weight, r.weight_at, now, short_half_life)
-        updates.append(
-            {
-                "id": r.id,
-                "tier": Tier.LONG,
-                "expires_at": None,
-                "updated_at": now,
-                "weight": weight,
-                "weight_at": now,
-                "archive_due_at": archive_due(weight, now, Tier.LONG, settings),
-            }
-        )
-    session.execute(update(Memory), updates)
+    session.execute(update(Memory), [_promoted(row, settings, now) for row in due])
     _record(
         session,
         list(due),
@@ -120,6 +105,21 @@ def promote_due(session: Session, settings: Settings, now: datetime, limit: int 
         {"reason": f"retrieved {settings.promote_access_count}+ times"},
     )
     return len(due)
+
+
+def _promoted(row: Any, settings: Settings, now: datetime) -> dict[str, Any]:
+    """A promoted memory's new values: long tier, no expiry, its weight decayed so far
+    at the short tier's pace and decaying at the long tier's from now on."""
+    weight = decayed(row.weight, row.weight_at, now, half_life_days(Tier.SHORT, settings))
+    return {
+        "id": row.id,
+        "tier": Tier.LONG,
+        "expires_at": None,
+        "updated_at": now,
+        "weight": weight,
+        "weight_at": now,
+        "archive_due_at": archive_due(weight, now, Tier.LONG, settings),
+    }
 
 
 def _retire(
