@@ -143,7 +143,29 @@ def run_demo(base: Settings) -> int:
     DEMO_DIR.mkdir(parents=True)
     upgrade(settings)
     dispose_engines()
+    _say_what_extracts(settings)
+    worker = start_worker(settings, DEMO_DIR / "worker.log")
+    try:
+        _chat(settings, worker)
+    except (TimeoutError, RuntimeError) as exc:
+        print(f"demo failed: {exc}; worker log: {DEMO_DIR / 'worker.log'}", file=sys.stderr)
+        return 1
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+    print_results(settings)
+    if not settings.llm_configured:
+        print(
+            "\nAll memories above were produced by the offline extractor "
+            "(metadata extractor=offline)."
+        )
+    return 0
 
+
+def _say_what_extracts(settings: Settings) -> None:
     if settings.llm_configured:
         print(
             f"memoryd demo: extracting with the LLM at {settings.llm_base_url or 'OpenAI'} "
@@ -156,43 +178,27 @@ def run_demo(base: Settings) -> int:
         )
     print(f"database: {settings.resolved_database_url}   broker: filesystem ({DEMO_DIR}/broker)")
 
-    worker = start_worker(settings, DEMO_DIR / "worker.log")
+
+def _chat(settings: Settings, worker: subprocess.Popen[bytes]) -> None:
+    """The sample conversations, a session at a time, each waited for until extracted."""
     client = MemoryClient(settings)
     sample = load_sample()
-    try:
-        for conv in sample["sessions"]:
-            turns = [
-                {
-                    "agent_id": sample["agent_id"],
-                    "user_id": conv["user_id"],
-                    "session_id": conv["session_id"],
-                    "role": role,
-                    "content": content,
-                    "turn_key": f"{conv['session_id']}-{i}",
-                }
-                for i, (role, content) in enumerate(conv["turns"])
-            ]
-            result = client.enqueue_turns(turns)
-            client.end_session(sample["agent_id"], conv["user_id"], conv["session_id"])
-            print(
-                f"enqueued {result.accepted} turns of {conv['user_id']}/{conv['session_id']}; "
-                "waiting for the worker …"
-            )
-            wait_for(settings, conv["session_id"], worker)
-    except (TimeoutError, RuntimeError) as exc:
-        print(f"demo failed: {exc}; worker log: {DEMO_DIR / 'worker.log'}", file=sys.stderr)
-        return 1
-    finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-
-    print_results(settings)
-    if not settings.llm_configured:
+    for conv in sample["sessions"]:
+        turns = [
+            {
+                "agent_id": sample["agent_id"],
+                "user_id": conv["user_id"],
+                "session_id": conv["session_id"],
+                "role": role,
+                "content": content,
+                "turn_key": f"{conv['session_id']}-{i}",
+            }
+            for i, (role, content) in enumerate(conv["turns"])
+        ]
+        result = client.enqueue_turns(turns)
+        client.end_session(sample["agent_id"], conv["user_id"], conv["session_id"])
         print(
-            "\nAll memories above were produced by the offline extractor "
-            "(metadata extractor=offline)."
+            f"enqueued {result.accepted} turns of {conv['user_id']}/{conv['session_id']}; "
+            "waiting for the worker …"
         )
-    return 0
+        wait_for(settings, conv["session_id"], worker)
