@@ -162,9 +162,10 @@ def row_counts(settings: Settings) -> dict[str, int]:
 def simulate(settings: Settings, users: int, days: int, share: float, run: Run) -> None:
     client = MemoryClient(settings, dispatch=False)
     pool = texts()
-    add_probe(settings, pool)
     everyone = [f"user-{i}" for i in range(users)]
     start = datetime.now().astimezone() - timedelta(days=days + 1)
+    with freeze_time(start, tick=True):
+        add_probe(settings, pool)
     for day in range(1, days + 1):
         active = random.Random(-day).sample(everyone, max(1, int(users * share)))
         with freeze_time(start + timedelta(days=day), tick=True):

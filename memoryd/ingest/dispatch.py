@@ -28,13 +28,15 @@ def dispatch_extract(app: Celery, keys: Iterable[SessionKey], producer: Any = No
     with app.producer_or_acquire(producer) as active:
         for key in keys:
             # Nobody awaits a trigger's result: with a result backend, send_task would
-            # otherwise subscribe this process to every trigger's result channel.
+            # otherwise subscribe this process to every trigger's result channel, and
+            # a task sending triggers would list each among its children.
             app.send_task(
                 EXTRACT_TASK,
                 args=key.as_args(),
                 queue=EXTRACTION_QUEUE,
                 producer=active,
                 ignore_result=True,
+                add_to_parent=False,
             )
             sent += 1
     return sent
@@ -56,6 +58,7 @@ class BackgroundDispatcher:
         # right after its last enqueue), where the imports it makes are refused and
         # the trigger would be lost. No network I/O happens here.
         _ = app.connection_for_write().transport
+        _ = app.amqp.send_task_message, app.amqp.router, app.backend  # and send_task's parts
         self._queue: queue.Queue[SessionKey] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="memoryd-dispatch", daemon=True)
         self._thread.start()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, or_, select, true, update
+from sqlalchemy import Select, and_, exists, or_, select, true, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -99,7 +99,7 @@ def claim_compression(
     )
     session.add(batch)
     session.flush()
-    if not _take_lease(session, settings, key, batch.id, now):
+    if not _take_lease(session, settings, key, batch.id, chat.summary_upto, now):
         session.rollback()
         return None
     return CompressionWork(
@@ -122,8 +122,16 @@ def _turns_to_summarise(
         .order_by(Turn.id)
     ).all()
     older = rows[: max(len(rows) - settings.keep_recent_turns, 0)]
-    if not older:  # only recent turns: the next batch to finish marks it again
-        chat.compress_due = False
+    if not older:
+        # Only recent turns: unmarked until the next batch finishes, unless one already
+        # added turns since the read above (then measured again in the statement).
+        later = exists().where(*turns_of(key), Turn.id > (rows[-1].id if rows else 0))
+        upto = chat.summary_upto or 0
+        session.execute(
+            update(ChatSession)
+            .where(*session_pk(key))
+            .values(compress_due=and_(later, compress_due(settings, upto)))
+        )
         return []
     if sum(r.token_count for r in rows) <= settings.compress_trigger_tokens:
         # The trigger was raised since: measured again in the statement, so a batch
@@ -139,14 +147,22 @@ def _turns_to_summarise(
 
 
 def _take_lease(
-    session: Session, settings: Settings, key: SessionKey, batch_id: int, now: datetime
+    session: Session,
+    settings: Settings,
+    key: SessionKey,
+    batch_id: int,
+    upto: int | None,
+    now: datetime,
 ) -> bool:
-    """Compare-and-set: one run per session. The lease names its batch, so a run that
-    outlived its lease and was overtaken can tell (see _still_ours)."""
+    """Compare-and-set: one run per session, and only over the summary it read (a run
+    that finished meanwhile moved summary_upto: its turns are not summarised twice). The
+    lease names its batch, so a run that outlived its lease and was overtaken can tell
+    (see _still_ours)."""
     free = or_(ChatSession.compress_lease_until.is_(None), ChatSession.compress_lease_until <= now)
+    unchanged = ChatSession.summary_upto.is_not_distinct_from(upto)
     taken = session.execute(
         update(ChatSession)
-        .where(*session_pk(key), free)
+        .where(*session_pk(key), free, unchanged)
         .values(
             compress_batch_id=batch_id,
             compress_lease_until=now + timedelta(seconds=settings.lease_seconds),

@@ -72,7 +72,7 @@ def _oldest(
         rows = session.execute(paged.order_by(table.id).limit(page)).all()
         for row in rows:
             if row.born >= cutoff:
-                return due
+                return due[:limit]
             if row.removable:
                 due.append(row)
         if len(rows) < page:
@@ -151,8 +151,7 @@ def purge_batches(session: Session, settings: Settings, now: datetime, limit: in
     removable = and_(ExtractionBatch.status != BatchStatus.RUNNING, ~shown)
     born = ExtractionBatch.started_at
     rows = _oldest(session, ExtractionBatch, born, removable, cutoff, limit)
-    batch_totals.fold(session, [row.id for row in rows])
-    return _removed(session, ExtractionBatch, rows)
+    return batch_totals.remove(session, [row.id for row in rows])
 
 
 def purge_deleted(session: Session, settings: Settings, now: datetime, limit: int) -> int:

@@ -175,11 +175,12 @@ def _drain(settings: Settings, erasure_id: int, target: Target, name: str, pick:
             if not keys:
                 return removed
             if table is ExtractionBatch:  # the pipeline's totals keep their figures
-                batch_totals.fold(session, keys)
-            gone = delete(table).where(key.in_(keys))
-            if table is ChatSession:  # a session id is unique within its scope only
-                gone = gone.where(*_in_scope(ChatSession, target))
-            count = rowcount(session.execute(gone))
+                count = batch_totals.remove(session, keys)
+            else:
+                gone = delete(table).where(key.in_(keys))
+                if table is ChatSession:  # a session id is unique within its scope only
+                    gone = gone.where(*_in_scope(ChatSession, target))
+                count = rowcount(session.execute(gone))
             removed += count
             erasure = session.get_one(Erasure, erasure_id)
             erasure.rows = {**erasure.rows, name: erasure.rows.get(name, 0) + count}

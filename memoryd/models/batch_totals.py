@@ -1,9 +1,9 @@
 """The pipeline's totals: the batches kept plus what removed batches left behind.
 
-Retention and erasure remove batch rows; before they do, `fold` adds each row's figures
-to `batch_totals` (one row per status). `batch_figures` reads both, so totals and the
-Prometheus counters built on them only ever grow, while the rows read stay bounded by
-`batch_retention_days`.
+Retention and erasure remove batch rows through `remove`, which adds the figures of the
+rows it deleted to `batch_totals` (one row per status). `batch_figures` reads both, so
+totals and the Prometheus counters built on them only ever grow, while the rows read
+stay bounded by `batch_retention_days`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, delete, func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from memoryd.models.tables import BatchTotal, ExtractionBatch
+from memoryd.models.tables import BatchStatus, BatchTotal, ExtractionBatch
 
 _SUMMED = ("llm_calls", "tokens_in", "tokens_out", "facts_proposed", "facts_accepted")
 
@@ -59,27 +61,47 @@ def _rejections(session: Session, *where: ColumnElement[bool]) -> list[tuple[str
     return [(status, reasons or {}) for status, reasons in session.execute(query)]
 
 
-def fold(session: Session, batch_ids: Sequence[int]) -> None:
-    """Add these batches' figures to the totals, in the transaction that removes them.
-    The totals rows are locked as they are updated, so retention and an erasure
-    folding at once both count."""
+def remove(session: Session, batch_ids: Sequence[int]) -> int:
+    """Delete these batches and add their figures to the totals, in one transaction:
+    the figures are those of the rows this DELETE removed (RETURNING), so two removals
+    racing over the same batches count each once. A batch still running counts as
+    abandoned: it will never finish. Returns the rows removed."""
     if not batch_ids:
-        return
-    chosen = ExtractionBatch.id.in_(list(batch_ids))
-    reasons: dict[str, Counter[str]] = {}
-    for status, found in _rejections(session, chosen):
-        reasons.setdefault(status, Counter()).update(found)
-    for status, batches, sums, last in _grouped(session, chosen):
-        total = session.get(BatchTotal, status, with_for_update=True)
-        if total is None:
-            total = BatchTotal(status=status, batches=0, rejections={}, **dict.fromkeys(_SUMMED, 0))
-            session.add(total)
-        total.batches += batches
-        for name, value in zip(_SUMMED, sums, strict=True):
-            setattr(total, name, getattr(total, name) + int(value or 0))
-        total.rejections = dict(Counter(total.rejections) + reasons.get(status, Counter()))
-        if last is not None and (total.last_finished_at is None or last > total.last_finished_at):
-            total.last_finished_at = last
+        return 0
+    gone = session.execute(
+        delete(ExtractionBatch)
+        .where(ExtractionBatch.id.in_(list(batch_ids)))
+        .returning(
+            ExtractionBatch.status,
+            *(getattr(ExtractionBatch, name) for name in _SUMMED),
+            ExtractionBatch.rejections,
+            ExtractionBatch.finished_at,
+        )
+    ).all()
+    removed: dict[str, BatchFigures] = {}
+    for row in gone:
+        status = BatchStatus.ABANDONED if row.status == BatchStatus.RUNNING else row.status
+        figures = removed.setdefault(status, BatchFigures())
+        figures.add(status, 1, [getattr(row, name) for name in _SUMMED], row.finished_at)
+        figures.rejections.update(row.rejections or {})
+    for status, figures in sorted(removed.items()):
+        _add_to_total(session, status, figures)
+    return len(gone)
+
+
+def _add_to_total(session: Session, status: str, figures: BatchFigures) -> None:
+    """Add to the status's totals row, created if missing, locked while it changes."""
+    zeros = {"status": status, "batches": 0, "rejections": {}, **dict.fromkeys(_SUMMED, 0)}
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    session.execute(insert(BatchTotal).values(**zeros).on_conflict_do_nothing())
+    total = session.get_one(BatchTotal, status, with_for_update=True, populate_existing=True)
+    total.batches += figures.by_status[status]
+    for name in _SUMMED:
+        setattr(total, name, getattr(total, name) + getattr(figures, name))
+    total.rejections = dict(Counter(total.rejections) + figures.rejections)
+    last = figures.last_finished_at
+    if last is not None and (total.last_finished_at is None or last > total.last_finished_at):
+        total.last_finished_at = last
     session.flush()
 
 

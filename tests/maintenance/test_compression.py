@@ -13,6 +13,7 @@ from memoryd.client import MemoryClient
 from memoryd.errors import BatchFailed
 from memoryd.extraction.batch import extract_session
 from memoryd.ingest.sweeper import retry_failed
+from memoryd.maintenance import compression
 from memoryd.maintenance.compression import (
     compress_due_sessions,
     compress_session,
@@ -306,3 +307,20 @@ def test_due_sessions_are_read_through_their_index(settings: Settings, db: Sessi
         plan = " ".join(r[0] for r in db.execute(text(f"EXPLAIN {sql}")))
         assert "ix_sessions_compress_due" in plan, plan
     db.rollback()
+
+
+def test_a_claim_over_a_summary_that_moved_meanwhile_takes_no_lease(
+    settings: Settings, db: Session
+) -> None:
+    """A run that read the session before another one finished (and freed the lease)
+    must not summarise the same turns again."""
+    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    chat(s, 0, 30)
+    with session_scope(s) as session:
+        stale = session.scalars(select(ChatSession)).one()
+        read_upto = stale.summary_upto  # as this run read it: nothing summarised yet
+    assert compress_due_sessions(s)["compressed"] == 1  # another run, to the end
+    with session_scope(s) as session:
+        now = lease_now(session)
+        assert not compression._take_lease(session, s, KEY, 999, read_upto, now)
+        assert compression._take_lease(session, s, KEY, 999, chat_row(db).summary_upto, now)

@@ -10,6 +10,7 @@ from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.extraction.stats import pipeline_stats
 from memoryd.maintenance.cycle import run_cycle
+from memoryd.models import batch_totals
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import (
@@ -144,3 +145,28 @@ def test_the_pipeline_totals_keep_what_purged_batches_recorded(settings: Setting
     assert run_cycle(settings, utcnow() + timedelta(days=91)).batches_purged == 1
     assert counts(settings)["batches"] == 1  # the dead letter's batch stays
     assert totals() == before
+
+
+def test_batches_removed_twice_are_counted_once(settings: Settings) -> None:
+    """Retention and an erasure may both remove the same batches: the totals take the
+    figures of the rows each DELETE removed, so nothing counts twice; a batch still
+    running when it goes counts as abandoned, never as running for good."""
+    client = MemoryClient(settings, dispatch=False)
+    extract_session(settings, say(client, "s1", "I live in Lisbon.", "I prefer green tea."))
+    with session_scope(settings) as session:
+        session.add(
+            ExtractionBatch(
+                agent_id="bot", user_id="ann", session_id="s1", started_at=utcnow(), turn_count=1
+            )
+        )
+    with session_scope(settings, readonly=True) as session:
+        ids = list(session.scalars(select(ExtractionBatch.id)))
+    before = pipeline_stats(settings)
+    assert before["batches"] == {"done": 1, "running": 1}
+    for _ in range(2):
+        with session_scope(settings) as session:
+            batch_totals.remove(session, ids)
+    after = pipeline_stats(settings)
+    assert counts(settings)["batches"] == 0
+    assert after["batches"] == {"done": 1, "abandoned": 1}
+    assert after["facts_accepted"] == before["facts_accepted"] == 2

@@ -39,13 +39,14 @@ def upgrade() -> None:
     op.execute(
         sa.text(
             """
-            UPDATE sessions SET compress_due = (
+            UPDATE sessions SET compress_due = true
+            WHERE (compressed_at IS NULL OR last_activity_at > compressed_at)
+              AND (
                 SELECT coalesce(sum(t.token_count), 0) FROM turns t
                 WHERE t.agent_id = sessions.agent_id AND t.user_id = sessions.user_id
                   AND t.session_id = sessions.session_id
                   AND t.id > coalesce(sessions.summary_upto, 0)
-            ) > :trigger
-            WHERE compressed_at IS NULL OR last_activity_at > compressed_at
+              ) > :trigger
             """
         ).bindparams(trigger=settings.compress_trigger_tokens)
     )
