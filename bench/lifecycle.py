@@ -45,7 +45,7 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 from freezegun import freeze_time
 from sqlalchemy import func, select, update
 
-from bench.common import emit, percentile, print_table, scratch_database
+from bench.common import Analyzer, emit, percentile, print_table, scratch_database
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.maintenance.cycle import run_cycle
@@ -166,14 +166,22 @@ def simulate(settings: Settings, users: int, days: int, share: float, run: Run) 
     start = datetime.now().astimezone() - timedelta(days=days + 1)
     with freeze_time(start, tick=True):
         add_probe(settings, pool)
+    # PostgreSQL: the statistics autovacuum would keep (this machine's server may run
+    # without it): otherwise the planner plans for the empty tables of day one.
+    postgres = settings.resolved_database_url.startswith("postgresql")
+    analyzer = Analyzer(settings.resolved_database_url) if postgres else None
     for day in range(1, days + 1):
         active = random.Random(-day).sample(everyone, max(1, int(users * share)))
         with freeze_time(start + timedelta(days=day), tick=True):
             one_day(client, day, active, pool, run)
             if day % CHECK_EVERY == 0 or day == days:
                 run.counts[day] = row_counts(settings)
+        if analyzer is not None:
+            analyzer.wrote(len(active) * TURNS * 3)  # turns said and memories learnt
         if day % 10 == 0:
             print(f"  day {day}: {run.counts.get(day) or ''}", file=sys.stderr, flush=True)
+    if analyzer is not None:
+        analyzer.close()
 
 
 def erase_under_load(settings: Settings, memories: int, run: Run) -> None:

@@ -273,41 +273,13 @@ def postgres_reachable() -> str | None:
     return None
 
 
-class Analyzer:
-    """ANALYZE the PostgreSQL database whenever autovacuum would: once 50 + 10% of the
-    rows were written since the last time. Deterministic, so timings repeat, and needed
-    where the server runs with autovacuum=off: the planner then keeps the statistics of
-    empty tables and recall's term lookup takes 100x longer."""
-
-    def __init__(self, url: str) -> None:
-        from sqlalchemy import create_engine, text
-
-        self.engine = create_engine(url, isolation_level="AUTOCOMMIT")
-        with self.engine.connect() as conn:
-            self.server_setting = str(conn.execute(text("SHOW autovacuum")).scalar())
-        self.rows = self.changed = 0
-
-    def wrote(self, rows: int) -> None:
-        from sqlalchemy import text
-
-        self.rows += rows
-        self.changed += rows
-        if self.changed >= 50 + 0.1 * self.rows:
-            with self.engine.connect() as conn:
-                conn.execute(text("ANALYZE"))
-            self.changed = 0
-
-    def close(self) -> None:
-        self.engine.dispose()
-
-
 def run_memoryd(
     database: str, local: bool, datasets: list[str], limit: int | None, realmem_users: int | None
 ) -> dict[str, Any]:
     """One configuration in its own process: every dataset through MemoryClient."""
     from contextlib import ExitStack
 
-    from bench.common import scratch_database
+    from bench.common import Analyzer, scratch_database
     from memoryd.client import MemoryClient
     from memoryd.models.db import dispose_engines
     from memoryd.models.keys import Scope
