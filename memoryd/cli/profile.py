@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from memoryd.cli.common import client as _client
+from memoryd.cli.common import print_json as _print
 from memoryd.models.profiles import ProfileType
 from memoryd.models.schemas import Ident
 from memoryd.settings import Settings
@@ -50,16 +52,6 @@ def add_parser(sub: Any) -> None:
 
 def _args(ns: argparse.Namespace) -> ProfileArgs:
     return ProfileArgs(agent_id=ns.agent, user_id=ns.user, type=ns.type)
-
-
-def _client(settings: Settings) -> Any:
-    from memoryd.client import MemoryClient
-
-    return MemoryClient(settings, dispatch=False)
-
-
-def _print(value: Any) -> None:
-    print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 
 
 def cmd_show(settings: Settings, ns: argparse.Namespace) -> int:
