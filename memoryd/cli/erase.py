@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from memoryd.cli.common import client, print_json
 from memoryd.memories.erasure import EraseRequest
 from memoryd.settings import Settings
 
@@ -27,8 +27,6 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_erase(settings: Settings, ns: argparse.Namespace) -> int:
-    from memoryd.client import MemoryClient
-
     args = EraseRequest(agent_id=ns.agent, user_id=ns.user, session_id=ns.session)
     what = f"user {args.user_id!r} of agent {args.agent_id!r}"
     if args.session_id:
@@ -40,7 +38,6 @@ def cmd_erase(settings: Settings, ns: argparse.Namespace) -> int:
         if input(f"Erase {what}? This cannot be undone. Type 'yes': ").strip() != "yes":
             print("nothing erased", file=sys.stderr)
             return 1
-    client = MemoryClient(settings, dispatch=False)
-    erased = client.erase(args.agent_id, args.user_id, args.session_id, actor="cli")
-    print(json.dumps(erased.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    erased = client(settings).erase(args.agent_id, args.user_id, args.session_id, actor="cli")
+    print_json(erased.model_dump(mode="json"))
     return 0

@@ -34,7 +34,6 @@ from memoryd.ingest.heartbeat import kept_alive
 from memoryd.ingest.leases import (
     Claim,
     back_off,
-    clear_back_off,
     end_split,
     finish_turns,
     release_lease,
@@ -222,7 +221,6 @@ def apply_proposal(
     written = _write_memories(session, settings, prepared, proposal, now)
     if finish_turns(session, settings, claim) != len(claim.turns):
         raise LeaseLost(f"batch {claim.batch_id}: its turns are no longer claimed by it")
-    clear_back_off(session, claim.key)
     closed = used_llm and circuit.record_success(session, now)
     _record_done(session, claim, proposal, written.figures(), now)
     return ExtractStats(

@@ -215,8 +215,9 @@ def release_lease(session: Session, claim: Claim) -> bool:
 
 
 def finish_turns(session: Session, settings: Settings, claim: Claim) -> int:
-    """The batch was applied: its turns are done, and the session is marked for
-    compression if it has grown past the trigger. Returns how many turns."""
+    """The batch was applied: its turns are done, the session's back-off is over, and
+    it is marked for compression if it has grown past the trigger. Returns how many
+    turns."""
     res = session.execute(
         update(Turn)
         .where(Turn.batch_id == claim.batch_id, Turn.status == TurnStatus.CLAIMED)
@@ -229,6 +230,8 @@ def finish_turns(session: Session, settings: Settings, claim: Claim) -> int:
         .values(
             pending_count=_less_pending(session, done),
             compress_due=compress_due(settings, func.coalesce(ChatSession.summary_upto, 0)),
+            transient_failures=0,  # a batch went through: no back-off left
+            retry_at=None,
         )
     )
     return done
@@ -307,14 +310,6 @@ def back_off(session: Session, settings: Settings, key: SessionKey, now: datetim
         .values(transient_failures=failures, retry_at=retry_at)
     )
     return retry_at
-
-
-def clear_back_off(session: Session, key: SessionKey) -> None:
-    session.execute(
-        update(ChatSession)
-        .where(*session_pk(key), ChatSession.transient_failures > 0)
-        .values(transient_failures=0, retry_at=None)
-    )
 
 
 def _uncount_pending(session: Session, key: SessionKey, n: int) -> None:

@@ -115,35 +115,24 @@ def _turns_to_summarise(
     session: Session, settings: Settings, chat: ChatSession, key: SessionKey
 ) -> list[Any]:
     """The unsummarised turns but the newest keep_recent_turns, when all of them pass
-    the trigger; otherwise none, and the session's mark is set right."""
+    the trigger; otherwise none, and the session's mark is set right: measured again in
+    the statement (the trigger may have been raised since, and a batch finishing
+    meanwhile is counted), and with only recent turns unmarked until the next batch
+    finishes, unless one already added turns since the read here."""
+    upto = chat.summary_upto or 0
     rows = session.execute(
         select(Turn.id, Turn.role, Turn.content, Turn.token_count)
-        .where(*turns_of(key), Turn.id > (chat.summary_upto or 0))
+        .where(*turns_of(key), Turn.id > upto)
         .order_by(Turn.id)
     ).all()
     older = rows[: max(len(rows) - settings.keep_recent_turns, 0)]
+    if older and sum(r.token_count for r in rows) > settings.compress_trigger_tokens:
+        return list(older)
+    due = compress_due(settings, upto)
     if not older:
-        # Only recent turns: unmarked until the next batch finishes, unless one already
-        # added turns since the read above (then measured again in the statement).
-        later = exists().where(*turns_of(key), Turn.id > (rows[-1].id if rows else 0))
-        upto = chat.summary_upto or 0
-        session.execute(
-            update(ChatSession)
-            .where(*session_pk(key))
-            .values(compress_due=and_(later, compress_due(settings, upto)))
-        )
-        return []
-    if sum(r.token_count for r in rows) <= settings.compress_trigger_tokens:
-        # The trigger was raised since: measured again in the statement, so a batch
-        # finishing meanwhile is counted.
-        upto = chat.summary_upto or 0
-        session.execute(
-            update(ChatSession)
-            .where(*session_pk(key))
-            .values(compress_due=compress_due(settings, upto))
-        )
-        return []
-    return list(older)
+        due = and_(exists().where(*turns_of(key), Turn.id > (rows[-1].id if rows else upto)), due)
+    session.execute(update(ChatSession).where(*session_pk(key)).values(compress_due=due))
+    return []
 
 
 def _take_lease(

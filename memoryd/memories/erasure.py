@@ -169,8 +169,6 @@ def _drain(settings: Settings, erasure_id: int, target: Target, name: str, pick:
     removed = 0
     while True:
         with session_scope(settings) as session:
-            if name == "memories":  # as every writer of the scope's memories does
-                lock_scope(session, Scope(target.agent_id, target.user_id))
             keys = pick(session, target)
             if not keys:
                 return removed
@@ -209,14 +207,17 @@ def _picker(table: Any, key: Any, *order: Any) -> Pick:
 
 def _memories(session: Session, target: Target) -> list[Any]:
     """The next chunk of the scope's memories, locked in id order as recall locks its
-    hits, so the two queue instead of deadlocking."""
+    hits, so the two queue instead of deadlocking; the scope locked first, as every
+    writer of its memories locks it."""
+    lock_scope(session, Scope(target.agent_id, target.user_id))
     query = lock_rows(session, select(Memory.id).where(*_in_scope(Memory, target)))
     return _first(session, query, Memory.id)
 
 
 def _session_memories(session: Session, target: Target) -> list[Any]:
     """Memories learnt from the session: one of their source turns was said in it.
-    Found before its turns go (SESSION_STEPS' order)."""
+    Found before its turns go (SESSION_STEPS' order), the scope locked first."""
+    lock_scope(session, Scope(target.agent_id, target.user_id))
     turn_ids = set(session.scalars(select(Turn.id).where(*_in_scope(Turn, target))))
     if not turn_ids:
         return []
@@ -229,15 +230,6 @@ def _session_memories(session: Session, target: Target) -> list[Any]:
         if turn_ids.intersection(row.source_turn_ids or ())
     ]
     return learnt[:CHUNK]
-
-
-def _usage(session: Session, target: Target) -> list[Any]:
-    """The scope's recalls of its agent's shared memories (its own memories' usage goes
-    with them): a usage row names the user who asked (ix_memory_usage_scope)."""
-    where = [MemoryUsage.agent_id == target.agent_id, MemoryUsage.user_id == target.user_id]
-    if target.session_id is not None:
-        where.append(MemoryUsage.session_id == target.session_id)
-    return _first(session, select(MemoryUsage.id).where(*where), MemoryUsage.id)
 
 
 TABLES: dict[str, tuple[Any, Any]] = {
@@ -254,6 +246,9 @@ _turns = _picker(Turn, Turn.id, Turn.session_id, Turn.id)  # ix_turns_session's 
 _segments = _picker(SessionSegment, SessionSegment.id, SessionSegment.session_id)
 _batches = _picker(ExtractionBatch, ExtractionBatch.id, ExtractionBatch.session_id)
 _profiles = _picker(Profile, Profile.id, Profile.id)
+# The scope's recalls of its agent's shared memories (its own memories' usage goes with
+# them): a usage row names the user who asked (ix_memory_usage_scope's order).
+_usage = _picker(MemoryUsage, MemoryUsage.id, MemoryUsage.id)
 SCOPE_STEPS: Sequence[tuple[str, Pick]] = [
     ("sessions", _sessions),
     ("memories", _memories),

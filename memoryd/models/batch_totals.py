@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, delete, func, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from memoryd.models.db import is_sqlite
 from memoryd.models.tables import BatchStatus, BatchTotal, ExtractionBatch
 
 _SUMMED = ("llm_calls", "tokens_in", "tokens_out", "facts_proposed", "facts_accepted")
@@ -42,23 +42,12 @@ class BatchFigures:
             self.last_finished_at = last
 
 
-def _grouped(
-    session: Session, *where: ColumnElement[bool]
-) -> list[tuple[str, int, list[int], datetime]]:
+def _grouped(session: Session) -> list[tuple[str, int, list[int], datetime]]:
     sums = [func.coalesce(func.sum(getattr(ExtractionBatch, n)), 0) for n in _SUMMED]
-    query = (
-        select(ExtractionBatch.status, func.count(), *sums, func.max(ExtractionBatch.finished_at))
-        .where(*where)
-        .group_by(ExtractionBatch.status)
-    )
+    query = select(
+        ExtractionBatch.status, func.count(), *sums, func.max(ExtractionBatch.finished_at)
+    ).group_by(ExtractionBatch.status)
     return [(row[0], row[1], list(row[2:-1]), row[-1]) for row in session.execute(query)]
-
-
-def _rejections(session: Session, *where: ColumnElement[bool]) -> list[tuple[str, dict[str, int]]]:
-    query = select(ExtractionBatch.status, ExtractionBatch.rejections).where(
-        ExtractionBatch.rejections.is_not(None), *where
-    )
-    return [(status, reasons or {}) for status, reasons in session.execute(query)]
 
 
 def remove(session: Session, batch_ids: Sequence[int]) -> int:
@@ -92,7 +81,7 @@ def remove(session: Session, batch_ids: Sequence[int]) -> int:
 def _add_to_total(session: Session, status: str, figures: BatchFigures) -> None:
     """Add to the status's totals row, created if missing, locked while it changes."""
     zeros = {"status": status, "batches": 0, "rejections": {}, **dict.fromkeys(_SUMMED, 0)}
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    insert = sqlite.insert if is_sqlite(session) else postgresql.insert
     session.execute(insert(BatchTotal).values(**zeros).on_conflict_do_nothing())
     total = session.get_one(BatchTotal, status, with_for_update=True, populate_existing=True)
     total.batches += figures.by_status[status]
@@ -105,13 +94,17 @@ def _add_to_total(session: Session, status: str, figures: BatchFigures) -> None:
     session.flush()
 
 
-def batch_figures(session: Session) -> BatchFigures:
-    """Totals over every batch there ever was: the kept rows plus the folded totals."""
+def batch_figures(session: Session, *, rejections: bool = True) -> BatchFigures:
+    """Totals over every batch there ever was: the kept rows plus the folded totals.
+    Without `rejections`, the kept rows' reasons are not read (/metrics has no use
+    for them)."""
     figures = BatchFigures()
     for status, batches, sums, last in _grouped(session):
         figures.add(status, batches, sums, last)
-    for _status, found in _rejections(session):
-        figures.rejections.update(found)
+    if rejections:
+        kept = select(ExtractionBatch.rejections).where(ExtractionBatch.rejections.is_not(None))
+        for found in session.scalars(kept):
+            figures.rejections.update(found or {})
     for total in session.scalars(select(BatchTotal)):
         sums = [getattr(total, name) for name in _SUMMED]
         figures.add(total.status, total.batches, sums, total.last_finished_at)

@@ -180,7 +180,8 @@ class PipelineFigures(BaseModel):
 
 
 def pipeline_figures(session: Session, now: datetime) -> PipelineFigures:
-    batches = batch_figures(session)  # removed batches included: counters never go back
+    # Removed batches included: counters never go back.
+    batches = batch_figures(session, rejections=False)
 
     oldest = session.scalar(
         select(func.min(Turn.created_at)).where(Turn.status == TurnStatus.PENDING)
