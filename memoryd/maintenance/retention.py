@@ -159,6 +159,8 @@ def purge_deleted(session: Session, settings: Settings, now: datetime, limit: in
     their events and usage: until then a deletion can be undone, after it the text is
     gone. Read through a partial index of deleted memories: the cost follows the rows
     purged, not the store."""
+    if not settings.deleted_retention_days:
+        return 0
     cutoff = now - timedelta(days=settings.deleted_retention_days)
     due = (
         select(Memory.id)

@@ -96,16 +96,25 @@ def test_a_live_sessions_unsummarised_turns_stay(settings: Settings) -> None:
 
 def test_zero_days_keeps_everything(settings: Settings) -> None:
     forever = settings.model_copy(
-        update={"turn_retention_days": 0, "usage_retention_days": 0, "batch_retention_days": 0}
+        update={
+            "turn_retention_days": 0,
+            "usage_retention_days": 0,
+            "batch_retention_days": 0,
+            "deleted_retention_days": 0,
+        }
     )
     client = MemoryClient(forever, dispatch=False)
-    extract_session(forever, say(client, "s1", "I live in Lisbon."))
+    extract_session(forever, say(client, "s1", "I live in Lisbon.", "I prefer green tea."))
     client.recall("Lisbon", "bot", "ann")
+    client.forget("bot", "ann", client.list("bot", "ann")[0].id)
     before = counts(forever)
+    memories = select(func.count()).select_from(Memory)
+    with session_scope(forever, readonly=True) as session:
+        stored = session.scalar(memories)
     run_cycle(forever, utcnow() + timedelta(days=3650))
     assert counts(forever) == before
     with session_scope(forever, readonly=True) as session:
-        assert session.scalar(select(func.count()).select_from(Memory))
+        assert stored and session.scalar(memories) == stored  # the deleted one too
 
 
 def test_old_rows_that_stay_do_not_hold_back_those_behind_them(settings: Settings) -> None:
