@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
-from memoryd.errors import NotFound
+from memoryd.errors import InvalidState, NotFound
 from memoryd.memories.store import lock_rows, record_event, supersede_memory
 from memoryd.memories.weights import INITIAL_WEIGHT, set_weight
 from memoryd.models.db import lock_scope
@@ -24,6 +24,7 @@ from memoryd.models.tables import (
     Memory,
     MemoryStatus,
 )
+from memoryd.models.tallies import memory_tallies
 from memoryd.settings import Settings
 
 
@@ -54,7 +55,23 @@ def open_conflicts(session: Session, limit: int = 50) -> list[Conflict]:
 
 
 def count_open(session: Session) -> int:
-    return int(session.scalar(select(func.count()).select_from(_open_pairs().subquery())) or 0)
+    """Superseded memories less those whose replacement a person reviewed: the whole
+    store's superseded count comes from its tallies, so the cost follows the reviews,
+    not the history. (A superseded memory whose replacement was deleted and purged is
+    counted, though the list, which shows pairs, cannot show it.)"""
+    superseded = sum(
+        t.memories for t in memory_tallies(session) if t.status == MemoryStatus.SUPERSEDED
+    )
+    reviewed = (
+        select(func.count())
+        .select_from(ConflictReview)
+        .join(Memory, Memory.id == ConflictReview.memory_id)
+        .where(
+            Memory.status == MemoryStatus.SUPERSEDED,
+            Memory.superseded_by_id == ConflictReview.superseded_by_id,
+        )
+    )
+    return superseded - int(session.scalar(reviewed) or 0)
 
 
 def _locked_pair(session: Session, old_id: int) -> tuple[Memory, Memory]:
@@ -94,7 +111,7 @@ def resolve(
         return Conflict(old=MemoryOut.from_memory(old), new=MemoryOut.from_memory(new))
     if keep == "old":
         if new.status != MemoryStatus.ACTIVE:
-            raise ValueError(f"memory {new.id} is {new.status}: restore it before choosing")
+            raise InvalidState(f"memory {new.id} is {new.status}: restore it before choosing")
         old.status = MemoryStatus.ACTIVE
         old.superseded_by_id = None
         old.updated_at = now

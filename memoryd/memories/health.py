@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import astuple
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +15,7 @@ from sqlalchemy.orm import Session
 from memoryd.memories.review import EXPIRING_WINDOW
 from memoryd.models.keys import Scope
 from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus, Tier, Turn, TurnStatus
+from memoryd.models.tallies import memory_tallies
 
 
 class MemoryHealth(BaseModel):
@@ -44,14 +47,23 @@ def _grouped(
     session: Session, mem_scope: list[Any]
 ) -> tuple[Counter[str], Counter[str], Counter[str], float]:
     """Memories by status, active ones by tier and by category, and the active ones'
-    summed confidence: one grouped pass."""
-    groups = session.execute(
-        select(
-            Memory.status, Memory.tier, Memory.category, func.count(), func.sum(Memory.confidence)
-        )
-        .where(*mem_scope)
-        .group_by(Memory.status, Memory.tier, Memory.category)
-    ).all()
+    summed confidence: a scope's in one grouped pass through its index, the whole
+    store's from its tallies (a pass over every memory per view cost what is stored)."""
+    groups: Sequence[Any]
+    if mem_scope:
+        groups = session.execute(
+            select(
+                Memory.status,
+                Memory.tier,
+                Memory.category,
+                func.count(),
+                func.sum(Memory.confidence),
+            )
+            .where(*mem_scope)
+            .group_by(Memory.status, Memory.tier, Memory.category)
+        ).all()
+    else:
+        groups = [astuple(t) for t in memory_tallies(session)]
     by_status: Counter[str] = Counter()
     by_tier: Counter[str] = Counter()
     by_category: Counter[str] = Counter()
@@ -102,7 +114,16 @@ def memory_health(session: Session, now: datetime, scope: Scope | None = None) -
         failed_turns=count_turns(session, TurnStatus.FAILED, *turn_scope),
         pending_turns=count_turns(session, TurnStatus.PENDING, *turn_scope)
         + count_turns(session, TurnStatus.CLAIMED, *turn_scope),
-        last_batch_at=session.scalar(
-            select(func.max(ExtractionBatch.finished_at)).where(*batch_scope)
-        ),
+        last_batch_at=_last_batch_at(session, batch_scope),
+    )
+
+
+def _last_batch_at(session: Session, batch_scope: list[Any]) -> datetime | None:
+    """When the newest finished batch finished, read backwards from the newest batch (a
+    scope's through its index): batches finish about in the order they start."""
+    return session.scalar(
+        select(ExtractionBatch.finished_at)
+        .where(*batch_scope, ExtractionBatch.finished_at.is_not(None))
+        .order_by(ExtractionBatch.id.desc())
+        .limit(1)
     )

@@ -1,11 +1,12 @@
-"""Tables of the data lifecycle: the audit trail of erasures, the totals of removed batches."""
+"""Tables of the data lifecycle and of the figures that outlive rows: the audit trail of
+erasures, the totals of removed batches, the tallies of memories."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Index, String, text
+from sqlalchemy import BigInteger, Float, Index, String, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memoryd.models.base import Base, BigId
@@ -58,3 +59,19 @@ class BatchTotal(Base):
     facts_accepted: Mapped[int] = mapped_column(BigInteger, default=0)
     rejections: Mapped[dict[str, Any]]  # reason -> facts
     last_finished_at: Mapped[datetime | None]
+
+
+class MemoryTally(Base):
+    """A change to how many memories there are of a status, tier and category, and to
+    their summed confidence: written by triggers on every insert, delete and change of
+    those columns (memoryd/models/tallies.py), folded by the maintenance cycle into one
+    row per key. The whole store's figures sum these rows, never the memories."""
+
+    __tablename__ = "memory_tallies"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    status: Mapped[str] = mapped_column(String(12))
+    tier: Mapped[str] = mapped_column(String(10))
+    category: Mapped[str] = mapped_column(String(20))
+    memories: Mapped[int] = mapped_column(BigInteger)
+    confidence: Mapped[float] = mapped_column(Float)

@@ -60,6 +60,7 @@ __all__ = [
     "Memory",
     "MemoryEvent",
     "MemoryStatus",
+    "MemoryTally",
     "MemoryUsage",
     "PageSession",
     "Profile",
@@ -327,7 +328,7 @@ class Circuit(Base):
 # Every table, wherever it is defined, is reachable from here (and registered on Base's
 # metadata, which Alembic compares with the migrations).
 from memoryd.models.conversation_tables import ChatSession, SessionSegment, Turn  # noqa: E402
-from memoryd.models.lifecycle_tables import BatchTotal, Erasure  # noqa: E402
+from memoryd.models.lifecycle_tables import BatchTotal, Erasure, MemoryTally  # noqa: E402
 from memoryd.models.profile_tables import Profile, ProfileEvent  # noqa: E402
 from memoryd.models.server_tables import (  # noqa: E402
     AgentConfig,

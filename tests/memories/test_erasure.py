@@ -25,12 +25,22 @@ from memoryd.models.tables import SHARED_USER, Base, Erasure, Memory
 from memoryd.settings import Settings
 from tests.conftest import with_llm
 from tests.fakellm import FakeLLM, bad_request
+from tests.models.test_tallies import assert_tallies_match
 
 AGENT = "bot"
 # Tables whose rows hold nothing of a scope, by design: the operator's keys and
 # per-agent settings, the circuit, the audit trail itself and the pipeline's totals
 # (figures only; both checked apart).
-NOT_SCOPED = {"api_keys", "agent_settings", "circuits", "erasures", "batch_totals"}
+# Whole-deployment tables: no scope's ids or text, figures only (memory_tallies is
+# checked against the memories left instead).
+NOT_SCOPED = {
+    "api_keys",
+    "agent_settings",
+    "circuits",
+    "erasures",
+    "batch_totals",
+    "memory_tallies",
+}
 
 
 def totals(settings: Settings) -> dict[str, object]:
@@ -141,6 +151,8 @@ def test_erasing_a_scope_leaves_nothing_of_it_and_everything_else(
 
     after = rows(settings)
     assert totals(settings) == pipeline  # the erased batches' figures are still counted
+    with session_scope(settings, readonly=True) as session:
+        assert_tallies_match(session)  # the whole store's figures lost the erased memories
     assert holding(after, words[erased]) == {}
     for table, table_rows in before.items():
         if table in NOT_SCOPED:
