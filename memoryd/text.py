@@ -31,13 +31,15 @@ def trigrams(text: str) -> set[str]:
     return {norm[i : i + 3] for i in range(len(norm) - 2)}
 
 
+def words(text: str) -> list[str]:
+    """The text's words (runs of letters and digits), width- and case-folded."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
 def word_trigrams(text: str) -> set[str]:
     """Trigrams of each word padded as pg_trgm pads them ("  c", " co", …, "ee "), so
     the Python and PostgreSQL similarities agree on what a match is."""
-    grams: set[str] = set()
-    for word in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
-        grams |= _padded_trigrams(word)
-    return grams
+    return set().union(*map(_padded_trigrams, words(text)))
 
 
 @lru_cache(maxsize=65536)
@@ -125,7 +127,7 @@ def search_tokens(text: str) -> list[str]:
         if word not in STOP_WORDS:
             tokens.append(stem(word[:MAX_TERM_CHARS]))
 
-    for word in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
+    for word in words(text):
         last = 0
         for run in _UNSEGMENTED.finditer(word):
             if run.start() > last:
@@ -154,8 +156,7 @@ def query_tokens(query: str) -> list[str]:
 def content_words(text: str) -> str:
     """The text without stop words, for character-trigram similarity: "what does she
     drink" compares as "drink", so a question's grammar does not dilute the match."""
-    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
-    return " ".join(w for w in words if w not in STOP_WORDS)
+    return " ".join(w for w in words(text) if w not in STOP_WORDS)
 
 
 # ------------------------------------------------------------------------------ secrets
