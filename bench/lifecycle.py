@@ -79,6 +79,8 @@ class Run:
     cycle_ms: dict[int, float] = field(default_factory=dict)
     recall_ms: dict[int, list[float]] = field(default_factory=dict)
     probe_ms: dict[int, list[float]] = field(default_factory=dict)
+    held: dict[int, list[int]] = field(default_factory=dict)  # the user's active memories
+    hits: dict[int, list[int]] = field(default_factory=dict)  # what each recall returned
     erase_s: float = 0.0
     erased_rows: int = 0
     others_before_ms: list[float] = field(default_factory=list)
@@ -111,8 +113,10 @@ def one_day(client: MemoryClient, day: int, users: list[str], pool: list[str], r
         key = say(client, user, f"d{day}", lines)
         extract_session(client.settings, key)
         started = time.perf_counter()
-        client.recall(lines[0][:200], AGENT, user, k=10, session_id=key.session_id)
+        hits = client.recall(lines[0][:200], AGENT, user, k=10, session_id=key.session_id)
         run.recall_ms.setdefault(day, []).append((time.perf_counter() - started) * 1000)
+        run.hits.setdefault(day, []).append(len(hits))
+        run.held.setdefault(day, []).append(client.health(AGENT, user).active)
         if rng.random() < 0.05 and (mine := client.list(AGENT, user, limit=1)):
             client.forget(AGENT, user, mine[0].id)
     for fact in rng.sample(probe_facts(pool), 10):
@@ -230,47 +234,49 @@ def database(kind: str, folder: Path) -> Iterator[str]:
         yield url
 
 
+def mean_of(per_day: dict[int, list[int]], days: list[int]) -> float:
+    values = [v for d in days for v in per_day.get(d, [])]
+    return sum(values) / max(len(values), 1)
+
+
+def p95_of(per_day: dict[int, list[float]], days: list[int]) -> float:
+    return percentile([ms for d in days for ms in per_day[d]], 95)
+
+
+Row = tuple[str, float, str, float | None]
+
+
+def week_pair(
+    measure: str, unit: str, weeks: tuple[str, str], early: float, late: float
+) -> list[Row]:
+    """The baseline week's figure and the last week's, against it."""
+    return [
+        (f"{measure}, days {weeks[0]} (baseline)", early, unit, 1.0),
+        (f"{measure}, days {weeks[1]}", late, unit, late / early if early else None),
+    ]
+
+
 def report(kind: str, run: Run, days: int) -> dict[str, float | None]:
     first = min(CHECK_EVERY, days)
     early = [d for d in run.cycle_ms if first - WEEK < d <= first]
     late = [d for d in run.cycle_ms if d > days - WEEK]
-    cycle_early = sum(run.cycle_ms[d] for d in early) / len(early)
-    cycle_late = sum(run.cycle_ms[d] for d in late) / len(late)
-    recall_early = percentile([ms for d in early for ms in run.recall_ms[d]], 95)
-    recall_late = percentile([ms for d in late for ms in run.recall_ms[d]], 95)
-    probe_early = percentile([ms for d in early for ms in run.probe_ms[d]], 95)
-    probe_late = percentile([ms for d in late for ms in run.probe_ms[d]], 95)
+    weeks = (f"{first - WEEK + 1}-{first}", f"{days - WEEK + 1}-{days}")
+    cycle_early, cycle_late = (sum(run.cycle_ms[d] for d in w) / len(w) for w in (early, late))
+    recall_early, recall_late = (p95_of(run.recall_ms, w) for w in (early, late))
+    probe_early, probe_late = (p95_of(run.probe_ms, w) for w in (early, late))
+    held_early, held_late = (mean_of(run.held, w) for w in (early, late))
+    hits_early, hits_late = (mean_of(run.hits, w) for w in (early, late))
     others = percentile(run.others_before_ms or [0.0], 50)
-    rows: list[tuple[str, float, str, float | None]] = [
-        (f"maintenance cycle, days {first - WEEK + 1}-{first} (baseline)", cycle_early, "ms", 1.0),
-        (
-            f"maintenance cycle, days {days - WEEK + 1}-{days}",
-            cycle_late,
-            "ms",
-            cycle_late / cycle_early,
-        ),
-        (f"probe recall p95, days {first - WEEK + 1}-{first} (baseline)", probe_early, "ms", 1.0),
-        (
-            f"probe recall p95, days {days - WEEK + 1}-{days}",
-            probe_late,
-            "ms",
-            probe_late / probe_early,
-        ),
-        (f"users' recall p95, days {first - WEEK + 1}-{first} (baseline)", recall_early, "ms", 1.0),
-        (
-            f"users' recall p95, days {days - WEEK + 1}-{days}",
-            recall_late,
-            "ms",
-            recall_late / recall_early,
-        ),
+    during = max(run.others_during_ms or [0.0])
+    rows: list[Row] = [
+        *week_pair("maintenance cycle", "ms", weeks, cycle_early, cycle_late),
+        *week_pair("probe recall p95", "ms", weeks, probe_early, probe_late),
+        *week_pair("users' recall p95", "ms", weeks, recall_early, recall_late),
+        *week_pair("users' memories held", "", weeks, held_early, held_late),
+        *week_pair("hits per users' recall", "", weeks, hits_early, hits_late),
         ("erase a user with its memories", run.erase_s, "s", None),
         ("others' extraction p50 before (baseline)", others, "ms", 1.0),
-        (
-            "others' extraction max while erasing",
-            max(run.others_during_ms or [0.0]),
-            "ms",
-            max(run.others_during_ms or [0.0]) / others if others else None,
-        ),
+        ("others' extraction max while erasing", during, "ms", during / others if others else None),
     ]
     print_table(f"{kind}: retention over {days} days", rows)
     print(f"\n{'table':<22}" + "".join(f"{'day ' + str(d):>12}" for d in sorted(run.counts)))
@@ -281,9 +287,10 @@ def report(kind: str, run: Run, days: int) -> dict[str, float | None]:
         f"{kind}_cycle_ratio": cycle_late / cycle_early,
         f"{kind}_probe_recall_p95_ratio": probe_late / probe_early,
         f"{kind}_users_recall_p95_ratio": recall_late / recall_early,
+        f"{kind}_users_memories_ratio": held_late / held_early,
         f"{kind}_erase_s": run.erase_s,
         f"{kind}_erased_rows": float(run.erased_rows),
-        f"{kind}_others_max_while_erasing_ms": max(run.others_during_ms or [0.0]),
+        f"{kind}_others_max_while_erasing_ms": during,
         **{
             f"{kind}_{table}_growth_last_30_days": run.counts[last][table]
             / max(run.counts[previous][table], 1)
