@@ -117,5 +117,11 @@ class NotFound(MemorydError):
     """No such memory in this scope."""
 
 
+class InvalidState(MemorydError, ValueError):
+    """The memory's state does not allow this change (restoring a superseded memory,
+    choosing a side of a conflict whose side was deleted): the request was well formed,
+    the answer is 409. A ValueError too, for callers that caught one before."""
+
+
 class ConfigError(MemorydError):
     """A setting that names something unusable (a model that is not installed, say)."""

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from memoryd.errors import NotFound
+from memoryd.errors import InvalidState, NotFound
 from memoryd.memories import edits
 from memoryd.memories.store import lock_rows, promote_memory, record_event
 from memoryd.models.db import lock_scope
@@ -51,7 +51,7 @@ def approve(session: Session, settings: Settings, memory_id: int, now: datetime)
     lock_scope(session, _scope_of(session, memory_id))
     memory = session.scalars(lock_rows(session, select(Memory).where(Memory.id == memory_id))).one()
     if memory.status != MemoryStatus.ACTIVE:
-        raise ValueError(f"memory {memory_id} is {memory.status}; restore it first")
+        raise InvalidState(f"memory {memory_id} is {memory.status}; restore it first")
     memory.confidence = max(memory.confidence, settings.long_term_confidence)
     if memory.tier == Tier.SHORT:
         promote_memory(session, settings, memory, now, actor=Actor.API, reason="approved")

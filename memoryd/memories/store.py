@@ -9,7 +9,7 @@ from sqlalchemy import Select, and_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from memoryd.errors import SharedScopeError
+from memoryd.errors import InvalidState, SharedScopeError
 from memoryd.memories.subjects import key_for
 from memoryd.memories.weights import (
     INITIAL_WEIGHT,
@@ -294,7 +294,7 @@ def restore_memory(
     if memory.status == MemoryStatus.ACTIVE:
         return
     if memory.status == MemoryStatus.SUPERSEDED:
-        raise ValueError(
+        raise InvalidState(
             f"memory {memory.id} was superseded by {memory.superseded_by_id}; "
             "restore or edit that one instead"
         )

@@ -18,6 +18,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memoryd.errors import (
+    InvalidState,
     MemoryRejected,
     NotFound,
     ProfileRejected,
@@ -161,9 +162,9 @@ def _handlers() -> dict[type[Exception], Handler]:
         TurnRejected: _plain(422, "invalid-request"),
         SharedScopeError: _plain(403, "forbidden"),
         NotFound: _plain(404, "not-found"),
-        # The store raises ValueError for a change the memory's state does not allow
-        # (restoring a superseded memory): the request was well formed.
-        ValueError: _plain(409, "conflict"),
+        # A change the memory's state does not allow; any other error is a bug (500,
+        # logged), never dressed up as a conflict.
+        InvalidState: _plain(409, "conflict"),
         OperationalError: _database_down,
         StarletteHTTPException: _http,
         Exception: _unexpected,

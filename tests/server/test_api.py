@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
-from memoryd.models.tables import Turn, TurnStatus
+from memoryd.models.tables import Memory, Turn, TurnStatus
 from memoryd.server.app import create_app
 from memoryd.settings import Settings
 from tests.factories import add_turns, count_turns, turn_item
@@ -207,6 +207,35 @@ def test_memories_are_created_read_edited_deleted_restored_with_history(
     assert_problem(bob, 404)
     assert_problem(api.patch(base, json={"colour": "red"}, headers=auth), 422, "colour")
     assert_problem(api.get("/v1/memories/bot/ann/0", headers=auth), 422, "memory_id")
+
+
+def test_a_change_the_memorys_state_refuses_is_409_and_a_bug_is_500(
+    api: TestClient,
+    keys: Keys,
+    api_settings: Settings,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    auth = bearer(keys.ann)
+    old = api.post("/v1/memories/bot/ann", json={"content": "Lives in Lisbon"}, headers=auth)
+    new = api.post("/v1/memories/bot/ann", json={"content": "Lives in Porto"}, headers=auth)
+    with session_scope(api_settings) as session:
+        session.execute(
+            update(Memory)
+            .where(Memory.id == old.json()["id"])
+            .values(status="superseded", superseded_by_id=new.json()["id"])
+        )
+    restored = api.post(f"/v1/memories/bot/ann/{old.json()['id']}/restore", headers=auth)
+    body = assert_problem(restored, 409)
+    assert f"superseded by {new.json()['id']}" in body["detail"]
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise ValueError("a bug, not a conflict")
+
+    monkeypatch.setattr(MemoryClient, "restore", broken)
+    answer = api.post(f"/v1/memories/bot/ann/{new.json()['id']}/restore", headers=auth)
+    assert "a bug" not in assert_problem(answer, 500)["detail"]
+    assert any("unexpected error on POST" in r.getMessage() for r in caplog.records)
 
 
 def test_recall_and_context_read_the_scope(api: TestClient, keys: Keys) -> None:
