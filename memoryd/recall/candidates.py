@@ -17,7 +17,8 @@ from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Memory, MemoryStatus
-from memoryd.recall.embeddings import Vectors, embed_query
+from memoryd.recall.embedders import Vectors
+from memoryd.recall.embeddings import embed_query
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.search import bm25_ranked, reused_stats
 from memoryd.settings import Settings

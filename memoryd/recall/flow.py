@@ -18,7 +18,7 @@ from memoryd.models.keys import Scope, SessionKey
 from memoryd.recall import embeddings, inject
 from memoryd.recall.context import dated
 from memoryd.recall.context import render as render_context
-from memoryd.recall.embeddings import Vectors
+from memoryd.recall.embedders import Vectors
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.usage import log_retrieval
 from memoryd.settings import Settings

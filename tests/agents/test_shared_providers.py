@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from memoryd.agents import config
 from memoryd.extraction.extractors import LLMExtractor, get_extractor
 from memoryd.models.keys import Scope
-from memoryd.recall import backfill, embeddings
+from memoryd.recall import backfill, embedders, embeddings
 from memoryd.settings import Settings
 from tests.agents.test_config import set_agent
 from tests.conftest import with_llm
@@ -41,7 +41,7 @@ def test_agents_with_overrides_load_the_local_model_once(
             super().__init__(path, *args, **kwargs)
 
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", Counted)
-    embeddings._providers.clear()  # another test may have loaded it already
+    embedders._providers.clear()  # another test may have loaded it already
     local = settings.model_copy(update=LOCAL)
     for agent in AGENTS:
         make_memory(db, local, f"Prefers green tea, says {agent}", agent_id=agent)

