@@ -45,7 +45,8 @@ from memoryd.llm import circuit
 from memoryd.memories.profile_updates import apply_updates
 from memoryd.memories.profiles import ensure_profiles
 from memoryd.memories.reconcile import ReconcileCounts, reconcile_facts
-from memoryd.models.db import lease_now, lock_scope, session_scope, utcnow
+from memoryd.models.coordination import database_time, lock_scope
+from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import BatchStatus, ExtractionBatch, FailureKind
 from memoryd.settings import Settings
@@ -343,9 +344,9 @@ def fail_batch(
     if dead:
         end_split(session, claim.key)
     if transient:
-        back_off(session, settings, claim.key, lease_now(session))
+        back_off(session, settings, claim.key, database_time(session))
         if llm_down:
-            circuit.record_failure(session, settings, lease_now(session))
+            circuit.record_failure(session, settings, database_time(session))
     session.execute(
         update(ExtractionBatch)
         .where(ExtractionBatch.id == claim.batch_id)

@@ -29,7 +29,8 @@ from memoryd.ingest.leases import Claim, claim_batch
 from memoryd.llm import circuit
 from memoryd.memories.profiles import get_profile
 from memoryd.memories.subjects import scope_keys
-from memoryd.models.db import lease_now, session_scope
+from memoryd.models.coordination import database_time
+from memoryd.models.db import session_scope
 from memoryd.models.keys import SessionKey
 from memoryd.models.profiles import ProfileType
 from memoryd.models.tables import ExtractionBatch
@@ -67,7 +68,7 @@ def claim(settings: Settings, key: SessionKey, extractor: Extractor) -> Prepared
     """Claim the next batch of the session and read its turns and documents, in one
     transaction."""
     with session_scope(settings) as session:
-        now = lease_now(session)
+        now = database_time(session)
         state = circuit.read(session) if extractor.uses_llm else None
         if state is not None and state.is_open(now, settings):
             return Refusal(circuit_open=True)

@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 
 from memoryd.errors import TurnRejected, field_errors
 from memoryd.ingest import rows as rows_sql
-from memoryd.models.db import database_now, rowcount, write_connection
+from memoryd.models.coordination import database_now
+from memoryd.models.db import rowcount, write_connection
 from memoryd.models.keys import SessionKey, session_pk
 from memoryd.models.schemas import IngestResult, TurnIn
 from memoryd.models.tables import (

@@ -18,7 +18,8 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from memoryd.errors import error_text
-from memoryd.models.db import lease_now, session_scope
+from memoryd.models.coordination import database_time
+from memoryd.models.db import session_scope
 from memoryd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ class Heartbeat:
         while not self._stop.wait(interval):
             try:
                 with session_scope(self.settings) as session:
-                    if not self.renew(session, lease_now(session)):
+                    if not self.renew(session, database_time(session)):
                         self.lost = True
                         log.warning("%s: lease lost while working", self._thread.name)
                         return

@@ -18,7 +18,8 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.ingest.leases import lock_session, recover_stranded
 from memoryd.llm import circuit
-from memoryd.models.db import is_sqlite, lease_now, rowcount, session_scope
+from memoryd.models.coordination import database_time
+from memoryd.models.db import is_sqlite, rowcount, session_scope
 from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
 from memoryd.models.tables import ChatSession, Turn, TurnStatus
 from memoryd.settings import Settings
@@ -42,19 +43,19 @@ def run_sweep(settings: Settings, now: datetime | None = None, limit: int = 1000
     defaults to the database's clock, the one leases are written with."""
     result = SweepResult()
     with session_scope(settings) as session:
-        keys = stranded_sessions(session, now or lease_now(session), limit)
+        keys = stranded_sessions(session, now or database_time(session), limit)
     for key in keys:  # one short transaction each: a sweep never holds many row locks
         try:
             with session_scope(settings) as session:
                 chat = lock_session(session, key)
                 if chat is not None:
                     result.returned_turns += recover_stranded(
-                        session, settings, chat, now or lease_now(session)
+                        session, settings, chat, now or database_time(session)
                     )
         except OperationalError as exc:  # e.g. its row locked past lock_timeout
             log.warning("sweep skipped %s this time: %s", key, str(exc).splitlines()[0])
     with session_scope(settings) as session:
-        now = now or lease_now(session)
+        now = now or database_time(session)
         state = circuit.read(session) if settings.llm_configured else None
         if state is not None and state.is_open(now, settings):
             result.circuit_open = True

@@ -24,7 +24,8 @@ from memoryd.ingest.heartbeat import kept_alive
 from memoryd.ingest.leases import compress_due
 from memoryd.llm import circuit
 from memoryd.maintenance.summarizers import Summarizer, Summary, get_summarizer
-from memoryd.models.db import lease_now, rowcount, session_scope, utcnow
+from memoryd.models.coordination import database_time
+from memoryd.models.db import rowcount, session_scope, utcnow
 from memoryd.models.keys import SessionKey, session_pk, turns_of
 from memoryd.models.tables import (
     BatchStatus,
@@ -296,7 +297,7 @@ def _fail(
         _abandon(session, work, now)
         return
     if kind == FailureKind.TRANSIENT and used_llm:
-        circuit.record_failure(session, settings, lease_now(session))
+        circuit.record_failure(session, settings, database_time(session))
     session.execute(
         update(ExtractionBatch)
         .where(ExtractionBatch.id == work.batch_id)
@@ -322,7 +323,7 @@ def compress_session(
     on a bug, after recording it and freeing the lease."""
     summarizer = summarizer or get_summarizer(settings)
     with session_scope(settings) as session:
-        now = lease_now(session)
+        now = database_time(session)
         if summarizer.uses_llm and circuit.read(session).is_open(now, settings):
             return False  # the LLM is down: the next run tries again
         work = claim_compression(session, settings, key, now)
@@ -361,7 +362,7 @@ def compress_due_sessions(settings: Settings) -> dict[str, int]:
     """Compress every due session. A session that fails does not stop the others; the
     run raises at the end if any failed on a bug, so the task shows FAILURE."""
     with session_scope(settings) as session:
-        due = sessions_to_compress(session, settings, lease_now(session))
+        due = sessions_to_compress(session, settings, database_time(session))
     done = bugs = 0
     for key in due:
         try:

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, aliased
 from memoryd.errors import InvalidState, NotFound
 from memoryd.memories.store import lock_rows, record_event, supersede_memory
 from memoryd.memories.weights import INITIAL_WEIGHT, set_weight
-from memoryd.models.db import lock_scope
+from memoryd.models.coordination import lock_scope
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import (

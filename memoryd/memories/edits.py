@@ -25,7 +25,7 @@ from memoryd.memories.store import (
     restore_memory,
     set_content,
 )
-from memoryd.models.db import lock_scope
+from memoryd.models.coordination import lock_scope
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.schemas import EventOut, MemoryOut

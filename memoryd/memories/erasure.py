@@ -31,7 +31,8 @@ from sqlalchemy.orm import Session
 from memoryd.errors import error_text
 from memoryd.memories.store import lock_rows
 from memoryd.models import batch_totals
-from memoryd.models.db import lock_scope, rowcount, session_scope, utcnow
+from memoryd.models.coordination import lock_scope
+from memoryd.models.db import rowcount, session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Ident
 from memoryd.models.tables import (

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from memoryd.memories.checks import MemoryContent
 from memoryd.memories.store import create_memory, find_by_hash
 from memoryd.models.checks import check_json, check_text
-from memoryd.models.db import lock_scope
+from memoryd.models.coordination import lock_scope
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.schemas import Ident

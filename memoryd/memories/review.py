@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from memoryd.errors import InvalidState, NotFound
 from memoryd.memories import edits
 from memoryd.memories.store import lock_rows, promote_memory, record_event
-from memoryd.models.db import lock_scope
+from memoryd.models.coordination import lock_scope
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus, Tier

@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 from memoryd.errors import ProfileRejected, field_errors
 from memoryd.memories.importing import ImportRecord, KnownMemories, import_memory
 from memoryd.memories.profiles import commit_change, ensure_profiles, load, to_out, validated
-from memoryd.models.db import lock_scope, session_scope
+from memoryd.models.coordination import lock_scope
+from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.profiles import ItemMeta, ProfileStatus, ProfileType
 from memoryd.models.schemas import EventOut, Ident, MemoryOut

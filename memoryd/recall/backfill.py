@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql import ColumnElement
 
 from memoryd.errors import ConfigError, LLMEndpointError, LLMTransientError
-from memoryd.models.db import LOCK_CLASS_EMBEDDING, session_scope, single_flight
+from memoryd.models.coordination import LOCK_CLASS_EMBEDDING, single_flight
+from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embedders import MAX_INPUT_CHARS, Vectors, embedder, to_bytes

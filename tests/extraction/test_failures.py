@@ -18,7 +18,8 @@ from memoryd.extraction.batch import extract_session
 from memoryd.extraction.extractors import TRUNCATED
 from memoryd.ingest.sweeper import retry_failed, run_sweep
 from memoryd.llm import circuit
-from memoryd.models.db import lease_now, session_scope, utcnow
+from memoryd.models.coordination import database_time
+from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import (
     BatchStatus,
@@ -71,13 +72,13 @@ def batches(db: Session) -> list[ExtractionBatch]:
 def stop_backing_off(settings: Settings) -> None:
     """Let the back-off time pass (on the database's clock)."""
     with session_scope(settings) as session:
-        session.execute(update(ChatSession).values(retry_at=lease_now(session)))
+        session.execute(update(ChatSession).values(retry_at=database_time(session)))
 
 
 def close_in_time(settings: Settings) -> None:
     """Let the circuit's open period pass."""
     with session_scope(settings) as session:
-        past = lease_now(session) - timedelta(seconds=1)
+        past = database_time(session) - timedelta(seconds=1)
         session.execute(update(Circuit).values(open_until=past))
 
 
@@ -143,7 +144,7 @@ def test_an_outage_backs_off_and_never_dead_letters(
         with session_scope(s, readonly=True) as session:
             chat = session.scalars(select(ChatSession)).one()
             assert chat.transient_failures == round_ + 1
-            assert chat.retry_at is not None and chat.retry_at > lease_now(session)
+            assert chat.retry_at is not None and chat.retry_at > database_time(session)
         stop_backing_off(s)
         close_in_time(s)
     assert {b.error_kind for b in batches(db)} == {FailureKind.TRANSIENT}
@@ -171,7 +172,7 @@ def test_the_circuit_opens_on_an_outage_and_one_probe_closes_it(
     close_in_time(s)
     assert len(run_sweep(s).due) == 1  # the sweeper triggers a single probe
     with session_scope(s) as session:
-        now = lease_now(session)
+        now = database_time(session)
         state = circuit.read(session)
         assert state.is_half_open(now, s)
         assert circuit.take_probe(session, s, state, now)
@@ -199,7 +200,7 @@ def test_a_failed_probe_opens_the_circuit_for_longer(settings: Settings, fake_ll
     second = circuit_state(s)
     assert second.failures == 2 and first.open_until and second.open_until
     with session_scope(s, readonly=True) as session:
-        now = lease_now(session)
+        now = database_time(session)
     opened_for = (second.open_until - now).total_seconds()
     assert s.circuit_open_seconds * 1.5 < opened_for <= s.circuit_open_seconds * 2
 

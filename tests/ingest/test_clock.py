@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.errors import TurnRejected
 from memoryd.extraction.batch import extract_session
-from memoryd.models.db import database_now
+from memoryd.models.coordination import database_now
 from memoryd.models.keys import SessionKey
 from memoryd.settings import Settings
 from tests.factories import count_turns, turn_item

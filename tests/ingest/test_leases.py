@@ -19,7 +19,8 @@ from memoryd.extraction.extractors import MemoryView, OfflineExtractor, Proposal
 from memoryd.ingest.buffer import end_session
 from memoryd.ingest.leases import Claim, claim_batch, finish_turns, release_lease
 from memoryd.ingest.sweeper import run_sweep
-from memoryd.models.db import lease_now, session_scope, utcnow
+from memoryd.models.coordination import database_time
+from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey, session_pk
 from memoryd.models.tables import BatchStatus, ChatSession, ExtractionBatch, Memory, Turn
 from memoryd.settings import Settings
@@ -30,7 +31,7 @@ KEY = SessionKey("bot", "ann", "s1")
 
 def claim(settings: Settings, key: SessionKey = KEY, later: float = 0.0) -> Claim | None:
     with session_scope(settings) as session:
-        now = lease_now(session) + timedelta(seconds=later)
+        now = database_time(session) + timedelta(seconds=later)
         return claim_batch(session, settings, key, now)
 
 
@@ -43,7 +44,7 @@ def end(settings: Settings, key: SessionKey = KEY) -> None:
 def expire_lease(settings: Settings, key: SessionKey = KEY) -> None:
     """What a dead or hung worker leaves behind: a lease whose time has run out."""
     with session_scope(settings) as session:
-        past = lease_now(session) - timedelta(seconds=1)
+        past = database_time(session) - timedelta(seconds=1)
         session.execute(update(ChatSession).where(*session_pk(key)).values(lease_until=past))
 
 

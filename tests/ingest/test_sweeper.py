@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 from memoryd.ingest.buffer import end_session
 from memoryd.ingest.leases import claim_batch
 from memoryd.ingest.sweeper import retry_failed, run_sweep, sessions_due
-from memoryd.models.db import lease_now, session_scope, utcnow
+from memoryd.models.coordination import database_time
+from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey, session_pk
 from memoryd.models.tables import BatchStatus, ChatSession, ExtractionBatch, Turn, TurnStatus
 from memoryd.settings import Settings
@@ -25,11 +26,11 @@ def test_sweep_returns_the_turns_of_a_dead_worker(settings: Settings, db: Sessio
     with session_scope(settings) as session:
         end_session(session, KEY, utcnow())
     with session_scope(settings) as session:
-        claim = claim_batch(session, settings, KEY, lease_now(session))
+        claim = claim_batch(session, settings, KEY, database_time(session))
     assert claim is not None
     assert run_sweep(settings).returned_turns == 0  # the lease is live: hands off
     with session_scope(settings) as session:
-        now = lease_now(session)
+        now = database_time(session)
     after = now + timedelta(seconds=settings.lease_seconds + 1)
     result = run_sweep(settings, now=after)
     assert result.returned_turns == 3

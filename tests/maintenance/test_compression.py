@@ -20,7 +20,8 @@ from memoryd.maintenance.compression import (
     compression_candidates,
 )
 from memoryd.maintenance.summarizers import Summary, get_summarizer
-from memoryd.models.db import lease_now, session_scope, utcnow
+from memoryd.models.coordination import database_time
+from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey, session_pk
 from memoryd.models.tables import ChatSession, ExtractionBatch, FailureKind, SessionSegment
 from memoryd.settings import Settings
@@ -196,7 +197,7 @@ class OvertakenSummarizer:
         if not self.overtaken:
             self.overtaken = True
             with session_scope(self.settings) as session:
-                past = lease_now(session) - timedelta(seconds=1)
+                past = database_time(session) - timedelta(seconds=1)
                 session.execute(
                     update(ChatSession).where(*session_pk(KEY)).values(compress_lease_until=past)
                 )
@@ -321,6 +322,6 @@ def test_a_claim_over_a_summary_that_moved_meanwhile_takes_no_lease(
         read_upto = stale.summary_upto  # as this run read it: nothing summarised yet
     assert compress_due_sessions(s)["compressed"] == 1  # another run, to the end
     with session_scope(s) as session:
-        now = lease_now(session)
+        now = database_time(session)
         assert not compression._take_lease(session, s, KEY, 999, read_upto, now)
         assert compression._take_lease(session, s, KEY, 999, chat_row(db).summary_upto, now)

@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
-from memoryd.models.db import LOCK_CLASS_EMBEDDING, single_flight
+from memoryd.models.coordination import LOCK_CLASS_EMBEDDING, single_flight
 from memoryd.models.tables import Memory
 from memoryd.recall import backfill
 from memoryd.settings import Settings
