@@ -9,11 +9,11 @@ import tempfile
 from collections.abc import Callable
 
 from memoryd.models.db import session_scope, utcnow
+from memoryd.monitoring import MULTIPROC_ENV
 from memoryd.settings import Settings
 
 Command = Callable[[Settings, argparse.Namespace], int]
 AddCommand = Callable[[str, Command, str], argparse.ArgumentParser]  # adds a subcommand
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client's multiprocess mode
 
 
 def cmd_serve(settings: Settings, ns: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ from memoryd.memories.store import (
 from memoryd.models.coordination import lock_scope
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
-from memoryd.models.schemas import EventOut, MemoryOut
+from memoryd.models.schemas import MAX_PAGE, EventOut, MemoryOut
 from memoryd.models.tables import (
     Actor,
     Category,
@@ -39,8 +39,6 @@ from memoryd.models.tables import (
 )
 from memoryd.settings import Settings
 from memoryd.text import content_hash
-
-MAX_PAGE = 500
 
 
 def _owned(

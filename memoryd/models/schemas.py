@@ -40,6 +40,9 @@ TIMESTAMP_EXAMPLE = "2026-11-22T10:00:00Z"
 _ISO_START = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 # Hard cap checked before pydantic's own: the configurable limit lives in Settings.
+# The most rows one listing returns (memories, batches, dead letters, history): the API,
+# the page and the CLI page through more with before_id / offset.
+MAX_PAGE = 500
 ABSOLUTE_MAX_CONTENT = 1_000_000
 
 

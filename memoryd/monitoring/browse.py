@@ -10,10 +10,8 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import NotFound
-from memoryd.models.schemas import MemoryOut
+from memoryd.models.schemas import MAX_PAGE, MemoryOut
 from memoryd.models.tables import Memory
-
-MAX_PAGE = 200
 
 
 class BrowseFilter(BaseModel):

@@ -12,12 +12,12 @@ from sqlalchemy.orm import Session
 from memoryd.memories.conflicts import count_open
 from memoryd.memories.health import count_turns, memory_health
 from memoryd.models.batch_totals import batch_figures
+from memoryd.models.schemas import MAX_PAGE
 from memoryd.models.tables import ExtractionBatch, Turn, TurnStatus
 from memoryd.recall import backfill
 from memoryd.settings import Settings
 
 WEEK = timedelta(days=7)
-MAX_PAGE = 500
 
 
 class BatchOut(BaseModel):

@@ -21,10 +21,10 @@ from prometheus_client.registry import Collector
 
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.schemas import IngestResult
+from memoryd.monitoring import MULTIPROC_ENV
 from memoryd.monitoring.figures import PipelineFigures, pipeline_figures
 from memoryd.settings import Settings
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 DB_CACHE_SECONDS = 5.0  # scrapes closer together than this share one set of queries
 
 TURNS_INGESTED = Counter("memoryd_turns_ingested", "Turns stored through this server")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from fastapi.testclient import TestClient
+from freezegun import freeze_time
 from prometheus_client.parser import text_string_to_metric_families
 
 from memoryd.client import MemoryClient
@@ -58,7 +61,10 @@ def test_ingest_rejections_backlog_and_recall_latency_are_counted(
     assert delta("memoryd_recall_seconds_count", kind="recall") == 1
     assert delta("memoryd_recall_seconds_count", kind="context") == 1
     assert value(after, "memoryd_pending_turns") == 2
-    assert value(after, "memoryd_oldest_pending_turn_age_seconds") >= 0
+    assert 0 <= value(after, "memoryd_oldest_pending_turn_age_seconds") < 60
+    with freeze_time(datetime.now(UTC) + timedelta(hours=1)):
+        later = fresh_scrape(api_settings)
+    assert 3600 <= value(later, "memoryd_oldest_pending_turn_age_seconds") < 3660
 
 
 def test_failed_batches_dead_letters_and_llm_tokens_show(

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from memoryd.models.schemas import EventOut, MemoryOut
+from memoryd.models.schemas import MAX_PAGE, EventOut, MemoryOut
 from memoryd.models.tables import SHARED_USER, Category, MemoryStatus, Tier
 from memoryd.server.auth import Caller, check_scope
 from memoryd.server.schemas import (
@@ -31,7 +31,7 @@ def list_memories(
     status: Annotated[list[MemoryStatus] | None, Query()] = None,
     category: Annotated[list[Category] | None, Query()] = None,
     tier: Annotated[list[Tier] | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> MemoryList:
     check_scope(principal, agent_id, user_id, write=False)

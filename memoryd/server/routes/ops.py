@@ -15,6 +15,7 @@ from memoryd.extraction.stats import pipeline_stats
 from memoryd.ingest.sweeper import purge_failed, retry_failed, skip_failed
 from memoryd.memories.health import memory_health
 from memoryd.models.db import get_engine, session_scope, utcnow
+from memoryd.models.schemas import MAX_PAGE
 from memoryd.models.tables import BatchStatus
 from memoryd.monitoring.figures import BatchOut, DeadLetter, dead_letters, list_batches
 from memoryd.server.auth import Admin, Caller, check_scope
@@ -71,7 +72,7 @@ def batches(
     status: Annotated[BatchStatus | None, Query()] = None,
     agent_id: AgentQuery = None,
     before_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
 ) -> list[BatchOut]:
     with session_scope(state.settings, readonly=True) as session:
         return list_batches(
@@ -86,7 +87,7 @@ def list_dead_letters(
     agent_id: AgentQuery = None,
     user_id: AgentQuery = None,
     session_id: AgentQuery = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
 ) -> list[DeadLetter]:
     _check_filter(principal, agent_id, user_id)
     with session_scope(state.settings, readonly=True) as session:
