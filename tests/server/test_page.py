@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from sqlalchemy import select, update
 
 from memoryd.client import MemoryClient
-from memoryd.models.db import session_scope
+from memoryd.models.db import session_scope, utcnow
 from memoryd.models.tables import MemoryStatus, Tier, Turn, TurnStatus
 from memoryd.settings import Settings
 from tests.factories import add_turns, make_memory
@@ -205,3 +206,18 @@ def test_a_user_is_erased_from_the_profiles_screen_after_confirming(
     expect(page.locator("#erase-result")).to_contain_text("Erased. Rows removed:")
     assert "cannot be undone" in asked[0]
     assert client.list("bot", "ann") == [] and client.list("bot", "bob")
+
+
+def test_ages_follow_each_languages_plural_rules(page: Page, api_settings: Settings) -> None:
+    """ "1 day ago", never "1 days ago"; Chinese in its own words."""
+    with session_scope(api_settings) as session:
+        for days, text in ((1, "One day old"), (3, "Three days old")):
+            memory = make_memory(session, api_settings, text)
+            memory.updated_at = utcnow() - timedelta(days=days, minutes=5)
+    page.goto("/?lang=en")
+    expect(page.locator(".card", has_text="One day old").locator(".age")).to_have_text("1 day ago")
+    expect(page.locator(".card", has_text="Three days old").locator(".age")).to_have_text(
+        "3 days ago"
+    )
+    page.goto("/?lang=zh")
+    expect(page.locator(".card", has_text="One day old").locator(".age")).to_have_text("1天前")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
+from babel.dates import format_timedelta
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
@@ -54,15 +55,15 @@ def admin(request: Request, state: State) -> Principal:
 PageAdmin = Annotated[Principal, Depends(admin)]
 
 
-def age(t: Any, when: datetime) -> str:
+def age(t: Any, lang: str, when: datetime) -> str:
+    """How long ago, in the page's language with its plural rules (Babel's CLDR data:
+    "1 day ago", "2 days ago", "1天前"); under a minute, "just now"."""
     seconds = max((utcnow() - when).total_seconds(), 0)
     if seconds < 60:
         return str(t("age.now"))
-    if seconds < 3600:
-        return str(t("age.minutes", n=int(seconds // 60)))
-    if seconds < 86400:
-        return str(t("age.hours", n=int(seconds // 3600)))
-    return str(t("age.days", n=int(seconds // 86400)))
+    # threshold 1: the largest unit of which there is at least one ("50 minutes ago").
+    ago = timedelta(seconds=-seconds)
+    return format_timedelta(ago, threshold=1, add_direction=True, locale=lang)
 
 
 @dataclass
@@ -88,7 +89,7 @@ class Page:
                 "t": t,
                 "lang": lang,
                 "nav": NAV,
-                "age": lambda when: age(t, when),
+                "age": lambda when: age(t, lang, when),
                 "categories": [c.value for c in Category],
                 "tiers": [x.value for x in Tier],
                 "statuses": [s.value for s in MemoryStatus],
