@@ -33,6 +33,16 @@ def pipeline_stats(settings: Settings) -> dict[str, Any]:
         "facts_accepted": batches.facts_accepted,
         "rejections": dict(batches.rejections),
         "last_batch_at": last.isoformat() if last else None,
+        # The same per kind: extraction batches and compression runs.
+        "by_kind": {
+            kind: {
+                "batches": dict(f.by_status),
+                "llm_calls": f.llm_calls,
+                "tokens_in": f.tokens_in,
+                "tokens_out": f.tokens_out,
+            }
+            for kind, f in batches.kinds.items()
+        },
         # Active memories with a vector, waiting for one, refused by the endpoint for good.
         "embeddings": asdict(vectors) if vectors else None,
     }

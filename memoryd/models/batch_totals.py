@@ -1,7 +1,8 @@
 """The pipeline's totals: the batches kept plus what removed batches left behind.
 
 Retention and erasure remove batch rows through `remove`, which adds the figures of the
-rows it deleted to `batch_totals` (one row per status). `batch_figures` reads both, so
+rows it deleted to `batch_totals` (one row per status and kind: extraction or
+compression, which records its runs as batches too). `batch_figures` reads both, so
 totals and the Prometheus counters built on them only ever grow, while the rows read
 stay bounded by `batch_retention_days`.
 """
@@ -33,8 +34,16 @@ class BatchFigures:
     facts_accepted: int = 0
     rejections: Counter[str] = field(default_factory=Counter)  # reason -> facts
     last_finished_at: datetime | None = None
+    # The same figures per kind of batch ("extract", "compress"); kinds hold no kinds.
+    kinds: dict[str, BatchFigures] = field(default_factory=dict)
 
-    def add(self, status: str, batches: int, sums: Sequence[int], last: datetime | None) -> None:
+    def add(
+        self, kind: str, status: str, batches: int, sums: Sequence[int], last: datetime | None
+    ) -> None:
+        self._add(status, batches, sums, last)
+        self.kinds.setdefault(kind, BatchFigures())._add(status, batches, sums, last)
+
+    def _add(self, status: str, batches: int, sums: Sequence[int], last: datetime | None) -> None:
         self.by_status[status] += batches
         for name, value in zip(_SUMMED, sums, strict=True):
             setattr(self, name, getattr(self, name) + int(value or 0))
@@ -42,12 +51,11 @@ class BatchFigures:
             self.last_finished_at = last
 
 
-def _grouped(session: Session) -> list[tuple[str, int, list[int], datetime]]:
+def _grouped(session: Session) -> list[tuple[str, str, int, list[int], datetime]]:
     sums = [func.coalesce(func.sum(getattr(ExtractionBatch, n)), 0) for n in _SUMMED]
-    query = select(
-        ExtractionBatch.status, func.count(), *sums, func.max(ExtractionBatch.finished_at)
-    ).group_by(ExtractionBatch.status)
-    return [(row[0], row[1], list(row[2:-1]), row[-1]) for row in session.execute(query)]
+    key = (ExtractionBatch.kind, ExtractionBatch.status)
+    query = select(*key, func.count(), *sums, func.max(ExtractionBatch.finished_at)).group_by(*key)
+    return [(r[0], r[1], r[2], list(r[3:-1]), r[-1]) for r in session.execute(query)]
 
 
 def remove(session: Session, batch_ids: Sequence[int]) -> int:
@@ -61,29 +69,35 @@ def remove(session: Session, batch_ids: Sequence[int]) -> int:
         delete(ExtractionBatch)
         .where(ExtractionBatch.id.in_(list(batch_ids)))
         .returning(
+            ExtractionBatch.kind,
             ExtractionBatch.status,
             *(getattr(ExtractionBatch, name) for name in _SUMMED),
             ExtractionBatch.rejections,
             ExtractionBatch.finished_at,
         )
     ).all()
-    removed: dict[str, BatchFigures] = {}
+    removed: dict[tuple[str, str], BatchFigures] = {}
     for row in gone:
         status = BatchStatus.ABANDONED if row.status == BatchStatus.RUNNING else row.status
-        figures = removed.setdefault(status, BatchFigures())
-        figures.add(status, 1, [getattr(row, name) for name in _SUMMED], row.finished_at)
+        figures = removed.setdefault((status, row.kind), BatchFigures())
+        figures._add(status, 1, [getattr(row, name) for name in _SUMMED], row.finished_at)
         figures.rejections.update(row.rejections or {})
-    for status, figures in sorted(removed.items()):
-        _add_to_total(session, status, figures)
+    # In key order: two removals at once lock the totals rows in the same order.
+    for (status, kind), figures in sorted(removed.items()):
+        _add_to_total(session, status, kind, figures)
     return len(gone)
 
 
-def _add_to_total(session: Session, status: str, figures: BatchFigures) -> None:
-    """Add to the status's totals row, created if missing, locked while it changes."""
-    zeros = {"status": status, "batches": 0, "rejections": {}, **dict.fromkeys(_SUMMED, 0)}
+def _add_to_total(session: Session, status: str, kind: str, figures: BatchFigures) -> None:
+    """Add to the totals row of (status, kind), created if missing, locked while it
+    changes."""
+    zeros = {"status": status, "kind": kind, "batches": 0, "rejections": {}}
     insert = sqlite.insert if is_sqlite(session) else postgresql.insert
-    session.execute(insert(BatchTotal).values(**zeros).on_conflict_do_nothing())
-    total = session.get_one(BatchTotal, status, with_for_update=True, populate_existing=True)
+    values = {**zeros, **dict.fromkeys(_SUMMED, 0)}
+    session.execute(insert(BatchTotal).values(**values).on_conflict_do_nothing())
+    total = session.get_one(
+        BatchTotal, (status, kind), with_for_update=True, populate_existing=True
+    )
     total.batches += figures.by_status[status]
     for name in _SUMMED:
         setattr(total, name, getattr(total, name) + getattr(figures, name))
@@ -99,14 +113,14 @@ def batch_figures(session: Session, *, rejections: bool = True) -> BatchFigures:
     Without `rejections`, the kept rows' reasons are not read (/metrics has no use
     for them)."""
     figures = BatchFigures()
-    for status, batches, sums, last in _grouped(session):
-        figures.add(status, batches, sums, last)
+    for kind, status, batches, sums, last in _grouped(session):
+        figures.add(kind, status, batches, sums, last)
     if rejections:
         kept = select(ExtractionBatch.rejections).where(ExtractionBatch.rejections.is_not(None))
         for found in session.scalars(kept):
             figures.rejections.update(found or {})
     for total in session.scalars(select(BatchTotal)):
         sums = [getattr(total, name) for name in _SUMMED]
-        figures.add(total.status, total.batches, sums, total.last_finished_at)
+        figures.add(total.kind, total.status, total.batches, sums, total.last_finished_at)
         figures.rejections.update(total.rejections)
     return figures

@@ -44,13 +44,15 @@ class Erasure(Base):
 
 
 class BatchTotal(Base):
-    """What the batches removed by retention or erasure recorded, per status, so the
-    pipeline's totals (and the Prometheus counters read from them) never go back:
-    figures only, no scope and no content (memoryd/models/batch_totals.py)."""
+    """What the batches removed by retention or erasure recorded, per status and kind
+    (extraction or compression), so the pipeline's totals (and the Prometheus counters
+    read from them) never go back: figures only, no scope and no content
+    (memoryd/models/batch_totals.py)."""
 
     __tablename__ = "batch_totals"
 
     status: Mapped[str] = mapped_column(String(10), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(12), primary_key=True)
     batches: Mapped[int] = mapped_column(BigInteger, default=0)
     llm_calls: Mapped[int] = mapped_column(BigInteger, default=0)
     tokens_in: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -170,10 +170,10 @@ def health_panel(session: Session, settings: Settings, now: datetime) -> HealthP
 class PipelineFigures(BaseModel):
     """What /metrics exports from the database, for every process of the deployment."""
 
-    batches: dict[str, int]  # by status
-    llm_calls: int
-    tokens_in: int
-    tokens_out: int
+    batches: dict[str, dict[str, int]]  # kind ("extract", "compress") -> status -> batches
+    llm_calls: dict[str, int]  # by kind
+    tokens_in: dict[str, int]  # by kind
+    tokens_out: dict[str, int]  # by kind
     pending_turns: int
     dead_letters: int
     oldest_pending_seconds: float
@@ -187,10 +187,10 @@ def pipeline_figures(session: Session, now: datetime) -> PipelineFigures:
         select(func.min(Turn.created_at)).where(Turn.status == TurnStatus.PENDING)
     )
     return PipelineFigures(
-        batches=dict(batches.by_status),
-        llm_calls=batches.llm_calls,
-        tokens_in=batches.tokens_in,
-        tokens_out=batches.tokens_out,
+        batches={kind: dict(f.by_status) for kind, f in batches.kinds.items()},
+        llm_calls={kind: f.llm_calls for kind, f in batches.kinds.items()},
+        tokens_in={kind: f.tokens_in for kind, f in batches.kinds.items()},
+        tokens_out={kind: f.tokens_out for kind, f in batches.kinds.items()},
         pending_turns=count_turns(session, TurnStatus.PENDING)
         + count_turns(session, TurnStatus.CLAIMED),
         dead_letters=count_turns(session, TurnStatus.FAILED),

@@ -41,6 +41,8 @@ RECALL_SECONDS = Histogram(
     buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
 
+# Every kind is exported, zero or not, so a series exists before its first batch.
+BATCH_KINDS = ("extract", "compress")
 KNOWN_FIELDS = {"agent_id", "user_id", "session_id", "role", "content", "turn_key", "timestamp"}
 
 
@@ -72,18 +74,21 @@ class DatabaseCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         f = self._figures()
         batches = CounterMetricFamily(
-            "memoryd_batches", "Extraction batches by outcome", labels=["status"]
+            "memoryd_batches",
+            "Batches by kind (extract, compress) and outcome",
+            labels=["kind", "status"],
         )
-        for status in ("done", "failed", "abandoned", "running"):
-            batches.add_metric([status], f.batches.get(status, 0))
-        yield batches
-        yield CounterMetricFamily("memoryd_llm_calls", "LLM calls of extraction", value=f.llm_calls)
+        calls = CounterMetricFamily("memoryd_llm_calls", "LLM calls by kind", labels=["kind"])
         tokens = CounterMetricFamily(
-            "memoryd_llm_tokens", "LLM tokens of extraction", labels=["direction"]
+            "memoryd_llm_tokens", "LLM tokens by kind", labels=["kind", "direction"]
         )
-        tokens.add_metric(["in"], f.tokens_in)
-        tokens.add_metric(["out"], f.tokens_out)
-        yield tokens
+        for kind in BATCH_KINDS:
+            for status in ("done", "failed", "abandoned", "running"):
+                batches.add_metric([kind, status], f.batches.get(kind, {}).get(status, 0))
+            calls.add_metric([kind], f.llm_calls.get(kind, 0))
+            tokens.add_metric([kind, "in"], f.tokens_in.get(kind, 0))
+            tokens.add_metric([kind, "out"], f.tokens_out.get(kind, 0))
+        yield from (batches, calls, tokens)
         yield GaugeMetricFamily(
             "memoryd_dead_letter_turns", "Dead-lettered turns (memoryd retry)", value=f.dead_letters
         )

@@ -10,6 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
+from memoryd.extraction.stats import pipeline_stats
+from memoryd.maintenance.compression import compress_session
 from memoryd.models.keys import SessionKey
 from memoryd.server.app import create_app
 from memoryd.settings import Settings
@@ -17,6 +19,7 @@ from tests import fakellm
 from tests.conftest import with_llm
 from tests.factories import turn_item
 from tests.fakellm import FakeLLM
+from tests.maintenance.test_compression import KEY, chat, compress_settings
 from tests.server.conftest import Keys, bearer
 
 
@@ -81,10 +84,27 @@ def test_failed_batches_dead_letters_and_llm_tokens_show(
     assert extract_session(s, SessionKey("bot", "ann", "s2")).created == 1
 
     samples = fresh_scrape(s)
-    assert value(samples, "memoryd_batches_total", status="failed") == 1
-    assert value(samples, "memoryd_batches_total", status="done") == 1
+    assert value(samples, "memoryd_batches_total", kind="extract", status="failed") == 1
+    assert value(samples, "memoryd_batches_total", kind="extract", status="done") == 1
     assert value(samples, "memoryd_dead_letter_turns") == 1
-    assert value(samples, "memoryd_llm_calls_total") == 1
-    assert value(samples, "memoryd_llm_tokens_total", direction="in") > 0
-    assert value(samples, "memoryd_llm_tokens_total", direction="out") > 0
+    assert value(samples, "memoryd_llm_calls_total", kind="extract") == 1
+    assert value(samples, "memoryd_llm_tokens_total", kind="extract", direction="in") > 0
+    assert value(samples, "memoryd_llm_tokens_total", kind="extract", direction="out") > 0
     assert value(samples, "memoryd_pending_turns") == 0
+
+
+def test_compression_runs_are_counted_apart_from_extraction(
+    api_settings: Settings, fake_llm: FakeLLM
+) -> None:
+    s = compress_settings(api_settings, fake_llm)
+    chat(s, 0, 30)  # extracted by the offline rules: batches without an LLM call
+    assert compress_session(s, KEY)
+    samples = fresh_scrape(s)
+    assert value(samples, "memoryd_batches_total", kind="compress", status="done") == 1
+    assert value(samples, "memoryd_batches_total", kind="extract", status="done") >= 1
+    assert value(samples, "memoryd_llm_calls_total", kind="compress") == fake_llm.calls > 0
+    assert value(samples, "memoryd_llm_calls_total", kind="extract") == 0
+    assert value(samples, "memoryd_llm_tokens_total", kind="compress", direction="in") > 0
+    by_kind = pipeline_stats(s)["by_kind"]
+    assert by_kind["compress"]["llm_calls"] == fake_llm.calls
+    assert by_kind["extract"]["llm_calls"] == 0
