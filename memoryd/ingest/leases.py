@@ -1,9 +1,10 @@
 """Batch claims under a per-session lease: claim, renew, finish, fail, recover.
 
 The rules, the same on PostgreSQL and SQLite:
-- A session has at most one lease, naming one batch, until `lease_until` on the
-  database's clock. A claimer first locks the session row (SELECT … FOR UPDATE; SQLite's
-  BEGIN IMMEDIATE), so claims, returns and finishes of one session never interleave.
+- A session has at most one extraction lease, naming one batch, until `lease_until` on
+  the database's clock (the mechanism, shared with compression: session_lease.py). A
+  claimer first locks the session row (SELECT … FOR UPDATE; SQLite's BEGIN IMMEDIATE),
+  so claims, returns and finishes of one session never interleave.
 - A claimed turn is alive exactly while its session's lease names its batch and has not
   expired. Any other claimed turn is stranded (its worker died or hung): the next claim
   of its session, or the next sweep, returns it to pending before anything else.
@@ -28,6 +29,7 @@ from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from memoryd.ingest.session_lease import EXTRACTION_LEASE
 from memoryd.models.db import is_sqlite, rowcount
 from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
 from memoryd.models.tables import BatchStatus, ChatSession, ExtractionBatch, Turn, TurnStatus
@@ -68,12 +70,6 @@ def lock_session(session: Session, key: SessionKey) -> ChatSession | None:
     return session.scalars(stmt).first()
 
 
-def lease_is_live(chat: ChatSession, now: datetime) -> bool:
-    return (
-        chat.lease_batch_id is not None and chat.lease_until is not None and chat.lease_until > now
-    )
-
-
 def claim_batch(
     session: Session,
     settings: Settings,
@@ -92,7 +88,7 @@ def claim_batch(
     `cost` fits; a first turn over the budget alone is claimed alone, `oversized`.
     """
     chat = lock_session(session, key)
-    if chat is None or lease_is_live(chat, now):
+    if chat is None or EXTRACTION_LEASE.is_live(chat, now):
         return None
     recover_stranded(session, settings, chat, now)
     if chat.retry_at is not None and chat.retry_at > now:
@@ -108,8 +104,9 @@ def claim_batch(
         session.delete(batch)
         return None
     batch.turn_count = len(turns)
-    chat.lease_batch_id = batch.id
-    chat.lease_until = now + timedelta(seconds=settings.lease_seconds)
+    # Under the row lock the lease is free (checked above): taken on the loaded row.
+    for column, value in EXTRACTION_LEASE.taken_by(settings, batch.id, now).items():
+        setattr(chat, column, value)
     session.flush()
     return Claim(key, batch.id, turns, oversized and len(turns) == 1)
 
@@ -206,12 +203,7 @@ def _fit(
 def release_lease(session: Session, claim: Claim) -> bool:
     """Give the lease back; False means it was lost meanwhile (another claim or the
     sweeper returned our turns), and the caller must write nothing."""
-    res = session.execute(
-        update(ChatSession)
-        .where(*session_pk(claim.key), ChatSession.lease_batch_id == claim.batch_id)
-        .values(lease_batch_id=None, lease_until=None)
-    )
-    return rowcount(res) == 1
+    return EXTRACTION_LEASE.release(session, claim.key, claim.batch_id)
 
 
 def finish_turns(session: Session, settings: Settings, claim: Claim) -> int:
@@ -333,12 +325,7 @@ def renew_lease(
     session: Session, settings: Settings, key: SessionKey, batch_id: int, now: datetime
 ) -> bool:
     """Extend a live batch's lease. False if the batch no longer holds it."""
-    res = session.execute(
-        update(ChatSession)
-        .where(*session_pk(key), ChatSession.lease_batch_id == batch_id)
-        .values(lease_until=now + timedelta(seconds=settings.lease_seconds))
-    )
-    return rowcount(res) == 1
+    return EXTRACTION_LEASE.renew(session, settings, key, batch_id, now)
 
 
 # ----------------------------------------------------------------------------- recovery
@@ -349,15 +336,15 @@ def recover_stranded(session: Session, settings: Settings, chat: ChatSession, no
     session row lock. A turn whose batches lost their lease `max_lost_leases` times (a
     batch that kills its worker every time) is dead-lettered. Returns how many turns."""
     key = SessionKey(chat.agent_id, chat.user_id, chat.session_id)
-    live = lease_is_live(chat, now)
+    live = EXTRACTION_LEASE.is_live(chat, now)
     stranded = [*turns_of(key), Turn.status == TurnStatus.CLAIMED]
     if live:
         stranded.append(Turn.batch_id != chat.lease_batch_id)
     elif chat.lease_batch_id is not None:
         # The lease ran out: its batch loses it now, in this transaction, so that it
         # cannot write its result after its turns went back.
-        chat.lease_batch_id = None
-        chat.lease_until = None
+        for column, value in EXTRACTION_LEASE.released().items():
+            setattr(chat, column, value)
         session.flush()
     lost = Turn.lost_leases + 1
     rows = session.execute(

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.ingest.leases import lock_session, recover_stranded
+from memoryd.ingest.session_lease import EXTRACTION_LEASE
 from memoryd.llm import circuit
 from memoryd.models.coordination import database_time
 from memoryd.models.db import is_sqlite, rowcount, session_scope
@@ -76,12 +77,7 @@ def stranded_sessions(session: Session, now: datetime, limit: int = 1000) -> lis
         .join(ChatSession, turn_session())
         .where(
             Turn.status == TurnStatus.CLAIMED,
-            or_(
-                ChatSession.lease_until.is_(None),
-                ChatSession.lease_until <= now,
-                ChatSession.lease_batch_id.is_(None),
-                ChatSession.lease_batch_id != Turn.batch_id,
-            ),
+            or_(EXTRACTION_LEASE.free(now), ChatSession.lease_batch_id != Turn.batch_id),
         )
         .distinct()
         .limit(limit)
@@ -113,7 +109,7 @@ def sessions_due(
             ),
         )
         .where(
-            or_(ChatSession.lease_until.is_(None), ChatSession.lease_until <= now),
+            EXTRACTION_LEASE.free(now),
             or_(ChatSession.retry_at.is_(None), ChatSession.retry_at <= now),
             or_(
                 pending.c.n >= settings.batch_size,

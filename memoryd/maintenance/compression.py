@@ -12,16 +12,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, exists, or_, select, true, update
+from sqlalchemy import Select, and_, exists, select, true, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.errors import BatchFailed, LLMError, LLMTransientError, error_text, log_failure
 from memoryd.ingest.heartbeat import kept_alive
 from memoryd.ingest.leases import compress_due
+from memoryd.ingest.session_lease import COMPRESSION_LEASE
 from memoryd.llm import circuit
 from memoryd.maintenance.summarizers import Summarizer, Summary, get_summarizer
 from memoryd.models.coordination import database_time
@@ -55,9 +56,7 @@ def compression_candidates(
         .where(
             ChatSession.compress_due == true(),  # as the index's predicate reads
             ChatSession.compress_attempts < settings.max_attempts,
-            or_(
-                ChatSession.compress_lease_until.is_(None), ChatSession.compress_lease_until <= now
-            ),
+            COMPRESSION_LEASE.free(now),
         )
         .limit(limit)
     )
@@ -148,34 +147,20 @@ def _take_lease(
     that finished meanwhile moved summary_upto: its turns are not summarised twice). The
     lease names its batch, so a run that outlived its lease and was overtaken can tell
     (see _still_ours)."""
-    free = or_(ChatSession.compress_lease_until.is_(None), ChatSession.compress_lease_until <= now)
     unchanged = ChatSession.summary_upto.is_not_distinct_from(upto)
-    taken = session.execute(
-        update(ChatSession)
-        .where(*session_pk(key), free, unchanged)
-        .values(
-            compress_batch_id=batch_id,
-            compress_lease_until=now + timedelta(seconds=settings.lease_seconds),
-        )
-    )
-    return rowcount(taken) == 1
+    return COMPRESSION_LEASE.take(session, settings, key, batch_id, now, unchanged)
 
 
 def _still_ours(work: CompressionWork) -> tuple[ColumnElement[bool], ...]:
     # A run whose lease ran out may have been overtaken by one that took the lease and
     # summarised the same turns; the lease naming another batch is how it can tell.
-    return (*session_pk(work.key), ChatSession.compress_batch_id == work.batch_id)
+    return COMPRESSION_LEASE.held_by(work.key, work.batch_id)
 
 
 def renew_compression(
     session: Session, settings: Settings, work: CompressionWork, now: datetime
 ) -> bool:
-    res = session.execute(
-        update(ChatSession)
-        .where(*_still_ours(work))
-        .values(compress_lease_until=now + timedelta(seconds=settings.lease_seconds))
-    )
-    return rowcount(res) == 1
+    return COMPRESSION_LEASE.renew(session, settings, work.key, work.batch_id, now)
 
 
 def _abandon(session: Session, work: CompressionWork, now: datetime) -> None:
@@ -208,8 +193,7 @@ def _finish(
             summary_upto=work.turns[-1][0],
             compress_due=compress_due(settings, work.turns[-1][0]),
             compressed_at=now,
-            compress_batch_id=None,
-            compress_lease_until=None,
+            **COMPRESSION_LEASE.released(),
             compress_attempts=0,
             compress_error=None,
         )
@@ -287,8 +271,7 @@ def _fail(
         update(ChatSession)
         .where(*_still_ours(work))
         .values(
-            compress_batch_id=None,
-            compress_lease_until=None,
+            **COMPRESSION_LEASE.released(),
             compress_attempts=ChatSession.compress_attempts + counted,
             compress_error=error[:2000],
         )
