@@ -20,6 +20,7 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 from bench.common import emit, print_table, scratch_database
 from memoryd.maintenance.cycle import run_cycle
 from memoryd.memories.weights import effective_weight
+from memoryd.models import tallies
 from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.tables import (
     Actor,
@@ -65,6 +66,8 @@ def load(url: str, rows: int) -> None:
     with get_engine(Settings(database_url=url)).begin() as conn:
         conn.execute(text("TRUNCATE memories, memory_events RESTART IDENTITY CASCADE"))
         conn.execute(LOAD, {"users": USERS, "due": DUE, "rows": rows, "now": utcnow()})
+        # The load's own tally rows would be folded by the first timed cycle.
+        tallies.recount(conn)
         conn.execute(text("ANALYZE memories"))
 
 

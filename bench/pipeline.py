@@ -71,7 +71,7 @@ def reset(url: str) -> None:
         conn.execute(
             text(
                 "TRUNCATE turns, sessions, memories, memory_events, memory_usage,"
-                " extraction_batches RESTART IDENTITY CASCADE"
+                " memory_tallies, extraction_batches RESTART IDENTITY CASCADE"
             )
         )
     redis.Redis.from_url(REDIS_URL).flushdb()

@@ -31,6 +31,8 @@ class MemoryHealth(BaseModel):
     last_batch_at: datetime | None
 
 
+LAST_BATCHES = 100
+
 # The statuses with a partial index of their own: counting them never reads every turn.
 INDEXED_TURN_STATUSES = (TurnStatus.PENDING, TurnStatus.CLAIMED, TurnStatus.FAILED)
 
@@ -119,11 +121,15 @@ def memory_health(session: Session, now: datetime, scope: Scope | None = None) -
 
 
 def _last_batch_at(session: Session, batch_scope: list[Any]) -> datetime | None:
-    """When the newest finished batch finished, read backwards from the newest batch (a
-    scope's through its index): batches finish about in the order they start."""
-    return session.scalar(
+    """When the last batch finished, read from the newest LAST_BATCHES batches (a
+    scope's through its index), not every batch kept: a batch finishes after at most
+    that many started after it."""
+    newest = (
         select(ExtractionBatch.finished_at)
-        .where(*batch_scope, ExtractionBatch.finished_at.is_not(None))
+        .where(*batch_scope)
         .order_by(ExtractionBatch.id.desc())
-        .limit(1)
+        .limit(LAST_BATCHES)
+        .subquery()
     )
+    last: datetime | None = session.scalar(select(func.max(newest.c.finished_at)))
+    return last

@@ -144,6 +144,13 @@ class Memory(Base):
             postgresql_where=text("status = 'active' AND vector IS NULL"),
             sqlite_where=text("status = 'active' AND vector IS NULL"),
         ),
+        # The conflicts list and its count (memories/conflicts.py), without a scan.
+        Index(
+            "ix_memories_superseded",
+            "id",
+            postgresql_where=text("status = 'superseded'"),
+            sqlite_where=text("status = 'superseded'"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

@@ -91,8 +91,16 @@ _COUNT_ALL = (
 def install(bind: Connection) -> None:
     """(Re-)create the triggers and start the tallies from the memories stored now."""
     statements = _PG_INSTALL if bind.dialect.name == "postgresql" else _SQLITE_INSTALL
-    for statement in [*statements, "DELETE FROM memory_tallies", _COUNT_ALL]:
+    for statement in statements:
         bind.execute(text(statement))
+    recount(bind)
+
+
+def recount(bind: Connection) -> None:
+    """Start the tallies again from the memories stored now: after a bulk load, or a
+    TRUNCATE of memories (which fires no row trigger)."""
+    bind.execute(text("DELETE FROM memory_tallies"))
+    bind.execute(text(_COUNT_ALL))
 
 
 def uninstall(bind: Connection) -> None:

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from memoryd.memories.conflicts import count_open
+from memoryd.memories.conflicts import OPEN_COUNT_CAP, count_open
 from memoryd.memories.health import count_turns, memory_health
 from memoryd.models.batch_totals import batch_figures
 from memoryd.models.schemas import MAX_PAGE
@@ -71,6 +71,7 @@ class HealthPanel(BaseModel):
     average_confidence: float | None
     expiring_soon: int
     conflicts: int
+    conflicts_more: bool  # the count stopped at conflicts.OPEN_COUNT_CAP: "1000+"
     pending_turns: int
     dead_letters: int
     tokens_this_week: int
@@ -151,6 +152,7 @@ def tokens_since(session: Session, since: datetime) -> int:
 
 def health_panel(session: Session, settings: Settings, now: datetime) -> HealthPanel:
     health = memory_health(session, now)
+    conflicts = count_open(session)
     vectors = (
         backfill.coverage(settings, session, embedded=False) if settings.embeddings_on else None
     )
@@ -160,7 +162,8 @@ def health_panel(session: Session, settings: Settings, now: datetime) -> HealthP
         memories=health.active,
         average_confidence=health.average_confidence,
         expiring_soon=health.expiring_soon,
-        conflicts=count_open(session),
+        conflicts=conflicts,
+        conflicts_more=conflicts >= OPEN_COUNT_CAP,
         pending_turns=health.pending_turns,
         dead_letters=health.failed_turns,
         tokens_this_week=tokens_since(session, now - WEEK),

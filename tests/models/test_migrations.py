@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from alembic import command
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from memoryd.client import MemoryClient
-from memoryd.models.db import get_engine
+from memoryd.models.db import get_engine, session_scope
 from memoryd.models.migrate import alembic_config
+from memoryd.models.tables import BatchTotal
 from memoryd.settings import Settings
 
 
@@ -116,3 +119,35 @@ def test_the_upgrade_marks_the_sessions_due_for_compression(settings: Settings) 
     with get_engine(settings).begin() as conn:
         due = conn.execute(text("SELECT session_id, compress_due FROM sessions ORDER BY 1")).all()
     assert [(name, bool(flag)) for name, flag in due] == [("long", True), ("short", False)]
+
+
+def test_a_downgrade_adds_each_status_kinds_totals_together(settings: Settings) -> None:
+    """0023 down: extraction's and compression's totals of a status become one row,
+    their figures added, so the totals never go back."""
+    with session_scope(settings) as session:
+        for kind, batches, calls, rejected in (("extract", 5, 4, 2), ("compress", 3, 6, 1)):
+            session.add(
+                BatchTotal(
+                    status="done",
+                    kind=kind,
+                    batches=batches,
+                    llm_calls=calls,
+                    tokens_in=10,
+                    tokens_out=1,
+                    facts_proposed=0,
+                    facts_accepted=0,
+                    rejections={"low_confidence": rejected},
+                )
+            )
+    config = alembic_config(settings)
+    command.downgrade(config, "0022")
+    with get_engine(settings).begin() as conn:
+        rows = conn.execute(
+            text("SELECT status, batches, llm_calls, tokens_in, rejections FROM batch_totals")
+        ).all()
+    command.upgrade(config, "head")
+    ((status, batches, calls, tokens_in, rejections),) = rows
+    assert (status, batches, calls, tokens_in) == ("done", 8, 10, 20)
+    if isinstance(rejections, str):  # SQLite hands JSON back as text
+        rejections = json.loads(rejections)
+    assert rejections == {"low_confidence": 3}

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import delete, event, func, select, update
+from sqlalchemy import delete, event, func, select, text, update
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.maintenance.cycle import run_cycle
-from memoryd.memories.conflicts import count_open, resolve
+from memoryd.memories.conflicts import count_open, open_conflicts, resolve
 from memoryd.models import tallies
 from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.migrate import alembic_config
@@ -124,28 +124,52 @@ def test_the_whole_store_figures_never_read_the_memories(settings: Settings, db:
     event.listen(engine, "before_cursor_execute", record)
     try:
         health = MemoryClient(settings).health()
-        with session_scope(settings, readonly=True) as session:
-            conflicts = count_open(session)
     finally:
         event.remove(engine, "before_cursor_execute", record)
     assert health.by_status == {"active": 26, "superseded": 4}
     assert health.average_confidence == pytest.approx(0.95)
-    assert conflicts == 4
     grouped = [s for s in statements if "GROUP BY" in s.upper()]
     assert grouped and all("FROM memory_tallies" in s for s in grouped), grouped
 
 
-def test_a_reviewed_conflict_leaves_the_open_count(settings: Settings, db: Session) -> None:
-    old = make_memory(db, settings, "Lives in Lisbon")
-    new = make_memory(db, settings, "Lives in Porto")
-    old.status, old.superseded_by_id = MemoryStatus.SUPERSEDED, new.id
+def test_open_conflicts_are_counted_as_listed_up_to_a_cap(settings: Settings, db: Session) -> None:
+    """The count agrees with the list (a superseded memory without its replacement, as
+    an import leaves it, is in neither), stops at its cap, drops a reviewed pair, and
+    reads the superseded memories through their index."""
+    pairs = []
+    for i in range(5):
+        old = make_memory(db, settings, f"Lives in town {i}")
+        new = make_memory(db, settings, f"Moved to city {i}")
+        old.status, old.superseded_by_id = MemoryStatus.SUPERSEDED, new.id
+        pairs.append(old.id)
+    make_memory(db, settings, "Imported history", status="superseded")  # no replacement
     db.commit()
     with session_scope(settings, readonly=True) as session:
-        assert count_open(session) == 1
+        assert count_open(session) == len(open_conflicts(session)) == 5
+        assert count_open(session, cap=3) == 3
     with session_scope(settings) as session:
-        resolve(session, settings, old.id, keep="new", now=utcnow())
+        resolve(session, settings, pairs[0], keep="new", now=utcnow())
     with session_scope(settings, readonly=True) as session:
-        assert count_open(session) == 0
+        assert count_open(session) == 4
+    executed: list[tuple[str, Any]] = []
+    engine = get_engine(settings)
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        executed.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", record)
+    with session_scope(settings, readonly=True) as session:
+        count_open(session, cap=3)
+        event.remove(engine, "before_cursor_execute", record)
+        ((sql, parameters),) = [(s, p) for s, p in executed if "count(" in s]
+        if engine.dialect.name == "sqlite":
+            explain = "EXPLAIN QUERY PLAN"
+        else:
+            explain = "EXPLAIN"
+            session.execute(text("SET LOCAL enable_seqscan = off"))  # a tiny table
+        found = session.connection().exec_driver_sql(f"{explain} {sql}", parameters)
+        plan = " ".join(str(row) for row in found)
+    assert "ix_memories_superseded" in plan, plan
 
 
 def test_the_upgrade_starts_the_tallies_from_the_stored_memories(

@@ -2,6 +2,7 @@
 
 Triggers on memories append a row per change of a memory's status, tier, category or
 confidence; the maintenance cycle folds them. Started here from the memories stored.
+The conflicts list and its count read superseded memories through an index of their own.
 
 Revision ID: 0022
 Revises: 0021
@@ -38,8 +39,16 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_memory_tallies")),
     )
     tallies.install(op.get_bind())
+    op.create_index(
+        "ix_memories_superseded",
+        "memories",
+        ["id"],
+        postgresql_where=sa.text("status = 'superseded'"),
+        sqlite_where=sa.text("status = 'superseded'"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_memories_superseded", table_name="memories")
     tallies.uninstall(op.get_bind())
     op.drop_table("memory_tallies")

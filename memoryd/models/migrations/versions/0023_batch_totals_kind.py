@@ -9,6 +9,7 @@ Create Date: 2026-11-26
 """
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -31,17 +32,39 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # Extraction and compression totals of one status become one row again.
-    op.execute(
-        """
-        UPDATE batch_totals SET kind = 'extract'
-        WHERE kind <> 'extract' AND NOT EXISTS (
-            SELECT 1 FROM batch_totals t WHERE t.status = batch_totals.status
-              AND t.kind = 'extract')
-        """
+    # The kinds of one status are added together into one row again.
+    bind = op.get_bind()
+    totals = sa.table(
+        "batch_totals",
+        *(sa.column(name) for name in ("status", "kind", *_SUMMED, "last_finished_at")),
+        sa.column("rejections", sa.JSON),
     )
-    op.execute("DELETE FROM batch_totals WHERE kind <> 'extract'")
+    merged: dict[str, dict[str, Any]] = {}
+    for row in bind.execute(sa.select(totals)).mappings():
+        into = merged.setdefault(row["status"], {"batches": 0, "rejections": {}})
+        for name in _SUMMED:
+            into[name] = into.get(name, 0) + row[name]
+        for reason, facts in (row["rejections"] or {}).items():
+            into["rejections"][reason] = into["rejections"].get(reason, 0) + facts
+        last = row["last_finished_at"]
+        if last is not None and (
+            into.get("last_finished_at") is None or last > into["last_finished_at"]
+        ):
+            into["last_finished_at"] = last
+    bind.execute(sa.delete(totals))
+    for status, values in merged.items():
+        bind.execute(sa.insert(totals).values(status=status, kind="extract", **values))
     with op.batch_alter_table("batch_totals", recreate="always") as batch:
         batch.drop_constraint("pk_batch_totals", type_="primary")
         batch.create_primary_key("pk_batch_totals", ["status"])
         batch.drop_column("kind")
+
+
+_SUMMED = (
+    "batches",
+    "llm_calls",
+    "tokens_in",
+    "tokens_out",
+    "facts_proposed",
+    "facts_accepted",
+)
