@@ -19,16 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     Float,
     Select,
     String,
+    any_,
     bindparam,
     cast,
     func,
     literal_column,
     select,
 )
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.memo import RecentMemo
@@ -51,9 +53,8 @@ LIST_LIMIT = 50
 # (trigrams.TrigramShare): a larger scope would read and score rows that the postings
 # rule out at no cost.
 SCAN_LIMIT = 200
-# Above this size a scope reuses its BM25 statistics (and recall.embeddings its vector
-# stamp) for a while: counting thousands of rows per query costs more than the ranking
-# it informs.
+# Above this size recall.embeddings re-checks a scope's vector stamp only every few
+# seconds: reading thousands of rows' stamps per query costs more than the search.
 LARGE_SCOPE = 1000
 # What re-scoring (rank.py) needs of a candidate, read by the queries that find it.
 SCORING_COLUMNS = (
@@ -66,8 +67,9 @@ SCORING_COLUMNS = (
 )
 
 
-# How long a LARGE_SCOPE's statistics are reused: a few seconds of new or retired
-# memories move a large scope's IDF and average length by a hair.
+# How long the statistics of a scope larger than SCAN_LIMIT are reused: a few seconds of
+# new or retired memories move its IDF and average length by a hair, and counting it
+# cost PostgreSQL 0.5 ms of a 10 ms recall at 500 memories (bench/quality.py's RealMem).
 STATS_REUSE_SECONDS = 30.0
 
 
@@ -116,13 +118,13 @@ def scope_stats(session: Session, where: list[ColumnElement[bool]]) -> ScopeStat
 
 def reused_stats(session: Session, where: list[ColumnElement[bool]], key: Hashable) -> ScopeStats:
     """scope_stats, reused for STATS_REUSE_SECONDS when the scope holds more than
-    LARGE_SCOPE memories: counting a 5,000-memory scope costs more than the search it
+    SCAN_LIMIT memories: counting a scope of thousands costs more than the search it
     informs. A smaller scope is counted each time, so one that was empty a moment ago is
     searched as it is now."""
     stats = _recent_stats.get(key)
     if stats is None:
         stats = scope_stats(session, where)
-        if stats.docs > LARGE_SCOPE:
+        if stats.docs > SCAN_LIMIT:
             _recent_stats.put(key, stats)
     return stats
 
@@ -181,7 +183,7 @@ def bm25_ranked(
         "average": stats.average,
         "limit": limit,
     }
-    statement = _bm25_statement(bool(categories), bool(tiers))
+    statement = _bm25_statement(on_postgres(session), bool(categories), bool(tiers))
     rows = session.connection().execute(statement, params).all()
     if seen is not None:
         seen.update((row.id, row) for row in rows)
@@ -191,8 +193,24 @@ def bm25_ranked(
 POINTS = 1e9  # BM25 points per unit of score, summed as whole numbers
 
 
+def on_postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def listed(column: InstrumentedAttribute[str], name: str, postgres: bool) -> ColumnElement[bool]:
+    """`column` is one of the values of the list parameter `name`. On PostgreSQL one
+    array parameter: the statement's text is the same whatever the list's length, so
+    psycopg prepares it once and the server stops planning it (a statement per length
+    was planned at each run: about 1 ms of a recall's prefix search, and its 16
+    prefixes took more parameters than psycopg prepares). SQLite plans in microseconds
+    and has no arrays: an IN list, expanded."""
+    if postgres:
+        return column == any_(bindparam(name, type_=ARRAY(String)))
+    return column.in_(bindparam(name, expanding=True))
+
+
 @functools.cache
-def _bm25_statement(categories: bool, tiers: bool) -> Select[Any]:
+def _bm25_statement(postgres: bool, categories: bool, tiers: bool) -> Select[Any]:
     """bm25_ranked's statement, built once per shape (building it took longer than the
     database takes to run it): the scope's best memories by BM25, with their
     SCORING_COLUMNS and score in points."""
@@ -201,7 +219,7 @@ def _bm25_statement(categories: bool, tiers: bool) -> Select[Any]:
     ).where(
         MemoryTerm.agent_id == bindparam("agent"),
         MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
-        MemoryTerm.term.in_(bindparam("terms", expanding=True)),
+        listed(MemoryTerm.term, "terms", postgres),
     )
     if categories or tiers:
         matching = matching.join(Memory, Memory.id == MemoryTerm.memory_id).where(

@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, literal, select, union_all
+from sqlalchemy import ARRAY, Select, String, and_, bindparam, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
 from memoryd.memories.store import readable, readable_users
@@ -154,31 +154,57 @@ def _prefix_candidates(
         "tiers": list(tiers or ()),
         "limit": limit,
     }
-    for i, prefix in enumerate(prefixes):
-        # Terms are letters and digits, so [prefix, next prefix) holds exactly the terms
-        # that start with it, in any collation that orders them letter by letter.
-        params[f"low_{i}"] = prefix
-        params[f"high_{i}"] = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-    statement = _prefix_statement(len(prefixes), bool(categories), bool(tiers))
+    # Terms are letters and digits, so [prefix, next prefix) holds exactly the terms
+    # that start with it, in any collation that orders them letter by letter.
+    params["lows"] = prefixes
+    params["highs"] = [prefix[:-1] + chr(ord(prefix[-1]) + 1) for prefix in prefixes]
+    postgres = search.on_postgres(session)
+    if not postgres:
+        params.update({f"low_{i}": low for i, low in enumerate(params.pop("lows"))})
+        params.update({f"high_{i}": high for i, high in enumerate(params.pop("highs"))})
+    statement = _prefix_statement(0 if postgres else len(prefixes), bool(categories), bool(tiers))
     return session.connection().execute(statement, params).all()
 
 
 @functools.cache
 def _prefix_statement(prefixes: int, categories: bool, tiers: bool) -> Select[Any]:
     """_prefix_candidates' statement, built once per shape: one range search of the
-    postings' key per prefix (an OR of ranges made SQLite read all of the scope's
-    postings), counted per memory. Postings exist for active memories only; categories
-    and tiers are matched on the memories, before the limit."""
-    ranges = [
-        select(MemoryTerm.memory_id, literal(i).label("prefix")).where(
-            MemoryTerm.agent_id == bindparam("agent"),
-            MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
-            MemoryTerm.term >= bindparam(f"low_{i}"),
-            MemoryTerm.term < bindparam(f"high_{i}"),
+    postings' key per prefix, counted per memory. Postings exist for active memories
+    only; categories and tiers are matched on the memories, before the limit. With
+    `prefixes` 0, for PostgreSQL: the ranges come as two arrays, joined to the postings
+    (one statement text, prepared once: see search.listed); on SQLite, one range query
+    per prefix (an OR of ranges made it read all of the scope's postings)."""
+    in_scope = (
+        MemoryTerm.agent_id == bindparam("agent"),
+        MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
+    )
+    if prefixes:
+        ranges = [
+            select(MemoryTerm.memory_id, literal(i).label("prefix")).where(
+                *in_scope,
+                MemoryTerm.term >= bindparam(f"low_{i}"),
+                MemoryTerm.term < bindparam(f"high_{i}"),
+            )
+            for i in range(prefixes)
+        ]
+        matches = union_all(*ranges).subquery("matches")
+    else:
+        bounds = (
+            func.unnest(
+                bindparam("lows", type_=ARRAY(String)), bindparam("highs", type_=ARRAY(String))
+            )
+            .table_valued("low", "high", with_ordinality="prefix")
+            .render_derived(name="bounds")
         )
-        for i in range(prefixes)
-    ]
-    matches = union_all(*ranges).subquery("matches")
+        matches = (
+            select(MemoryTerm.memory_id, bounds.c.prefix)
+            .select_from(bounds)
+            .join(
+                MemoryTerm,
+                and_(*in_scope, MemoryTerm.term >= bounds.c.low, MemoryTerm.term < bounds.c.high),
+            )
+            .subquery("matches")
+        )
     held = func.count(matches.c.prefix.distinct())
     matching = select(matches.c.memory_id, held.label("prefixes"))
     if categories or tiers:

@@ -4,18 +4,20 @@ SCAN_LIMIT finds partial words through the postings, alike on both databases."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sqlalchemy import event
 
 from bench.replacement import store_filler
 from memoryd.client import MemoryClient
 from memoryd.memories.store import readable
-from memoryd.models.db import session_scope
+from memoryd.models.db import get_engine, session_scope
 from memoryd.models.keys import Scope
 from memoryd.recall import search
-from memoryd.recall.trigrams import TrigramShare, prefixes, trigram_ranked
+from memoryd.recall.trigrams import MAX_PREFIXES, TrigramShare, prefixes, trigram_ranked
 from memoryd.text import word_trigrams
 from tests.conftest import make_settings
 
@@ -72,3 +74,41 @@ def test_a_large_scope_finds_partial_words_alike_on_both_databases(
     for query, target in PARTIAL.items():
         best = rankings["sqlite"][query][0][1]
         assert (target, best) in rankings["sqlite"][query], (query, rankings["sqlite"][query][:5])
+
+
+def test_postgres_searches_with_one_statement_text_whatever_the_querys_length(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The keyword and prefix searches send their lists as arrays on PostgreSQL: queries
+    of 1 to 16 words reuse the same two statements, which psycopg then prepares once (a
+    text per length was planned on every run, and 16 prefixes took more parameters than
+    psycopg prepares)."""
+    settings = make_settings("postgres", tmp_path, request)
+    client = MemoryClient(settings, dispatch=False)
+    store_filler(settings, ANN, search.SCAN_LIMIT + 50, seed=3)
+    sent: list[str] = []
+    engine = get_engine(settings)
+
+    def keep(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "memory_terms" in statement:
+            sent.append(statement)
+
+    event.listen(engine, "before_cursor_execute", keep)
+    try:
+        words = "quarterly payment module refactor dentist vegetarian marathon training".split()
+        for n in (1, 3, 8):
+            client.recall(" ".join(words[:n] * 2), "bench", "ann")
+        client.recall(LONG_QUESTION, "bench", "ann")
+    finally:
+        event.remove(engine, "before_cursor_execute", keep)
+    assert len(prefixes(LONG_QUESTION)) == MAX_PREFIXES
+    assert len(sent) == 8  # a keyword and a prefix search per recall
+    assert len(set(sent)) == 2
+
+
+LONG_QUESTION = (
+    "Remember the conversation about planning the wedding reception, choosing musicians, "
+    "booking photographers, comparing venues downtown, negotiating catering contracts, "
+    "arranging transportation, organising accommodation, selecting invitations, "
+    "coordinating florists and rehearsal schedules?"
+)
