@@ -128,9 +128,7 @@ def _forget_emptied(session: Session, keys: set[SessionKey], cutoff: datetime) -
         if rowcount(gone):
             session.execute(
                 delete(SessionSegment).where(
-                    SessionSegment.agent_id == key.agent_id,
-                    SessionSegment.user_id == key.user_id,
-                    SessionSegment.session_id == key.session_id,
+                    SessionSegment.of(key), SessionSegment.session_id == key.session_id
                 )
             )
 

@@ -20,7 +20,6 @@ from memoryd.memories.reconcile import reconcile_facts
 from memoryd.memories.store import (
     check_writable,
     lock_rows,
-    readable,
     record_event,
     restore_memory,
     set_content,
@@ -47,7 +46,7 @@ def _owned(
     """A memory this scope may read (its own or the agent's shared one) or, with
     `writable`, change (its own only; its row is locked unless the caller locks it with
     others, in id order). Anything else is "not found", never revealed."""
-    stmt = select(Memory).where(Memory.id == memory_id, readable(scope))
+    stmt = select(Memory).where(Memory.id == memory_id, Memory.readable_by(scope))
     if writable and lock:
         stmt = lock_rows(session, stmt)
     memory = session.scalars(stmt).first()
@@ -203,7 +202,7 @@ def list_memories(
     offset: int = 0,
 ) -> list[MemoryOut]:
     """Newest first; `limit` at most MAX_PAGE."""
-    stmt = select(Memory).where(readable(scope), Memory.status.in_(list(statuses)))
+    stmt = select(Memory).where(Memory.readable_by(scope), Memory.status.in_(list(statuses)))
     if categories:
         stmt = stmt.where(Memory.category.in_(list(categories)))
     if tiers:

@@ -187,7 +187,7 @@ def _drain(settings: Settings, erasure_id: int, target: Target, name: str, pick:
 
 
 def _in_scope(table: Any, target: Target) -> list[ColumnElement[bool]]:
-    where = [table.agent_id == target.agent_id, table.user_id == target.user_id]
+    where = [table.of(target)]
     if target.session_id is not None and hasattr(table, "session_id"):
         where.append(table.session_id == target.session_id)
     return where
@@ -222,9 +222,7 @@ def _session_memories(session: Session, target: Target) -> list[Any]:
     turn_ids = set(session.scalars(select(Turn.id).where(*_in_scope(Turn, target))))
     if not turn_ids:
         return []
-    scope_memories = select(Memory.id, Memory.source_turn_ids).where(
-        Memory.agent_id == target.agent_id, Memory.user_id == target.user_id
-    )
+    scope_memories = select(Memory.id, Memory.source_turn_ids).where(Memory.of(target))
     learnt = [
         row.id
         for row in session.execute(scope_memories.order_by(Memory.id))

@@ -86,12 +86,9 @@ def memory_health(session: Session, now: datetime, scope: Scope | None = None) -
     turn_scope: list[Any] = []
     batch_scope: list[Any] = []
     if scope is not None:
-        mem_scope = [Memory.agent_id == scope.agent_id, Memory.user_id == scope.user_id]
-        turn_scope = [Turn.agent_id == scope.agent_id, Turn.user_id == scope.user_id]
-        batch_scope = [
-            ExtractionBatch.agent_id == scope.agent_id,
-            ExtractionBatch.user_id == scope.user_id,
-        ]
+        mem_scope = [Memory.of(scope)]
+        turn_scope = [Turn.of(scope)]
+        batch_scope = [ExtractionBatch.of(scope)]
     by_status, by_tier, by_category, confidence = _grouped(session, mem_scope)
     active = by_status[MemoryStatus.ACTIVE]
 

@@ -124,9 +124,7 @@ class KnownMemories:
     def of(self, session: Session, scope: Scope) -> set[str]:
         if scope not in self._by_scope:
             rows = session.execute(
-                select(Memory.id, Memory.created_at, Memory.metadata_).where(
-                    Memory.agent_id == scope.agent_id, Memory.user_id == scope.user_id
-                )
+                select(Memory.id, Memory.created_at, Memory.metadata_).where(Memory.of(scope))
             )
             known: set[str] = set()
             for memory_id, created_at, metadata in rows:

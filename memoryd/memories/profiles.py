@@ -63,11 +63,7 @@ def ensure_profiles(session: Session, scope: Scope, now: datetime) -> None:
 
 
 def load(session: Session, scope: Scope, kind: ProfileType, *, lock: bool = False) -> Profile:
-    stmt = select(Profile).where(
-        Profile.agent_id == scope.agent_id,
-        Profile.user_id == scope.user_id,
-        Profile.type == kind,
-    )
+    stmt = select(Profile).where(Profile.of(scope), Profile.type == kind)
     if lock:
         stmt = stmt.execution_options(populate_existing=True)
         if not is_sqlite(session):
@@ -113,11 +109,7 @@ def user_timezone(session: Session, scope: Scope) -> tzinfo:
     """The zone the scope's user profile names (UTC when none): what "today" means to the
     user, on the read side as in extraction."""
     content = session.scalar(
-        select(Profile.content).where(
-            Profile.agent_id == scope.agent_id,
-            Profile.user_id == scope.user_id,
-            Profile.type == ProfileType.USER,
-        )
+        select(Profile.content).where(Profile.of(scope), Profile.type == ProfileType.USER)
     )
     return user_zone({"user": content})
 

@@ -130,8 +130,7 @@ def _lock_in_order(run: _Run, facts: Sequence[Fact]) -> None:
     run.session.execute(
         select(Memory.id)
         .where(
-            Memory.agent_id == run.scope.agent_id,
-            Memory.user_id == run.scope.user_id,
+            Memory.of(run.scope),
             or_(
                 Memory.id.in_(sorted(ids)), and_(Memory.status == MemoryStatus.ACTIVE, or_(*alike))
             ),
@@ -244,8 +243,7 @@ def _candidates(run: _Run, fact: Fact, same_key: Sequence[Memory]) -> list[Memor
             run.session.scalars(
                 select(Memory).where(
                     Memory.id.in_(sorted(ids)),
-                    Memory.agent_id == run.scope.agent_id,
-                    Memory.user_id == run.scope.user_id,
+                    Memory.of(run.scope),
                 )
             )
         )

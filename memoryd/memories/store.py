@@ -5,9 +5,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, and_, select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.errors import InvalidState, SharedScopeError
 from memoryd.memories.subjects import key_for
@@ -31,19 +30,6 @@ from memoryd.models.tables import (
 )
 from memoryd.settings import Settings
 from memoryd.text import content_hash, search_text
-
-
-def readable_users(scope: Scope) -> list[str]:
-    """The user ids whose memories a scope reads: its own and the agent's shared `*`."""
-    return [scope.user_id] if scope.user_id == SHARED_USER else [scope.user_id, SHARED_USER]
-
-
-def readable(scope: Scope) -> ColumnElement[bool]:
-    """The memories a scope may read: its own and its agent's shared `*` scope. Every read
-    path filters with this (or, reading by id, checks each row against readable_users),
-    so no query can return another user's rows."""
-    return and_(Memory.agent_id == scope.agent_id, Memory.user_id.in_(readable_users(scope)))
-
 
 SelectT = TypeVar("SelectT", bound=Select)  # type: ignore[type-arg]
 
@@ -268,8 +254,7 @@ def find_by_hash(session: Session, scope: Scope, text: str) -> Memory | None:
     return session.scalars(
         select(Memory)
         .where(
-            Memory.agent_id == scope.agent_id,
-            Memory.user_id == scope.user_id,
+            Memory.of(scope),
             Memory.content_hash == content_hash(text),
             Memory.status == MemoryStatus.ACTIVE,
         )

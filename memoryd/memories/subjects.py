@@ -59,8 +59,7 @@ def same_key_memories(
     if not key:
         return []
     stmt = select(Memory).where(
-        Memory.agent_id == scope.agent_id,
-        Memory.user_id == scope.user_id,
+        Memory.of(scope),
         Memory.name_key == key,
         Memory.name_key != "",  # stated, so SQLite plans with the partial key index
         Memory.status == MemoryStatus.ACTIVE,
@@ -80,11 +79,7 @@ def scope_keys(session: Session, scope: Scope, limit: int) -> list[str]:
         return []
     window = (
         select(Memory.name_key)
-        .where(
-            Memory.agent_id == scope.agent_id,
-            Memory.user_id == scope.user_id,
-            Memory.status == MemoryStatus.ACTIVE,
-        )
+        .where(Memory.of(scope), Memory.status == MemoryStatus.ACTIVE)
         # No tie-break by id: the index holds no id order, and a bulk import of
         # memories stamped alike would then be sorted whole; which of equals come
         # first only changes which keys are suggested.

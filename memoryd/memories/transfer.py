@@ -37,11 +37,7 @@ def export_memories(
     history (`history`: its events, oldest first), so an import keeps it."""
     last = 0
     while True:
-        stmt = select(Memory).where(Memory.id > last)
-        if agent_id:
-            stmt = stmt.where(Memory.agent_id == agent_id)
-        if user_id:
-            stmt = stmt.where(Memory.user_id == user_id)
+        stmt = select(Memory).where(Memory.id > last, *Memory.matching(agent_id, user_id))
         rows = session.scalars(stmt.order_by(Memory.id).limit(EXPORT_CHUNK)).all()
         if not rows:
             break
@@ -51,11 +47,7 @@ def export_memories(
             line["history"] = events.get(memory.id, [])
             yield json.dumps(line, ensure_ascii=False)
         last = rows[-1].id
-    documents = select(Profile).order_by(Profile.id)
-    if agent_id:
-        documents = documents.where(Profile.agent_id == agent_id)
-    if user_id:
-        documents = documents.where(Profile.user_id == user_id)
+    documents = select(Profile).where(*Profile.matching(agent_id, user_id)).order_by(Profile.id)
     for profile in session.scalars(documents):
         yield json.dumps({"kind": "profile", **to_out(profile).model_dump(mode="json")})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import (
     JSON,
@@ -12,9 +12,11 @@ from sqlalchemy import (
     DateTime,
     Integer,
     MetaData,
+    and_,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import DeclarativeBase, Mapped
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets a bigint identity.
@@ -29,6 +31,53 @@ NAMING_CONVENTION = {
 }
 
 SHARED_USER = "*"  # user_id of an agent's shared workspace scope, readable by all its users
+
+
+class ScopeLike(Protocol):
+    """Whose rows: models.keys.Scope, a SessionKey, or anything naming agent and user."""
+
+    @property
+    def agent_id(self) -> str: ...
+
+    @property
+    def user_id(self) -> str: ...
+
+
+def readable_users(scope: ScopeLike) -> list[str]:
+    """The user ids whose memories a scope reads: its own and the agent's shared `*`."""
+    return [scope.user_id] if scope.user_id == SHARED_USER else [scope.user_id, SHARED_USER]
+
+
+class Scoped:
+    """A table whose rows belong to one scope (agent_id, user_id). Queries name a scope's
+    rows only through these two conditions, so which rows a scope owns, and which it may
+    read, are written once per table rather than remembered at every query."""
+
+    if TYPE_CHECKING:
+        agent_id: Mapped[str]
+        user_id: Mapped[str]
+
+    @classmethod
+    def of(cls, scope: ScopeLike) -> ColumnElement[bool]:
+        """The scope's own rows: what it writes, erases and counts."""
+        return and_(cls.agent_id == scope.agent_id, cls.user_id == scope.user_id)
+
+    @classmethod
+    def readable_by(cls, scope: ScopeLike) -> ColumnElement[bool]:
+        """The rows the scope may read: its own and its agent's shared `*` scope's. A read
+        by id checks each row against readable_users instead."""
+        return and_(cls.agent_id == scope.agent_id, cls.user_id.in_(readable_users(scope)))
+
+    @classmethod
+    def matching(cls, agent_id: str | None, user_id: str | None) -> list[ColumnElement[bool]]:
+        """The rows of every scope with that agent and that user, either left open (an
+        export of one agent, of one user id across agents, or of everything)."""
+        where = []
+        if agent_id:
+            where.append(cls.agent_id == agent_id)
+        if user_id:
+            where.append(cls.user_id == user_id)
+        return where
 
 
 def require_aware(value: datetime) -> datetime:

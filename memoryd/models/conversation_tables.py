@@ -20,10 +20,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memoryd.models.base import Base, BigId, TurnStatus
+from memoryd.models.base import Base, BigId, Scoped, TurnStatus
 
 
-class Turn(Base):
+class Turn(Scoped, Base):
     __tablename__ = "turns"
     __table_args__ = (
         UniqueConstraint("agent_id", "user_id", "turn_key", name="uq_turns_scope_key"),
@@ -88,7 +88,7 @@ class Turn(Base):
     token_count: Mapped[int] = mapped_column(Integer, default=0)
 
 
-class ChatSession(Base):
+class ChatSession(Scoped, Base):
     """Per-session bookkeeping; the lease columns make one batch per session run at a time."""
 
     __tablename__ = "sessions"
@@ -144,7 +144,7 @@ class ChatSession(Base):
     compress_due: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
-class SessionSegment(Base):
+class SessionSegment(Scoped, Base):
     """A summary of about ten consecutive turns; the session synopsis is built from these."""
 
     __tablename__ = "session_segments"

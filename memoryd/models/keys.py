@@ -36,20 +36,12 @@ class SessionKey:
 
 def session_pk(key: SessionKey) -> tuple[ColumnElement[bool], ...]:
     """The `sessions` row of this key."""
-    return (
-        ChatSession.agent_id == key.agent_id,
-        ChatSession.user_id == key.user_id,
-        ChatSession.session_id == key.session_id,
-    )
+    return (ChatSession.of(key), ChatSession.session_id == key.session_id)
 
 
 def turns_of(key: SessionKey) -> tuple[ColumnElement[bool], ...]:
     """Every turn of this session."""
-    return (
-        Turn.agent_id == key.agent_id,
-        Turn.user_id == key.user_id,
-        Turn.session_id == key.session_id,
-    )
+    return (Turn.of(key), Turn.session_id == key.session_id)
 
 
 def turn_session() -> ColumnElement[bool]:

@@ -16,10 +16,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memoryd.models.base import Base, BigId
+from memoryd.models.base import Base, BigId, Scoped
 
 
-class Profile(Base):
+class Profile(Scoped, Base):
     """One structured document per scope and type (seed 001: `user` and `work`)."""
 
     __tablename__ = "profiles"
@@ -41,7 +41,7 @@ class Profile(Base):
     updated_at: Mapped[datetime]
 
 
-class ProfileEvent(Base):
+class ProfileEvent(Scoped, Base):
     """The history of a profile: each change as the JSON merge patch (RFC 7396) that turns
     the previous version into this one, so replaying the patches rebuilds the document."""
 

@@ -34,6 +34,7 @@ from memoryd.models.base import (
     EventKind,
     FailureKind,
     MemoryStatus,
+    Scoped,
     Tier,
     TurnStatus,
     UTCDateTime,
@@ -73,7 +74,7 @@ __all__ = [
 ]
 
 
-class Memory(Base):
+class Memory(Scoped, Base):
     __tablename__ = "memories"
     __table_args__ = (
         # search_length rides along so BM25's scope statistics are an index-only scan.
@@ -208,7 +209,7 @@ class Memory(Base):
     archived_at: Mapped[datetime | None]
 
 
-class MemoryTerm(Base):
+class MemoryTerm(Scoped, Base):
     """Postings of the keyword index: which active memory holds a term, how often, and
     how many terms that memory has. Kept by database triggers from memories.search_text
     and search_length, read per scope for BM25."""
@@ -237,7 +238,7 @@ class MemoryTerm(Base):
     search_length: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
-class MemoryEvent(Base):
+class MemoryEvent(Scoped, Base):
     __tablename__ = "memory_events"
     __table_args__ = (Index("ix_memory_events_memory", "memory_id", "id"),)
 
@@ -256,7 +257,7 @@ class MemoryEvent(Base):
     created_at: Mapped[datetime]
 
 
-class MemoryUsage(Base):
+class MemoryUsage(Scoped, Base):
     __tablename__ = "memory_usage"
     __table_args__ = (
         Index("ix_memory_usage_memory", "memory_id"),
@@ -277,7 +278,7 @@ class MemoryUsage(Base):
     created_at: Mapped[datetime]
 
 
-class ExtractionBatch(Base):
+class ExtractionBatch(Scoped, Base):
     __tablename__ = "extraction_batches"
     __table_args__ = (
         Index("ix_extraction_batches_session", "agent_id", "user_id", "session_id", "id"),

@@ -105,7 +105,7 @@ def _unembedded(settings: Settings, scope: Scope | None, after: int, size: int) 
             *_waiting(settings), Memory.id > after
         )
         if scope is not None:
-            stmt = stmt.where(Memory.agent_id == scope.agent_id, Memory.user_id == scope.user_id)
+            stmt = stmt.where(Memory.of(scope))
         return list(session.execute(stmt.order_by(Memory.id).limit(size)).all())
 
 

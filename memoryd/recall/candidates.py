@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
-from memoryd.memories.store import readable
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
@@ -118,7 +117,7 @@ def near(session: Session, settings: Settings, scope: Scope, text: str) -> list[
     terms = query_tokens(text)
     if not terms:
         return []  # an exact duplicate is still found by its hash
-    where = [readable(scope), Memory.status == MemoryStatus.ACTIVE]
+    where = [Memory.readable_by(scope), Memory.status == MemoryStatus.ACTIVE]
     key = ("near", settings.resolved_database_url, scope.agent_id, scope.user_id)
     stats = reused_stats(session, where, key)
     ranked = bm25_ranked(

@@ -23,7 +23,6 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import ConfigError, LLMError
-from memoryd.memories.store import readable
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall import search
@@ -204,7 +203,11 @@ def scope_vectors(
     cached = _scopes.recent(key, now)
     if cached is not None:
         return cached
-    where = [readable(scope), Memory.status == MemoryStatus.ACTIVE, Memory.vector.is_not(None)]
+    where = [
+        Memory.readable_by(scope),
+        Memory.status == MemoryStatus.ACTIVE,
+        Memory.vector.is_not(None),
+    ]
     count, id_sum, versions = session.execute(
         select(
             func.count(),

@@ -19,8 +19,9 @@ from pydantic import BaseModel, PrivateAttr
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from memoryd.memories.store import lock_rows, readable, readable_users
+from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import MAX_WEIGHT, effective_weight
+from memoryd.models.base import readable_users
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
@@ -135,7 +136,7 @@ class _Search:
         self.categories = categories
         self.tiers = tiers
         self.terms = terms
-        self.where = [readable(scope), *row_filters(categories, tiers)]
+        self.where = [Memory.readable_by(scope), *row_filters(categories, tiers)]
 
 
 class _Lists:

@@ -34,7 +34,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.memo import RecentMemo
-from memoryd.memories.store import readable_users
+from memoryd.models.base import readable_users
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus, MemoryTerm
 

@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import ARRAY, Select, String, and_, bindparam, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
-from memoryd.memories.store import readable, readable_users
+from memoryd.models.base import readable_users
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryTerm
 from memoryd.recall import search
@@ -101,7 +101,7 @@ def trigram_ranked(
         scored = [(round(r.prefixes / len(chosen), 6), r) for r in rows]
     else:
         if scope_rows is None:
-            where = [readable(scope), *row_filters(categories, tiers)]
+            where = [Memory.readable_by(scope), *row_filters(categories, tiers)]
             in_scope = select(*SCORING_COLUMNS, BODY.label("body")).where(*where)
             scope_rows = session.connection().execute(in_scope).all()
         share_of = TrigramShare(words)

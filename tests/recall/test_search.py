@@ -10,10 +10,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
-from memoryd.memories.store import readable
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.tables import Category, MemoryTerm, Tier
+from memoryd.models.tables import Category, Memory, MemoryTerm, Tier
 from memoryd.recall import search
 from memoryd.recall.search import bm25_ranked, row_filters, scope_stats
 from memoryd.recall.trigrams import trigram_ranked
@@ -60,7 +59,7 @@ QUERIES = [
 
 
 ANN = Scope("bot", "ann")
-ANNS_MEMORIES = [readable(ANN), *row_filters(None, None)]
+ANNS_MEMORIES = [Memory.readable_by(ANN), *row_filters(None, None)]
 
 
 def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:

@@ -13,9 +13,9 @@ from sqlalchemy import event
 
 from bench.replacement import store_filler
 from memoryd.client import MemoryClient
-from memoryd.memories.store import readable
 from memoryd.models.db import get_engine, session_scope
 from memoryd.models.keys import Scope
+from memoryd.models.tables import Memory
 from memoryd.recall import search
 from memoryd.recall.trigrams import MAX_PREFIXES, TrigramShare, prefixes, trigram_ranked
 from memoryd.text import word_trigrams
@@ -63,7 +63,7 @@ def test_a_large_scope_finds_partial_words_alike_on_both_databases(
         store_filler(settings, ANN, search.SCAN_LIMIT + 200, seed=11)
         ranking = {}
         with session_scope(settings, readonly=True) as session:
-            where = [readable(ANN), *search.row_filters(None, None)]
+            where = [Memory.readable_by(ANN), *search.row_filters(None, None)]
             stats = search.scope_stats(session, where)
             assert stats.docs > search.SCAN_LIMIT  # the indexed path, not the scan
             for query in PARTIAL:
@@ -95,7 +95,16 @@ def test_postgres_searches_with_one_statement_text_whatever_the_querys_length(
 
     event.listen(engine, "before_cursor_execute", keep)
     try:
-        words = "quarterly payment module refactor dentist vegetarian marathon training".split()
+        words = [
+            "quarterly",
+            "payment",
+            "module",
+            "refactor",
+            "dentist",
+            "vegetarian",
+            "marathon",
+            "training",
+        ]
         for n in (1, 3, 8):
             client.recall(" ".join(words[:n] * 2), "bench", "ann")
         client.recall(LONG_QUESTION, "bench", "ann")
