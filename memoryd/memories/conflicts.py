@@ -8,12 +8,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from memoryd.errors import InvalidState, NotFound
 from memoryd.memories.store import lock_rows, record_event, supersede_memory
 from memoryd.memories.weights import INITIAL_WEIGHT, set_weight
+from memoryd.models.base import written_in
 from memoryd.models.coordination import lock_scope
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
@@ -44,11 +45,7 @@ def _open_pairs() -> Any:  # Select of (superseded, replacement)
     return (
         select(Memory, new)
         .join(new, new.id == Memory.superseded_by_id)
-        # The status written into the SQL: a prepared statement's generic plan can then
-        # still read the partial index of superseded memories.
-        .where(
-            Memory.status == bindparam(None, SUPERSEDED, literal_execute=True), ~reviewed.exists()
-        )
+        .where(Memory.status == written_in(SUPERSEDED), ~reviewed.exists())
     )
 
 

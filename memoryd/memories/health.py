@@ -9,10 +9,11 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import ColumnElement, bindparam, func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.review import EXPIRING_WINDOW
+from memoryd.models.base import written_in
 from memoryd.models.keys import Scope
 from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus, Tier, Turn, TurnStatus
 from memoryd.models.tallies import memory_tallies
@@ -39,8 +40,7 @@ INDEXED_TURN_STATUSES = (TurnStatus.PENDING, TurnStatus.CLAIMED, TurnStatus.FAIL
 
 def count_turns(session: Session, status: TurnStatus, *where: ColumnElement[bool]) -> int:
     """Turns with one of INDEXED_TURN_STATUSES (and `where`), through its partial index."""
-    # The status written into the SQL, so a prepared statement's plan can use the index.
-    is_status = Turn.status == bindparam(None, str(status), literal_execute=True)
+    is_status = Turn.status == written_in(str(status))
     query = select(func.count()).select_from(Turn).where(is_status, *where)
     return int(session.scalar(query) or 0)
 

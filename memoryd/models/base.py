@@ -13,10 +13,11 @@ from sqlalchemy import (
     Integer,
     MetaData,
     and_,
+    bindparam,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets a bigint identity.
@@ -31,6 +32,13 @@ NAMING_CONVENTION = {
 }
 
 SHARED_USER = "*"  # user_id of an agent's shared workspace scope, readable by all its users
+
+
+def written_in(value: str) -> BindParameter[str]:
+    """`value` written into the statement's text instead of sent as a parameter: a status
+    compared with it lets a prepared statement's generic plan still read the partial
+    index of that status (PostgreSQL cannot prove the index's predicate from a `$1`)."""
+    return bindparam(None, value, literal_execute=True)
 
 
 class ScopeLike(Protocol):
