@@ -4,7 +4,7 @@ processes on Redis and the filesystem broker."""
 
 from __future__ import annotations
 
-import time
+import re
 from pathlib import Path
 
 import pytest
@@ -14,11 +14,11 @@ from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
 from memoryd.settings import Settings
 from memoryd.worker import make_celery
-from memoryd.worker.watchdog import EXIT_WEDGED
+from memoryd.worker.watchdog import EXIT_WEDGED, PING_TASK
 from tests.conftest import make_settings
 from tests.factories import count_turns
 from tests.fakellm import FakeLLM
-from tests.workers import start_worker, wait_until
+from tests.workers import Proc, start_worker, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,11 @@ def test_a_worker_whose_consumer_wedges_exits_and_a_healthy_one_stays(
             what="both workers up",
             procs=(healthy, wedged),
         )
-        time.sleep(6)  # several idle rounds: each pings itself and carries on
+        # Several idle rounds: each worker's own pings arrive and it carries on.
+        for worker in (healthy, wedged):
+            wait_until(
+                lambda w=worker: _pings_received(w) >= 3, 60, what="three pings", procs=(worker,)
+            )
         assert healthy.alive() and wedged.alive()
         # Stop one worker's consumer from taking anything, its own queue included: what a
         # broker client wedged after a reconnection looks like from the outside.
@@ -90,3 +94,7 @@ def test_a_worker_whose_every_slot_is_busy_longer_than_the_watchdog_stays(
 def _turns_done(settings: Settings) -> int:
     with session_scope(settings, readonly=True) as session:
         return count_turns(session, "done")
+
+
+def _pings_received(worker: Proc) -> int:
+    return len(re.findall(rf"{re.escape(PING_TASK)}\[[^\]]+\] succeeded", worker.log()))
