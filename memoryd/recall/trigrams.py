@@ -23,7 +23,18 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ARRAY, Select, String, and_, bindparam, func, literal, select, union_all
+from sqlalchemy import (
+    ARRAY,
+    Select,
+    String,
+    Subquery,
+    and_,
+    bindparam,
+    func,
+    literal,
+    select,
+    union_all,
+)
 from sqlalchemy.orm import Session
 
 from memoryd.models.base import readable_users
@@ -168,43 +179,10 @@ def _prefix_candidates(
 
 @functools.cache
 def _prefix_statement(prefixes: int, categories: bool, tiers: bool) -> Select[Any]:
-    """_prefix_candidates' statement, built once per shape: one range search of the
-    postings' key per prefix, counted per memory. Postings exist for active memories
-    only; categories and tiers are matched on the memories, before the limit. With
-    `prefixes` 0, for PostgreSQL: the ranges come as two arrays, joined to the postings
-    (one statement text, prepared once: see search.listed); on SQLite, one range query
-    per prefix (an OR of ranges made it read all of the scope's postings)."""
-    in_scope = (
-        MemoryTerm.agent_id == bindparam("agent"),
-        MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
-    )
-    if prefixes:
-        ranges = [
-            select(MemoryTerm.memory_id, literal(i).label("prefix")).where(
-                *in_scope,
-                MemoryTerm.term >= bindparam(f"low_{i}"),
-                MemoryTerm.term < bindparam(f"high_{i}"),
-            )
-            for i in range(prefixes)
-        ]
-        matches = union_all(*ranges).subquery("matches")
-    else:
-        bounds = (
-            func.unnest(
-                bindparam("lows", type_=ARRAY(String)), bindparam("highs", type_=ARRAY(String))
-            )
-            .table_valued("low", "high", with_ordinality="prefix")
-            .render_derived(name="bounds")
-        )
-        matches = (
-            select(MemoryTerm.memory_id, bounds.c.prefix)
-            .select_from(bounds)
-            .join(
-                MemoryTerm,
-                and_(*in_scope, MemoryTerm.term >= bounds.c.low, MemoryTerm.term < bounds.c.high),
-            )
-            .subquery("matches")
-        )
+    """_prefix_candidates' statement, built once per shape: the postings matching each
+    prefix (_matches), counted per memory. Postings exist for active memories only;
+    categories and tiers are matched on the memories, before the limit."""
+    matches = _matches(prefixes)
     held = func.count(matches.c.prefix.distinct())
     matching = select(matches.c.memory_id, held.label("prefixes"))
     if categories or tiers:
@@ -218,3 +196,39 @@ def _prefix_statement(prefixes: int, categories: bool, tiers: bool) -> Select[An
         .subquery("best")
     )
     return select(*SCORING_COLUMNS, best.c.prefixes).join(best, best.c.memory_id == Memory.id)
+
+
+def _matches(prefixes: int) -> Subquery:
+    """(memory_id, prefix number) of the scope's postings whose term starts with one of
+    the prefixes: a range search of the postings' key per prefix. With `prefixes` 0, for
+    PostgreSQL, the ranges come as two arrays joined to the postings (one statement
+    text, prepared once: see search.listed); on SQLite, one range query per prefix (an
+    OR of ranges made it read all of the scope's postings)."""
+    in_scope = (
+        MemoryTerm.agent_id == bindparam("agent"),
+        MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
+    )
+    if prefixes:
+        ranges = [
+            select(MemoryTerm.memory_id, literal(i).label("prefix")).where(
+                *in_scope,
+                MemoryTerm.term >= bindparam(f"low_{i}"),
+                MemoryTerm.term < bindparam(f"high_{i}"),
+            )
+            for i in range(prefixes)
+        ]
+        return union_all(*ranges).subquery("matches")
+    bounds = (
+        func.unnest(bindparam("lows", type_=ARRAY(String)), bindparam("highs", type_=ARRAY(String)))
+        .table_valued("low", "high", with_ordinality="prefix")
+        .render_derived(name="bounds")
+    )
+    return (
+        select(MemoryTerm.memory_id, bounds.c.prefix)
+        .select_from(bounds)
+        .join(
+            MemoryTerm,
+            and_(*in_scope, MemoryTerm.term >= bounds.c.low, MemoryTerm.term < bounds.c.high),
+        )
+        .subquery("matches")
+    )
