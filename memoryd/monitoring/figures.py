@@ -93,8 +93,7 @@ def list_batches(
     stmt = select(ExtractionBatch)
     if status:
         stmt = stmt.where(ExtractionBatch.status == status)
-    if agent_id:
-        stmt = stmt.where(ExtractionBatch.agent_id == agent_id)
+    stmt = stmt.where(*ExtractionBatch.matching(agent_id, None))
     if before_id:
         stmt = stmt.where(ExtractionBatch.id < before_id)
     stmt = stmt.order_by(ExtractionBatch.id.desc()).limit(min(max(limit, 1), MAX_PAGE))

@@ -173,16 +173,18 @@ def _prefix_candidates(
     if not postgres:
         params.update({f"low_{i}": low for i, low in enumerate(params.pop("lows"))})
         params.update({f"high_{i}": high for i, high in enumerate(params.pop("highs"))})
-    statement = _prefix_statement(0 if postgres else len(prefixes), bool(categories), bool(tiers))
+    statement = _prefix_statement(
+        postgres, 0 if postgres else len(prefixes), bool(categories), bool(tiers)
+    )
     return session.connection().execute(statement, params).all()
 
 
 @functools.cache
-def _prefix_statement(prefixes: int, categories: bool, tiers: bool) -> Select[Any]:
+def _prefix_statement(postgres: bool, prefixes: int, categories: bool, tiers: bool) -> Select[Any]:
     """_prefix_candidates' statement, built once per shape: the postings matching each
     prefix (_matches), counted per memory. Postings exist for active memories only;
     categories and tiers are matched on the memories, before the limit."""
-    matches = _matches(prefixes)
+    matches = _matches(postgres, prefixes)
     held = func.count(matches.c.prefix.distinct())
     matching = select(matches.c.memory_id, held.label("prefixes"))
     if categories or tiers:
@@ -198,17 +200,17 @@ def _prefix_statement(prefixes: int, categories: bool, tiers: bool) -> Select[An
     return select(*SCORING_COLUMNS, best.c.prefixes).join(best, best.c.memory_id == Memory.id)
 
 
-def _matches(prefixes: int) -> Subquery:
+def _matches(postgres: bool, prefixes: int) -> Subquery:
     """(memory_id, prefix number) of the scope's postings whose term starts with one of
-    the prefixes: a range search of the postings' key per prefix. With `prefixes` 0, for
-    PostgreSQL, the ranges come as two arrays joined to the postings (one statement
-    text, prepared once: see search.listed); on SQLite, one range query per prefix (an
-    OR of ranges made it read all of the scope's postings)."""
+    `prefixes` (their number) ranges of the postings' key. On PostgreSQL the ranges come
+    as two arrays joined to the postings (one statement text, prepared once: see
+    search.listed); on SQLite, one range query per prefix (an OR of ranges made it read
+    all of the scope's postings)."""
     in_scope = (
         MemoryTerm.agent_id == bindparam("agent"),
         MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
     )
-    if prefixes:
+    if not postgres:
         ranges = [
             select(MemoryTerm.memory_id, literal(i).label("prefix")).where(
                 *in_scope,
