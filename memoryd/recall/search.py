@@ -25,6 +25,7 @@ from sqlalchemy import (
     String,
     any_,
     bindparam,
+    case,
     cast,
     func,
     literal_column,
@@ -229,7 +230,12 @@ def _bm25_statement(postgres: bool, categories: bool, tiers: bool) -> Select[Any
     df = select(postings.c.term, func.count().label("n")).group_by(postings.c.term).cte("df")
     # Every operand a double, so both databases do the same floating-point arithmetic.
     n, tf, length = (cast(c, Float) for c in (df.c.n, postings.c.tf, postings.c.search_length))
-    idf = func.ln(1.0 + (bindparam("docs", type_=Float) - n + 0.5) / (n + 0.5), type_=Float)
+    # A large scope's count is reused for a while (reused_stats): never below a term's
+    # own count, or a term held by more memories than were counted would weigh less
+    # than nothing.
+    counted = bindparam("docs", type_=Float)
+    docs = case((n > counted, n), else_=counted)
+    idf = func.ln(1.0 + (docs - n + 0.5) / (n + 0.5), type_=Float)
     norm = K1 * (1.0 - B + B * length / bindparam("average", type_=Float))
     part = func.floor(idf * tf * (K1 + 1.0) / (tf + norm) * POINTS, type_=Float)
     points = func.sum(part, type_=Float).label("points")

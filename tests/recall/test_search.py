@@ -201,3 +201,18 @@ def test_categories_and_tiers_narrow_both_lists(
     assert found([Category.REFERENCE], None) == ({ref.id, shared.id},) * 2
     assert found(None, [Tier.LONG]) == ({long_term.id},) * 2
     assert found([Category.REFERENCE], [Tier.LONG]) == (set(), set())
+
+
+def test_a_stale_count_never_makes_a_term_weigh_less_than_nothing(
+    settings: Settings, db: Session
+) -> None:
+    """A large scope's count is reused for 30 s while it grows: a term held by more
+    memories than were counted still raises a memory's score, it never lowers it."""
+    for i in range(6):
+        make_memory(db, settings, f"Walks the dog every morning, note {i}")
+    make_memory(db, settings, "Walks to work on Fridays")
+    db.commit()
+    counted_before_growth = search.ScopeStats(docs=2, total_length=8)
+    ranked = bm25_ranked(db, ANN, None, None, ["dog", "walk"], counted_before_growth)
+    assert len(ranked) == 7 and all(score > 0 for _id, score in ranked)
+    assert min(score for _id, score in ranked[:6]) > ranked[6][1]  # "dog" adds, not takes
