@@ -54,8 +54,11 @@ LIST_LIMIT = 50
 # (trigrams.TrigramShare): a larger scope would read and score rows that the postings
 # rule out at no cost.
 SCAN_LIMIT = 200
-# Above this size recall.embeddings re-checks a scope's vector stamp only every few
-# seconds: reading thousands of rows' stamps per query costs more than the search.
+# Above this size a scope reuses its BM25 statistics (and recall.embeddings its vector
+# stamp) for a while: counting thousands of rows per query costs more than the ranking
+# it informs. Reused from 200 on, the statistics of a scope still filling (RealMem's
+# facts loaded a few milliseconds apart in bench/quality.py) lagged enough to cost
+# 0.7 points of hit@5 with embeddings on.
 LARGE_SCOPE = 1000
 # What re-scoring (rank.py) needs of a candidate, read by the queries that find it.
 SCORING_COLUMNS = (
@@ -68,9 +71,8 @@ SCORING_COLUMNS = (
 )
 
 
-# How long the statistics of a scope larger than SCAN_LIMIT are reused: a few seconds of
-# new or retired memories move its IDF and average length by a hair, and counting it
-# cost PostgreSQL 0.5 ms of a 10 ms recall at 500 memories (bench/quality.py's RealMem).
+# How long a LARGE_SCOPE's statistics are reused: a few seconds of new or retired
+# memories move a large scope's IDF and average length by a hair.
 STATS_REUSE_SECONDS = 30.0
 
 
@@ -119,13 +121,13 @@ def scope_stats(session: Session, where: list[ColumnElement[bool]]) -> ScopeStat
 
 def reused_stats(session: Session, where: list[ColumnElement[bool]], key: Hashable) -> ScopeStats:
     """scope_stats, reused for STATS_REUSE_SECONDS when the scope holds more than
-    SCAN_LIMIT memories: counting a scope of thousands costs more than the search it
+    LARGE_SCOPE memories: counting a scope of thousands costs more than the search it
     informs. A smaller scope is counted each time, so one that was empty a moment ago is
     searched as it is now."""
     stats = _recent_stats.get(key)
     if stats is None:
         stats = scope_stats(session, where)
-        if stats.docs > SCAN_LIMIT:
+        if stats.docs > LARGE_SCOPE:
             _recent_stats.put(key, stats)
     return stats
 

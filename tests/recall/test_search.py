@@ -159,9 +159,10 @@ def test_every_memory_of_the_scope_is_a_candidate(
 def test_a_large_scope_reuses_its_statistics_yet_finds_a_new_memory_at_once(
     settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Above SCAN_LIMIT the BM25 statistics are reused for a while; the postings are
+    """Above LARGE_SCOPE the BM25 statistics are reused for a while; the postings are
     not, so a memory saved a moment ago is found by the next recall."""
     monkeypatch.setattr(search, "SCAN_LIMIT", 50)
+    monkeypatch.setattr(search, "LARGE_SCOPE", 50)
     for i in range(60):
         make_memory(db, settings, f"Note {i}: the weekly report number {i} was sent")
     db.commit()
