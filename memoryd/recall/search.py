@@ -36,6 +36,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.memo import RecentMemo
 from memoryd.models.base import readable_users
+from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus, MemoryTerm
 
@@ -186,7 +187,7 @@ def bm25_ranked(
         "average": stats.average,
         "limit": limit,
     }
-    statement = _bm25_statement(on_postgres(session), bool(categories), bool(tiers))
+    statement = _bm25_statement(not is_sqlite(session), bool(categories), bool(tiers))
     rows = session.connection().execute(statement, params).all()
     if seen is not None:
         seen.update((row.id, row) for row in rows)
@@ -194,10 +195,6 @@ def bm25_ranked(
 
 
 POINTS = 1e9  # BM25 points per unit of score, summed as whole numbers
-
-
-def on_postgres(session: Session) -> bool:
-    return session.get_bind().dialect.name == "postgresql"
 
 
 def listed(column: InstrumentedAttribute[str], name: str, postgres: bool) -> ColumnElement[bool]:

@@ -38,6 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from memoryd.models.base import readable_users
+from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryTerm
 from memoryd.recall import search
@@ -167,12 +168,13 @@ def _prefix_candidates(
     }
     # Terms are letters and digits, so [prefix, next prefix) holds exactly the terms
     # that start with it, in any collation that orders them letter by letter.
-    params["lows"] = prefixes
-    params["highs"] = [prefix[:-1] + chr(ord(prefix[-1]) + 1) for prefix in prefixes]
-    postgres = search.on_postgres(session)
-    if not postgres:
-        params.update({f"low_{i}": low for i, low in enumerate(params.pop("lows"))})
-        params.update({f"high_{i}": high for i, high in enumerate(params.pop("highs"))})
+    highs = [prefix[:-1] + chr(ord(prefix[-1]) + 1) for prefix in prefixes]
+    postgres = not is_sqlite(session)
+    if postgres:
+        params.update(lows=prefixes, highs=highs)
+    else:
+        for i, (low, high) in enumerate(zip(prefixes, highs, strict=True)):
+            params.update({f"low_{i}": low, f"high_{i}": high})
     statement = _prefix_statement(
         postgres, 0 if postgres else len(prefixes), bool(categories), bool(tiers)
     )
