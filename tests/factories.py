@@ -14,6 +14,8 @@ from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, Category, Memory, Turn
+from memoryd.recall.rank import Hit, ScoreParts
+from memoryd.recall.usage import log_retrieval
 from memoryd.settings import Settings
 
 
@@ -66,3 +68,20 @@ def count_turns(session: Session, status: str | None = None) -> int:
     count = int(session.scalar(stmt) or 0)
     session.commit()  # end the read: an open SQLite write transaction holds the lock
     return count
+
+
+def retrieve(session: Session, settings: Settings, memories: list[Memory], now: datetime) -> None:
+    """A recall in the first memory's scope returned these memories at `now`: its usage
+    feedback, as given for hits ranked without their row locks (usage.log_retrieval)."""
+    parts = ScoreParts(
+        keyword_rank=1,
+        similarity=0.0,
+        embedding=None,
+        fused=1.0,
+        strength=0.5,
+        recency=1.0,
+        confidence=1.0,
+    )
+    hits = [Hit.from_memory(memory, score=1.0, parts=parts) for memory in memories]
+    scope = Scope(memories[0].agent_id, memories[0].user_id)
+    log_retrieval(session, settings, scope, hits, "what do you remember", None, now)

@@ -285,14 +285,3 @@ def history(session: Session, scope: Scope, kind: ProfileType) -> list[ProfileEv
         )
         for e in events
     ]
-
-
-def replay(
-    kind: ProfileType, events: list[ProfileEventOut]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The document and field meta that the history builds from the empty document."""
-    content, field_meta = default_content(kind), dict[str, Any]()
-    for event in events:
-        content = validated(kind, merge_patch.apply(content, event.patch))
-        field_meta = merge_patch.apply(field_meta, event.meta_patch)
-    return content, field_meta

@@ -84,12 +84,6 @@ def log_retrieval(
     _write_rows(session, _USAGE, usage, key=None)
 
 
-def record_access(session: Session, settings: Settings, ids: Sequence[int], now: datetime) -> None:
-    """Recall returned these memories: an access each (promotion counts them), a little
-    weight, and a short-tier memory's TTL restarts ("not accessed since")."""
-    _reinforce(session, settings, ids, settings.reinforce_retrieved, now, retrieved=True)
-
-
 def _reinforce(
     session: Session,
     settings: Settings,

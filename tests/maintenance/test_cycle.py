@@ -16,9 +16,8 @@ from memoryd.memories.store import restore_memory
 from memoryd.memories.weights import effective_weight
 from memoryd.models.db import utcnow
 from memoryd.models.tables import EventKind, Memory, MemoryEvent, MemoryStatus, Tier
-from memoryd.recall.usage import record_access
 from memoryd.settings import Settings
-from tests.factories import make_memory
+from tests.factories import make_memory, retrieve
 
 START = "2026-01-01 00:00:00"
 
@@ -78,7 +77,7 @@ def test_reinforcement_postpones_archiving(settings: Settings, db: Session) -> N
     first_due = memory.archive_due_at
     assert first_due is not None
     used = start + timedelta(days=100)
-    record_access(db, settings, [memory.id], used)
+    retrieve(db, settings, [memory], used)
     db.commit()
     assert reload(db, memory).archive_due_at == first_due  # recall leaves it as a lower bound
 
@@ -105,7 +104,7 @@ def test_a_sweep_reads_on_past_a_chunk_of_postponed_memories(
         stale = make_memory(db, settings, "Forgotten fact")
         start = utcnow()
     db.commit()
-    record_access(db, settings, [m.id for m in used], start + timedelta(days=100))
+    retrieve(db, settings, used, start + timedelta(days=100))
     db.commit()
     due = reload(db, stale).archive_due_at
     assert due is not None
@@ -120,10 +119,10 @@ def test_promotion_at_exactly_the_access_threshold(settings: Settings, db: Sessi
     now = utcnow()
     db.commit()
     for _ in range(settings.promote_access_count - 1):
-        record_access(db, settings, [memory.id], now)
+        retrieve(db, settings, [memory], now)
     db.commit()
     assert run_cycle(settings, now).promoted == 0
-    record_access(db, settings, [memory.id], now)
+    retrieve(db, settings, [memory], now)
     db.commit()
     assert run_cycle(settings, now).promoted == 1
     promoted = reload(db, memory)
@@ -143,7 +142,7 @@ def test_ttl_expiry_boundaries_and_access_restarts_the_ttl(settings: Settings, d
     assert run_cycle(settings, idle.expires_at).expired == 1
     assert reload(db, idle).status == MemoryStatus.EXPIRED
 
-    record_access(db, settings, [used.id], start + timedelta(days=6))  # before its TTL
+    retrieve(db, settings, [used], start + timedelta(days=6))  # before its TTL
     db.commit()
     assert run_cycle(settings, start + timedelta(days=8)).expired == 0
     assert run_cycle(settings, start + timedelta(days=13)).expired == 1
@@ -158,11 +157,11 @@ def test_the_ttl_restarts_in_whole_hours_never_short_of_the_ttl(
         start = utcnow()
     ttl = timedelta(days=settings.short_ttl_days)
     first = start + timedelta(days=2, minutes=10)
-    record_access(db, settings, [memory.id], first)
+    retrieve(db, settings, [memory], first)
     db.commit()
     expires = reload(db, memory).expires_at
     assert expires == start + timedelta(days=2, hours=1) + ttl
-    record_access(db, settings, [memory.id], first + timedelta(minutes=40))
+    retrieve(db, settings, [memory], first + timedelta(minutes=40))
     db.commit()
     assert reload(db, memory).expires_at == expires  # the same hour: the row keeps it
     assert run_cycle(settings, first + ttl).expired == 0

@@ -17,11 +17,12 @@ from hypothesis import strategies as st
 
 from memoryd.client import MemoryClient
 from memoryd.errors import ProfileRejected, SharedScopeError
+from memoryd.memories import merge_patch
 from memoryd.memories.profile_updates import ProfileUpdate, apply_updates
-from memoryd.memories.profiles import replay
+from memoryd.memories.profiles import validated
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.profiles import ProfileType, UserMemoryContent, default_content
+from memoryd.models.profiles import ProfileEventOut, ProfileType, UserMemoryContent, default_content
 from memoryd.settings import Settings
 
 ANN = Scope("bot", "ann")
@@ -44,6 +45,18 @@ def extract(settings: Settings, *updates: ProfileUpdate, said_ago: float = 0.0) 
 
 def doc(settings: Settings, kind: str = "user") -> dict[str, Any]:
     return MemoryClient(settings).profile("bot", "ann", kind).content
+
+
+def replay(
+    kind: ProfileType, events: list[ProfileEventOut]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The document and field meta that a profile's history builds from the empty
+    document: what the stored document must be if the history misses no change."""
+    content, field_meta = default_content(kind), dict[str, Any]()
+    for event in events:
+        content = validated(kind, merge_patch.apply(content, event.patch))
+        field_meta = merge_patch.apply(field_meta, event.meta_patch)
+    return content, field_meta
 
 
 def test_a_new_scope_reads_both_empty_documents(settings: Settings) -> None:

@@ -14,9 +14,9 @@ from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryUsage, Tier
 from memoryd.recall.rank import recall
-from memoryd.recall.usage import log_retrieval, record_access
+from memoryd.recall.usage import log_retrieval
 from memoryd.settings import Settings
-from tests.factories import make_memory
+from tests.factories import make_memory, retrieve
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
@@ -30,11 +30,11 @@ def test_recall_feedback_rewrites_rows_in_place(settings: Settings, db: Session)
     assert (long.tier, short.tier) == (Tier.LONG, Tier.SHORT)
     db.commit()
     hour = utcnow().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    record_access(db, settings, [long.id, short.id], hour + timedelta(minutes=5))  # TTL moves
+    retrieve(db, settings, [long, short], hour + timedelta(minutes=5))  # TTL moves
     db.commit()
     before = _updates(db)  # in one transaction: no statistics are flushed meanwhile
     for minute in range(10, 40, 10):  # the same hour: every column that changes is unindexed
-        record_access(db, settings, [long.id, short.id], hour + timedelta(minutes=minute))
+        retrieve(db, settings, [long, short], hour + timedelta(minutes=minute))
     updated, in_place = (after - then for after, then in zip(_updates(db), before, strict=True))
     assert (updated, in_place) == (6, 6)
     db.commit()
