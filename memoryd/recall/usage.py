@@ -7,14 +7,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, Update, bindparam, column, func, insert, select, true, update
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import Table, bindparam, func, insert, select, true, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import Executable
 
 from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import reinforced, restarted_ttl
-from memoryd.models.base import require_aware
+from memoryd.models.bulk import json_rows, json_table, pg_update, write_rows
 from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryUsage, Tier
@@ -76,12 +75,12 @@ def log_retrieval(
     }
     if changes and not is_sqlite(session):
         statement = _feedback_statement(tuple(changes), tuple(usage))
-        params = {"changes": _json_rows(changes), "usage": _json_rows(usage)}
+        params = {"changes": json_rows(changes), "usage": json_rows(usage)}
         session.connection().execute(statement, params)
         return
     if changes:
-        _write_rows(session, _MEMORIES, changes, key="id")
-    _write_rows(session, _USAGE, usage, key=None)
+        write_rows(session, _MEMORIES, changes, key="id")
+    write_rows(session, _USAGE, usage, key=None)
 
 
 def _reinforce(
@@ -96,7 +95,7 @@ def _reinforce(
     """Reinforce memories atomically: see _locked and _reinforced. One statement each way."""
     fresh = _locked(session, ids)
     if fresh:
-        _write_rows(
+        write_rows(
             session,
             _MEMORIES,
             _reinforced(settings, fresh, amount, now, retrieved=retrieved),
@@ -133,76 +132,6 @@ def _reinforced(
     return columns
 
 
-def _write_rows(
-    session: Session, table: Table, columns: dict[str, list[Any]], *, key: str | None
-) -> None:
-    """Insert rows (key None) or update them by `key`; `columns` holds one list per
-    column, a value per row. SQLite runs in process: plain executemany, parameters typed
-    from the table. PostgreSQL: one statement over a JSON array of the rows (_given)."""
-    if is_sqlite(session):
-        names = [f"b_{c}" for c in columns]
-        params: Any = [
-            dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)
-        ]
-        statement = _sqlite_statement(table, tuple(columns), key)
-    else:
-        params = {"rows": _json_rows(columns)}
-        statement = _pg_statement(table, tuple(columns), key)
-    session.connection().execute(statement, params)
-
-
-def _json_rows(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """The rows as JSON objects; the record's column types turn values back on the server."""
-    return [
-        dict(zip(columns, map(_json_value, values), strict=True))
-        for values in zip(*columns.values(), strict=True)
-    ]
-
-
-def _json_value(value: Any) -> Any:
-    return require_aware(value).isoformat() if isinstance(value, datetime) else value
-
-
-# Statements are built once per shape: every recall writes with the same ones, and
-# building one took about 0.4 ms each time.
-@functools.cache
-def _sqlite_statement(table: Table, columns: tuple[str, ...], key: str | None) -> Executable:
-    source = {c: bindparam(f"b_{c}", type_=table.c[c].type) for c in columns}
-    if key is None:
-        return insert(table).values(source)
-    keyed = source.pop(key)
-    return update(table).where(table.c[key] == keyed).values(source)
-
-
-def _given(table: Table, columns: tuple[str, ...], param: str) -> Any:
-    """The JSON array of rows in parameter `param` as a table, typed by `table`'s columns:
-    a statement over it does not vary with the number of rows, so the server plans it
-    once, and a recall's twenty rows cost about what one does. (Arrays did the same, but
-    the driver escapes every element of an array in Python: about 1 ms a recall.)"""
-    return (
-        func.jsonb_to_recordset(bindparam(param, type_=JSONB))
-        .table_valued(*(column(c, table.c[c].type) for c in columns), name=f"{param}_given")
-        .render_derived(with_types=True)
-    )
-
-
-def _pg_update(table: Table, columns: tuple[str, ...], key: str, param: str) -> Update:
-    given = _given(table, columns, param)
-    return (
-        update(table)
-        .where(table.c[key] == given.c[key])
-        .values({c: given.c[c] for c in columns if c != key})
-    )
-
-
-@functools.cache
-def _pg_statement(table: Table, columns: tuple[str, ...], key: str | None) -> Executable:
-    if key is not None:
-        return _pg_update(table, columns, key, "rows")
-    given = _given(table, columns, "rows")
-    return insert(table).from_select(list(columns), select(*given.c))
-
-
 @functools.cache
 def _feedback_statement(changed: tuple[str, ...], logged: tuple[str, ...]) -> Executable:
     """A retrieval's feedback on PostgreSQL in one round trip: the hits' new columns (a
@@ -210,11 +139,11 @@ def _feedback_statement(changed: tuple[str, ...], logged: tuple[str, ...]) -> Ex
     transaction. Usage rows and access counts are feedback, not user data: losing the
     last instant of them in a server crash is harmless, and recall then does not wait
     for a WAL flush (the tail of its latency on a busy disk)."""
-    reinforce = _pg_update(_MEMORIES, changed, "id", "changes").cte("reinforced")
+    reinforce = pg_update(_MEMORIES, changed, "id", "changes").cte("reinforced")
     relaxed = select(func.set_config("synchronous_commit", "off", true()).label("setting")).cte(
         "relaxed"
     )
-    usage = _given(_USAGE, logged, "usage")
+    usage = json_table(_USAGE, logged, "usage")
     rows = select(*usage.c).select_from(usage).join(relaxed, true())
     return insert(_USAGE).from_select(list(logged), rows).add_cte(reinforce)
 
