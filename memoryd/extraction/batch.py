@@ -26,10 +26,11 @@ from sqlalchemy.orm import Session
 from memoryd.agents import config as agent_config
 from memoryd.errors import LeaseLost, LLMError, LLMTransientError, error_text, log_failure
 from memoryd.extraction import prepare
-from memoryd.extraction.extractors import Extractor, NoExtraction, Proposal, get_extractor
+from memoryd.extraction.extractors import NoExtraction, get_extractor
 from memoryd.extraction.gate import gate_facts
 from memoryd.extraction.prepare import Prepared
 from memoryd.extraction.resolve import resolve
+from memoryd.extraction.views import Extractor, Proposal
 from memoryd.ingest.heartbeat import kept_alive
 from memoryd.ingest.leases import (
     Claim,

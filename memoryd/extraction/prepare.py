@@ -14,10 +14,7 @@ from typing import Any
 
 from sqlalchemy import update
 
-from memoryd.extraction.extractors import (
-    Extractor,
-    MemoryView,
-    TurnView,
+from memoryd.extraction.prompt import (
     cut_to_budget,
     fit_memories,
     render_keys,
@@ -25,6 +22,7 @@ from memoryd.extraction.extractors import (
     turn_budget,
     turn_cost,
 )
+from memoryd.extraction.views import Extractor, MemoryView, TurnView
 from memoryd.ingest.leases import Claim, claim_batch
 from memoryd.llm import circuit
 from memoryd.memories.profiles import get_profile

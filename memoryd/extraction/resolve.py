@@ -16,16 +16,10 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from memoryd.extraction.extractors import (
-    Extractor,
-    LLMExtractor,
-    MemoryView,
-    Proposal,
-    fit_memories,
-    render_fact,
-    render_memories,
-)
+from memoryd.extraction.extractors import LLMExtractor
 from memoryd.extraction.prepare import Prepared
+from memoryd.extraction.prompt import fit_memories, render_fact, render_memories
+from memoryd.extraction.views import Extractor, MemoryView, Proposal
 from memoryd.memories.subjects import key_for, same_key_memories
 from memoryd.models.db import session_scope
 from memoryd.models.proposals import Fact, ResolveOutput

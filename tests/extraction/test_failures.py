@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.errors import BatchFailed
 from memoryd.extraction.batch import extract_session
-from memoryd.extraction.extractors import TRUNCATED
+from memoryd.extraction.prompt import TRUNCATED
 from memoryd.ingest.sweeper import retry_failed, run_sweep
 from memoryd.llm import circuit
 from memoryd.models.coordination import database_time

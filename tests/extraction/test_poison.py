@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import ExtractStats, extract_session
-from memoryd.extraction.extractors import OfflineExtractor, Proposal, TurnView
+from memoryd.extraction.extractors import OfflineExtractor
+from memoryd.extraction.views import Proposal, TurnView
 from memoryd.ingest.sweeper import run_sweep
 from memoryd.models.db import session_scope
 from memoryd.models.keys import SessionKey

@@ -12,15 +12,15 @@ from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
-from memoryd.extraction.extractors import (
+from memoryd.extraction.prompt import (
     EXTRACT_PROMPT,
     MAX_INDEX,
-    TurnView,
     prompt_overhead,
     render_turn,
     today_line,
     turn_cost,
 )
+from memoryd.extraction.views import TurnView
 from memoryd.ingest.sweeper import retry_failed
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey

@@ -14,7 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.extraction.batch import TIME_LIMIT, extract_session
-from memoryd.extraction.extractors import OfflineExtractor, Proposal, TurnView
+from memoryd.extraction.extractors import OfflineExtractor
+from memoryd.extraction.views import Proposal, TurnView
 from memoryd.models.tables import ExtractionBatch, Turn
 from memoryd.settings import Settings
 from memoryd.worker.config import celery_config

@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import select, update
 
 from memoryd.extraction.batch import extract_session
-from memoryd.extraction.extractors import MemoryView, OfflineExtractor, Proposal, TurnView
+from memoryd.extraction.extractors import OfflineExtractor
+from memoryd.extraction.views import MemoryView, Proposal, TurnView
 from memoryd.ingest.buffer import end_session
 from memoryd.ingest.leases import Claim, claim_batch, finish_turns, release_lease
 from memoryd.ingest.sweeper import run_sweep
