@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -98,7 +98,7 @@ def claim_batch(
     full = splitting or _full(settings, rows, taken)
     if not taken or not _ready(settings, chat, full=full, now=now):
         return None
-    batch = _open_batch(session, key, taken, now)
+    batch = open_batch(session, key, "extract", [t.id for t in taken], now)
     turns = _mark_claimed(session, batch, taken)
     if not turns:  # cannot happen under the session lock; never claim an empty batch
         session.delete(batch)
@@ -146,18 +146,20 @@ def _ready(settings: Settings, chat: ChatSession, *, full: bool, now: datetime) 
     return full or chat.ended_at is not None or idle
 
 
-def _open_batch(
-    session: Session, key: SessionKey, taken: list[ClaimedTurn], now: datetime
+def open_batch(
+    session: Session, key: SessionKey, kind: str, turn_ids: Sequence[int], now: datetime
 ) -> ExtractionBatch:
+    """The running batch row of a claim over `turn_ids` (oldest first): an extraction
+    ("extract") or a compression run ("compress"), whose lease names it."""
     batch = ExtractionBatch(
         agent_id=key.agent_id,
         user_id=key.user_id,
         session_id=key.session_id,
-        kind="extract",  # compression records its runs as batches of its own kind
+        kind=kind,
         status=BatchStatus.RUNNING,
-        first_turn_id=taken[0].id,
-        last_turn_id=taken[-1].id,
-        turn_count=len(taken),
+        first_turn_id=turn_ids[0],
+        last_turn_id=turn_ids[-1],
+        turn_count=len(turn_ids),
         started_at=now,
     )
     session.add(batch)

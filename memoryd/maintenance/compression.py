@@ -21,7 +21,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.errors import BatchFailed, LLMError, LLMTransientError, error_text, log_failure
 from memoryd.ingest.heartbeat import kept_alive
-from memoryd.ingest.leases import compress_due
+from memoryd.ingest.leases import compress_due, open_batch
 from memoryd.ingest.session_lease import COMPRESSION_LEASE
 from memoryd.llm import circuit
 from memoryd.maintenance.summarizers import Summarizer, Summary, get_summarizer
@@ -86,19 +86,7 @@ def claim_compression(
     older = _turns_to_summarise(session, settings, chat, key)
     if not older:
         return None
-    batch = ExtractionBatch(
-        agent_id=key.agent_id,
-        user_id=key.user_id,
-        session_id=key.session_id,
-        kind="compress",
-        status=BatchStatus.RUNNING,
-        first_turn_id=older[0].id,
-        last_turn_id=older[-1].id,
-        turn_count=len(older),
-        started_at=now,
-    )
-    session.add(batch)
-    session.flush()
+    batch = open_batch(session, key, "compress", [r.id for r in older], now)
     if not _take_lease(session, settings, key, batch.id, chat.summary_upto, now):
         session.rollback()
         return None
