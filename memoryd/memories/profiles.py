@@ -274,14 +274,4 @@ def history(session: Session, scope: Scope, kind: ProfileType) -> list[ProfileEv
         .where(ProfileEvent.profile_id == profile.id)
         .order_by(ProfileEvent.version)
     )
-    return [
-        ProfileEventOut(
-            version=e.version,
-            actor=e.actor,
-            batch_id=e.batch_id,
-            patch=e.patch,
-            meta_patch=e.meta_patch,
-            created_at=e.created_at,
-        )
-        for e in events
-    ]
+    return [ProfileEventOut.model_validate(e, from_attributes=True) for e in events]
