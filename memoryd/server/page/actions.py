@@ -12,10 +12,10 @@ from pydantic import ValidationError
 from memoryd.agents import config
 from memoryd.agents.config import AgentSettings
 from memoryd.errors import field_errors
-from memoryd.ingest.sweeper import purge_failed, retry_failed, skip_failed
 from memoryd.memories import conflicts, review
 from memoryd.models.db import session_scope, utcnow
 from memoryd.server.page.render import Page, PageAdmin, memory_by_id
+from memoryd.server.routes.ops import DeadLetterAction, settle_failed
 from memoryd.server.schemas import AgentPath, MemoryIdPath, MemoryUpdate
 from memoryd.server.state import State
 
@@ -132,21 +132,20 @@ def settle_dead_letters(
     request: Request,
     state: State,
     _admin: PageAdmin,
-    action: Literal["retry", "skip", "purge"],
+    action: DeadLetterAction,
     agent_id: Annotated[str, Form(max_length=200)] = "",
     user_id: Annotated[str, Form(max_length=200)] = "",
     session_id: Annotated[str, Form(max_length=200)] = "",
 ) -> HTMLResponse:
     """Retry, skip or delete the dead letters of a session (or all of them)."""
-    which = {"agent_id": agent_id or None, "user_id": user_id or None}
-    which["session_id"] = session_id or None
     with session_scope(state.settings) as session:
-        if action == "retry":
-            count = retry_failed(session, utcnow(), **which)
-        elif action == "skip":
-            count = skip_failed(session, **which)
-        else:
-            count = purge_failed(session, **which)
+        count = settle_failed(
+            session,
+            action,
+            agent_id=agent_id or None,  # an empty field: any
+            user_id=user_id or None,
+            session_id=session_id or None,
+        )
     message = f"batches.{DEAD_LETTER_DONE[action]}"
     return Page(request).render("_message.html", message_key=message, count=count)
 

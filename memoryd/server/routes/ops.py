@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from memoryd.errors import error_text
 from memoryd.extraction.stats import pipeline_stats
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["operations"])
 
 AgentQuery = Annotated[str | None, Query(min_length=1, max_length=200)]
+# What may be done with dead letters: re-drive them, give up on them, or delete them.
+DeadLetterAction = Literal["retry", "skip", "purge"]
 
 
 @router.get(
@@ -102,16 +105,7 @@ def list_dead_letters(
     summary="Re-drive dead-lettered turns (of an agent, user or session, or all)",
 )
 def retry_dead_letters(state: State, principal: Caller, body: RetryRequest) -> RetryOut:
-    _check_filter(principal, body.agent_id, body.user_id)
-    with session_scope(state.settings) as session:
-        count = retry_failed(
-            session,
-            utcnow(),
-            agent_id=body.agent_id,
-            user_id=body.user_id,
-            session_id=body.session_id,
-        )
-    return RetryOut(retried=count)
+    return RetryOut(retried=_settle(state, principal, body, "retry"))
 
 
 @router.post(
@@ -120,9 +114,7 @@ def retry_dead_letters(state: State, principal: Caller, body: RetryRequest) -> R
     summary="Give up on dead-lettered turns: kept as history, never extracted",
 )
 def skip_dead_letters(state: State, principal: Caller, body: RetryRequest) -> SkipOut:
-    _check_filter(principal, body.agent_id, body.user_id)
-    with session_scope(state.settings) as session:
-        return SkipOut(skipped=skip_failed(session, **body.model_dump()))
+    return SkipOut(skipped=_settle(state, principal, body, "skip"))
 
 
 @router.post(
@@ -131,9 +123,40 @@ def skip_dead_letters(state: State, principal: Caller, body: RetryRequest) -> Sk
     summary="Delete dead-lettered turns, text and all",
 )
 def purge_dead_letters(state: State, principal: Caller, body: RetryRequest) -> PurgeOut:
+    return PurgeOut(purged=_settle(state, principal, body, "purge"))
+
+
+def settle_failed(
+    session: Session,
+    action: DeadLetterAction,
+    *,
+    agent_id: str | None,
+    user_id: str | None,
+    session_id: str | None,
+) -> int:
+    """Retry, skip or purge the dead letters of an agent, user or session (None: any).
+    The API and the page both settle through here. Returns how many."""
+    which = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
+    if action == "retry":
+        return retry_failed(session, utcnow(), **which)
+    if action == "skip":
+        return skip_failed(session, **which)
+    return purge_failed(session, **which)
+
+
+def _settle(
+    state: State, principal: Principal, body: RetryRequest, action: DeadLetterAction
+) -> int:
+    """The key's right to these dead letters checked, then one transaction settles them."""
     _check_filter(principal, body.agent_id, body.user_id)
     with session_scope(state.settings) as session:
-        return PurgeOut(purged=purge_failed(session, **body.model_dump()))
+        return settle_failed(
+            session,
+            action,
+            agent_id=body.agent_id,
+            user_id=body.user_id,
+            session_id=body.session_id,
+        )
 
 
 def _check_filter(principal: Principal, agent_id: str | None, user_id: str | None) -> None:
