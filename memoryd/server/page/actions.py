@@ -11,10 +11,9 @@ from pydantic import ValidationError
 
 from memoryd.agents import config
 from memoryd.agents.config import AgentSettings
-from memoryd.errors import field_errors
 from memoryd.memories import conflicts, review
 from memoryd.models.db import session_scope, utcnow
-from memoryd.server.page.render import Page, PageAdmin, memory_by_id
+from memoryd.server.page.render import Page, PageAdmin, invalid_fields, memory_by_id
 from memoryd.server.routes.ops import DeadLetterAction, settle_failed
 from memoryd.server.schemas import AgentPath, MemoryIdPath, MemoryUpdate
 from memoryd.server.state import State
@@ -27,11 +26,6 @@ FormText = Annotated[str, Form(max_length=10_000)]
 def _scope(state: State, memory_id: int) -> tuple[str, str]:
     memory = memory_by_id(state, memory_id)
     return memory.agent_id, memory.user_id
-
-
-def _problem(request: Request, exc: ValidationError, status: int = 422) -> HTMLResponse:
-    message = "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
-    return Page(request).render("_message.html", status=status, message=message, error=True)
 
 
 @router.post("/memories/{memory_id}/edit", response_class=HTMLResponse)
@@ -56,8 +50,8 @@ def save(
             tags=[t.strip() for t in tags.split(",") if t.strip()],
         )
     except ValidationError as exc:
-        message = "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
-        return Page(request).render("_edit.html", status=422, m=stored, error=message)
+        error = invalid_fields(exc)  # shown in the form, beside what was typed
+        return Page(request).render("_edit.html", status=422, m=stored, error=error)
     memory = state.client.update(
         stored.agent_id,
         stored.user_id,
@@ -183,7 +177,7 @@ def save_agent(
     try:
         values = AgentSettings.model_validate(raw)
     except ValidationError as exc:
-        return _problem(request, exc)
+        return Page(request).invalid(exc)
     with session_scope(state.settings) as session:
         config.put(session, agent_id, values, utcnow())
     return Page(request).render("_message.html", message_key="agents.saved")

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
-from memoryd.errors import ProfileRejected, field_errors
+from memoryd.errors import ProfileRejected
 from memoryd.memories.erasure import EraseRequest
 from memoryd.models.profiles import ProfileType
 from memoryd.models.tables import SHARED_USER
@@ -67,8 +67,7 @@ def erase(
     try:
         scope = EraseRequest(agent_id=agent.strip(), user_id=user.strip())
     except ValidationError as exc:
-        message = "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
-        return Page(request).render("_message.html", status=422, message=message, error=True)
+        return Page(request).invalid(exc)
     erased = state.client.erase(scope.agent_id, scope.user_id, actor=f"page, key {admin.name}")
     return Page(request).render(
         "_message.html", message_key="erase.done", count=sum(erased.rows.values())

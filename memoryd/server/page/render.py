@@ -11,7 +11,9 @@ from babel.dates import format_timedelta
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
+from pydantic import ValidationError
 
+from memoryd.errors import field_errors
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Category, MemoryStatus, Tier
@@ -39,6 +41,11 @@ def memory_by_id(state: State, memory_id: int) -> MemoryOut:
     """Any memory (the page is for admins), with its scope for the calls that need one."""
     with session_scope(state.settings, readonly=True) as session:
         return get_any(session, memory_id)
+
+
+def invalid_fields(exc: ValidationError) -> str:
+    """A form's validation error as the one line the page shows: "field: reason; …"."""
+    return "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
 
 
 class LoginRequired(Exception):
@@ -100,3 +107,7 @@ class Page:
         if self.request.query_params.get("lang") == lang:
             response.set_cookie(LANG_COOKIE, lang, max_age=365 * 86400, samesite="strict")
         return response
+
+    def invalid(self, exc: ValidationError) -> HTMLResponse:
+        """The error message fragment (422) naming each invalid field of a form."""
+        return self.render("_message.html", status=422, message=invalid_fields(exc), error=True)
