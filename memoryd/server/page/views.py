@@ -93,20 +93,19 @@ def memories(
     )
 
 
-@router.get("/memories/{memory_id}/card", response_class=HTMLResponse)
-def card(
-    request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
-) -> HTMLResponse:
-    memory = memory_by_id(state, memory_id)
-    return Page(request).render("_card.html", m=memory)
+def _memory_fragment(path: str, name: str, template: str) -> None:
+    """A GET route that shows one memory in `template`: one handler for the card and
+    for its edit form, which htmx swaps for each other."""
+
+    @router.get(path, name=name, response_class=HTMLResponse)
+    def fragment(
+        request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
+    ) -> HTMLResponse:
+        return Page(request).render(template, m=memory_by_id(state, memory_id))
 
 
-@router.get("/memories/{memory_id}/edit", response_class=HTMLResponse)
-def edit_form(
-    request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
-) -> HTMLResponse:
-    memory = memory_by_id(state, memory_id)
-    return Page(request).render("_edit.html", m=memory)
+_memory_fragment("/memories/{memory_id}/card", "card", "_card.html")
+_memory_fragment("/memories/{memory_id}/edit", "edit_form", "_edit.html")
 
 
 @router.get("/memories/{memory_id}/history", response_class=HTMLResponse)
