@@ -9,7 +9,7 @@ scope takes a key allowed to (not one bound to a single user).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
@@ -31,6 +31,8 @@ from memoryd.server.state import State
 router = APIRouter(tags=["profiles"])
 
 ScopeQuery = Annotated[str | None, Query(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
+# How a document changes: PUT replaces it, PATCH merges into it (RFC 7396).
+Change = Literal["PUT", "PATCH"]
 
 
 class ProfileBody(Strict):
@@ -111,19 +113,28 @@ def _seed_routes(
         agent, user = _own_scope(principal, agent_id, user_id)
         return _read(state, principal, agent, user, kind).content
 
-    @router.put(path, response_model=model, summary=f"Replace the {kind.value} profile")
-    def put_document(
-        state: State,
-        principal: Caller,
-        body: ProfileBody,
-        agent_id: ScopeQuery = None,
-        user_id: ScopeQuery = None,
-    ) -> Any:
-        agent, user = _own_scope(principal, agent_id, user_id)
-        return _write(state, principal, agent, user, kind, body, patch=False).content
+    _seed_change(path, kind, model, "PUT", f"Replace the {kind.value} profile")
+    _seed_change(path, kind, model, "PATCH", f"Merge-patch the {kind.value} profile")
 
-    @router.patch(path, response_model=model, summary=f"Merge-patch the {kind.value} profile")
-    def patch_document(
+
+def _seed_change(
+    path: str,
+    kind: ProfileType,
+    model: type[UserMemoryContent] | type[WorkProfileContent],
+    method: Change,
+    summary: str,
+) -> None:
+    """Seed 001's PUT (replace) or PATCH (merge-patch): one handler for both, so that
+    they cannot drift apart; the route keeps its name, put_ or patch_document."""
+
+    @router.api_route(
+        path,
+        methods=[method],
+        name=f"{method.lower()}_document",  # the OpenAPI operationId starts with it
+        response_model=model,
+        summary=summary,
+    )
+    def change_document(
         state: State,
         principal: Caller,
         body: ProfileBody,
@@ -131,7 +142,7 @@ def _seed_routes(
         user_id: ScopeQuery = None,
     ) -> Any:
         agent, user = _own_scope(principal, agent_id, user_id)
-        return _write(state, principal, agent, user, kind, body, patch=True).content
+        return _write(state, principal, agent, user, kind, body, patch=method == "PATCH").content
 
 
 _seed_routes(ProfileType.USER, UserMemoryContent)
@@ -150,28 +161,29 @@ def get_profile(
     return _read(state, principal, agent_id, user_id, kind)
 
 
-@router.put(SCOPED, response_model=ProfileOut, summary="Replace a profile document")
-def put_profile(
-    state: State,
-    principal: Caller,
-    agent_id: AgentPath,
-    user_id: UserPath,
-    kind: ProfileType,
-    body: ProfileBody,
-) -> ProfileOut:
-    return _write(state, principal, agent_id, user_id, kind, body, patch=False)
+def _scoped_change(method: Change, summary: str) -> None:
+    """PUT (replace) or PATCH (merge-patch) of a scope's profile, as _seed_change."""
+
+    @router.api_route(
+        SCOPED,
+        methods=[method],
+        name=f"{method.lower()}_profile",  # the OpenAPI operationId starts with it
+        response_model=ProfileOut,
+        summary=summary,
+    )
+    def change_profile(
+        state: State,
+        principal: Caller,
+        agent_id: AgentPath,
+        user_id: UserPath,
+        kind: ProfileType,
+        body: ProfileBody,
+    ) -> ProfileOut:
+        return _write(state, principal, agent_id, user_id, kind, body, patch=method == "PATCH")
 
 
-@router.patch(SCOPED, response_model=ProfileOut, summary="Merge-patch a profile (RFC 7396)")
-def patch_profile(
-    state: State,
-    principal: Caller,
-    agent_id: AgentPath,
-    user_id: UserPath,
-    kind: ProfileType,
-    body: ProfileBody,
-) -> ProfileOut:
-    return _write(state, principal, agent_id, user_id, kind, body, patch=True)
+_scoped_change("PUT", "Replace a profile document")
+_scoped_change("PATCH", "Merge-patch a profile (RFC 7396)")
 
 
 @router.get(
