@@ -43,6 +43,24 @@ def scratch_database(prefix: str) -> Iterator[str]:
         admin.dispose()
 
 
+@contextmanager
+def bench_database(kind: str, folder: Path, name: str) -> Iterator[str]:
+    """A fresh, migrated database of `kind` ("sqlite": a new file in `folder`;
+    "postgres": a scratch database, dropped afterwards), named after the bench."""
+    if kind == "postgres":
+        with scratch_database(f"memoryd_bench_{name}") as url:
+            yield url
+        return
+    if kind != "sqlite":
+        raise ValueError(f"unknown database {kind!r}: sqlite or postgres")
+    from memoryd.models.migrate import upgrade
+    from memoryd.settings import Settings
+
+    url = f"sqlite:///{folder / f'{name}-{uuid.uuid4().hex[:8]}.db'}"
+    upgrade(Settings(data_dir=folder, database_url=url))
+    yield url
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))

@@ -34,8 +34,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -45,14 +43,13 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 from freezegun import freeze_time
 from sqlalchemy import func, select, update
 
-from bench.common import Analyzer, emit, percentile, print_table, scratch_database
+from bench.common import Analyzer, bench_database, emit, percentile, print_table
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.maintenance.cycle import run_cycle
 from memoryd.memories.store import create_memory
 from memoryd.models.db import dispose_engines, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
-from memoryd.models.migrate import upgrade
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, Base, ExtractionBatch
 from memoryd.settings import Settings
@@ -225,17 +222,6 @@ def erase_under_load(settings: Settings, memories: int, run: Run) -> None:
     run.erased_rows = sum(erased.rows.values())
 
 
-@contextmanager
-def database(kind: str, folder: Path) -> Iterator[str]:
-    if kind == "postgres":
-        with scratch_database("memoryd_bench_lifecycle") as url:
-            yield url
-    else:
-        url = f"sqlite:///{folder / 'lifecycle.db'}"
-        upgrade(Settings(data_dir=folder, database_url=url))
-        yield url
-
-
 def mean_of(per_day: dict[int, list[int]], days: list[int]) -> float:
     values = [v for d in days for v in per_day.get(d, [])]
     return sum(values) / max(len(values), 1)
@@ -317,7 +303,7 @@ def main() -> None:
         run = Run()
         with (
             tempfile.TemporaryDirectory(prefix="memoryd-lifecycle-") as tmp,
-            database(kind, Path(tmp)) as url,
+            bench_database(kind, Path(tmp), "lifecycle") as url,
         ):
             days = args.retention_days
             settings = Settings(

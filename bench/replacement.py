@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -37,7 +36,7 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 
 from sqlalchemy import func, select, text
 
-from bench.common import emit, percentile, print_table, scratch_database
+from bench.common import bench_database, emit, percentile, print_table
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.extraction.offline import extract_facts
@@ -274,17 +273,8 @@ def duplicates(session: object, user: str, plan: list[Contradiction]) -> int:
     return extra
 
 
-@contextmanager
-def database(kind: str, folder: Path) -> Iterator[str]:
-    if kind == "sqlite":
-        yield f"sqlite:///{folder / f'replacement-{time.monotonic_ns()}.db'}"
-    else:
-        with scratch_database("memoryd_bench_replacement") as url:
-            yield url
-
-
 def measure(kind: str, size: int, facts: int, llm: FakeLLM, folder: Path) -> Outcome:
-    with database(kind, folder) as url:
+    with bench_database(kind, folder, "replacement") as url:
         settings = Settings(
             database_url=url,
             data_dir=folder,
@@ -292,10 +282,6 @@ def measure(kind: str, size: int, facts: int, llm: FakeLLM, folder: Path) -> Out
             llm_api_key="bench",
             llm_retries=0,
         )
-        if kind == "sqlite":
-            from memoryd.models.migrate import upgrade
-
-            upgrade(settings)
         return run_scenario(settings, size, facts)
 
 
