@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/maintenance.py
 	$(BIN)/python bench/recall.py
 	$(BIN)/python bench/replacement.py
+	$(BIN)/python bench/async_client.py
 	$(BIN)/python bench/http.py
 
 # Recall quality (hit@k) on RealMem and MADial-Bench against BM25 and published models.

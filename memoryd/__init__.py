@@ -1,5 +1,6 @@
 """memoryd: long-term memory for LLM agents, extracted asynchronously on Celery."""
 
+from memoryd.async_client import AsyncMemoryClient
 from memoryd.client import MemoryClient
 from memoryd.errors import (
     LLMError,
@@ -15,6 +16,7 @@ from memoryd.models.schemas import IngestResult, TurnIn
 from memoryd.settings import Settings
 
 __all__ = [
+    "AsyncMemoryClient",
     "IngestResult",
     "LLMError",
     "MemoryClient",

@@ -91,7 +91,7 @@ class MemoryClient(ProfileMethods):
     # ---------------------------------------------------------------------------- ingest
 
     def enqueue_turn(
-        self, turn: Mapping[str, Any] | TurnIn | None = None, **fields: Any
+        self, /, turn: Mapping[str, Any] | TurnIn | None = None, **fields: Any
     ) -> IngestResult:
         """Store one turn. Raises TurnRejected naming the bad field(s)."""
         item = turn if turn is not None else fields
