@@ -3,6 +3,7 @@
 from memoryd.async_client import AsyncMemoryClient
 from memoryd.client import MemoryClient
 from memoryd.errors import (
+    DatabaseUnavailable,
     LLMError,
     MemorydError,
     MemoryRejected,
@@ -17,6 +18,7 @@ from memoryd.settings import Settings
 
 __all__ = [
     "AsyncMemoryClient",
+    "DatabaseUnavailable",
     "IngestResult",
     "LLMError",
     "MemoryClient",

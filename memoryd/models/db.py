@@ -13,8 +13,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from memoryd.errors import DatabaseUnavailable
 from memoryd.settings import Settings
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -169,8 +171,9 @@ def session_scope(settings: Settings, *, readonly: bool = False) -> Iterator[Ses
     try:
         yield session
         session.commit()
-    except BaseException:
+    except BaseException as exc:
         session.rollback()
+        _raise_if_not_migrated(exc, settings)
         raise
     finally:
         session.close()
@@ -184,18 +187,37 @@ def write_connection(settings: Settings) -> Iterator[Connection]:
     statement is a single round trip); on SQLite it is one BEGIN IMMEDIATE transaction
     committed on success.
     """
-    with get_engine(settings, autocommit=True).begin() as conn:
-        yield conn
+    try:
+        with get_engine(settings, autocommit=True).begin() as conn:
+            yield conn
+    except BaseException as exc:
+        _raise_if_not_migrated(exc, settings)
+        raise
 
 
 def describe_db_error(exc: BaseException, settings: Settings) -> str:
     """One line for a person: which database, and what went wrong with it."""
     url = make_url(settings.resolved_database_url).render_as_string(hide_password=True)
-    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    first = reason[0] if reason else type(exc).__name__
-    if ("does not exist" in first and "relation" in first) or "no such table" in first:
+    first = _first_line(exc)
+    if _names_missing_table(first):
         return f"the database at {url} has no memoryd tables: run `memoryd migrate` ({first})"
     return f"cannot use the database at {url}: {first}"
+
+
+def _first_line(exc: BaseException) -> str:
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return reason[0] if reason else type(exc).__name__
+
+
+def _names_missing_table(line: str) -> bool:
+    return ("does not exist" in line and "relation" in line) or "no such table" in line
+
+
+def _raise_if_not_migrated(exc: BaseException, settings: Settings) -> None:
+    """A database without memoryd's tables (a new SQLite file, say): one error saying to
+    run `memoryd migrate`, not the driver's traceback."""
+    if isinstance(exc, DBAPIError) and _names_missing_table(_first_line(exc)):
+        raise DatabaseUnavailable(describe_db_error(exc, settings)) from exc
 
 
 def rowcount(result: Any) -> int:

@@ -18,6 +18,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memoryd.errors import (
+    DatabaseUnavailable,
     InvalidState,
     MemoryRejected,
     NotFound,
@@ -166,6 +167,7 @@ def _handlers() -> dict[type[Exception], Handler]:
         # logged), never dressed up as a conflict.
         InvalidState: _plain(409, "conflict"),
         OperationalError: _database_down,
+        DatabaseUnavailable: _database_down,
         StarletteHTTPException: _http,
         Exception: _unexpected,
     }
@@ -207,7 +209,7 @@ async def _memory_rejected(request: Request, exc: MemoryRejected) -> JSONRespons
     return _validation_problem(request, errors)
 
 
-async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:
+async def _database_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("database error on %s: %s", request.url.path, error_text(exc))
     return problem_response(
         request, 503, "unavailable", "the database is unavailable", headers={"Retry-After": "5"}

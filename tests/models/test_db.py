@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from memoryd.client import MemoryClient
+from memoryd.errors import DatabaseUnavailable
 from memoryd.memories.transfer import export_memories
 from memoryd.models.db import MATH_FUNCTIONS, session_scope
 from memoryd.models.migrate import upgrade
@@ -40,6 +41,21 @@ def test_a_long_read_does_not_block_writers(settings: Settings) -> None:
         writer.join(timeout=10)
         assert wrote.is_set(), "a writer waited for an open read transaction"
         assert len(list(lines)) == 2  # the reader's own snapshot, undisturbed
+
+
+def test_a_client_on_a_database_without_tables_says_to_migrate(tmp_path: Path) -> None:
+    """A first call before `memoryd migrate`, through either kind of transaction (the
+    ingest path's and the session's), gets one error saying what to run, not the
+    driver's traceback about a missing table."""
+    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path}/new.db")
+    client = MemoryClient(settings, dispatch=False)
+    turn = {"agent_id": "bot", "user_id": "ann", "session_id": "s", "role": "user"}
+    for call in (
+        lambda: client.enqueue_turn(**turn, content="Call me Ann"),
+        lambda: client.recall("what is my name", "bot", "ann"),
+    ):
+        with pytest.raises(DatabaseUnavailable, match=r"no memoryd tables: run `memoryd migrate`"):
+            call()
 
 
 @pytest.mark.slow
