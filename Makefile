@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
+DEMO_STAMP := $(VENV)/.demo-stamp
 
 .PHONY: install demo test lint bench bench-quality bench-lifecycle chaos worker beat flower migrate clean
 
@@ -16,7 +17,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-demo: $(STAMP)
+# The demo needs the package alone: no torch, browser or test tools.
+$(DEMO_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/memoryd demo
 
 lint: $(STAMP)

@@ -1,8 +1,9 @@
 """`memoryd demo`: the whole pipeline on the embedded default, end to end.
 
 Migrates a fresh SQLite file, starts a real Celery worker on the filesystem broker,
-enqueues the bundled sample conversation, waits for extraction and prints what was
-remembered. Uses the configured LLM if there is one, else the offline extractor.
+enqueues the bundled sample conversation, waits for extraction, prints what was
+remembered, then reads it back as a chat backend would (a recall and a context block).
+Uses the configured LLM if there is one, else the offline extractor.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from memoryd.worker.config import QUEUES
 
 DEMO_DIR = Path(".memoryd-demo")
 WAIT_SECONDS = 180.0
+# What the chat backend would ask before its next reply to each sample user.
+QUESTIONS = {"alice": "Where does Ali live now?", "bo": "小波喜欢喝什么茶？"}
 
 
 def demo_settings(base: Settings) -> Settings:
@@ -157,12 +160,26 @@ def run_demo(base: Settings) -> int:
         except subprocess.TimeoutExpired:
             worker.kill()
     print_results(settings)
+    print_read_side(settings)
     if not settings.llm_configured:
         print(
             "\nAll memories above were produced by the offline extractor "
             "(metadata extractor=offline)."
         )
     return 0
+
+
+def print_read_side(settings: Settings) -> None:
+    """What the chat backend reads before its next reply: the ranked memories, and the
+    block it puts in the system prompt."""
+    agent = load_sample()["agent_id"]
+    client = MemoryClient(settings, dispatch=False)
+    for user, question in QUESTIONS.items():
+        print(f"\nrecall({question!r}) for {user}")
+        for hit in client.recall(question, agent, user, k=3):
+            print(f"  {hit.score:.2f}  {hit.content}")
+        print(f"build_context({question!r}) for {user}")
+        print(client.build_context(question, agent, user, token_budget=200) or "  (nothing fits)")
 
 
 def _say_what_extracts(settings: Settings) -> None:
