@@ -44,6 +44,11 @@ class Settings(BaseSettings):
     db_max_overflow: int = Field(
         20, ge=0, description="PostgreSQL connections a busy process may open beyond those"
     )
+    db_transaction_pooler: bool = Field(
+        False,
+        description="PostgreSQL is reached through a transaction-pooling PgBouncer: no "
+        "prepared statements, timeouts set in each transaction, no session-level locks",
+    )
     broker_url: str = Field(
         "filesystem://", description="Celery broker; filesystem:// needs no server"
     )

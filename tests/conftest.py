@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import pytest
 import redis
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from memoryd import memo
@@ -31,7 +31,7 @@ from memoryd.models.tables import Base
 from memoryd.recall import embeddings
 from memoryd.settings import Settings
 from tests.fakellm import FakeLLM
-from tests.services import PostgresCluster, RedisServer, ServiceUnavailable, port_open
+from tests.services import PgBouncer, PostgresCluster, RedisServer, ServiceUnavailable, port_open
 
 REDIS_DB = int(os.environ.get("MEMORYD_TEST_REDIS_DB", "15"))
 BACKENDS = ["postgres", "sqlite"]
@@ -87,6 +87,24 @@ def pg_database(pg_server: str) -> Iterator[str]:
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+@pytest.fixture
+def pooler(pg_server: str) -> Iterator[PgBouncer]:
+    """A transaction-pooling PgBouncer of the test's own in front of the test PostgreSQL:
+    what one test leaves on its server connections meets no other test."""
+    server = make_url(pg_server)
+    bouncer = _started(lambda: PgBouncer((server.host or "127.0.0.1", server.port or 5432)).start())
+    yield bouncer
+    dispose_engines()
+    bouncer.stop()
+
+
+def through(pooler: PgBouncer, settings: Settings, **overrides: Any) -> Settings:
+    """`settings`' PostgreSQL database, reached through the pooler."""
+    database = make_url(settings.resolved_database_url).database
+    url = f"{pooler.server_url()}/{database}"
+    return settings.model_copy(update={"database_url": url, **overrides})
 
 
 @pytest.fixture

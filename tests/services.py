@@ -187,3 +187,60 @@ class PostgresCluster:
         """Stop the server and delete the cluster."""
         self.stop("immediate")
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class PgBouncer:
+    """Debian's PgBouncer on a spare port in transaction pooling mode, in front of the
+    PostgreSQL server at `upstream` (host, port), with few server connections, so that
+    the transactions of many clients take turns on each of them, as in production."""
+
+    def __init__(self, upstream: tuple[str, int], server_connections: int = 3) -> None:
+        binary = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin")
+        if binary is None:
+            raise ServiceUnavailable(
+                "pgbouncer is not installed: run `apt-get install pgbouncer` (the tests of "
+                "memoryd behind a transaction pooler start one of their own)"
+            )
+        self.binary = binary
+        self.upstream = upstream
+        self.server_connections = server_connections
+        self.folder = Path(tempfile.mkdtemp(prefix="memoryd-pgbouncer-"))
+        self.port = spare_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self._as_user: list[str] = []
+        if os.geteuid() == 0:  # it refuses to run as root
+            shutil.chown(self.folder, POSTGRES_USER)
+            self._as_user = ["-u", POSTGRES_USER]
+
+    def server_url(self) -> str:
+        """SQLAlchemy URL of the pooler, without a database name (any name passes on)."""
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}"
+
+    def start(self) -> PgBouncer:
+        host, port = self.upstream
+        (self.folder / "users.txt").write_text('"postgres" ""\n')
+        config = self.folder / "pgbouncer.ini"
+        config.write_text(
+            "[databases]\n"
+            f"* = host={host} port={port}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {self.folder / 'users.txt'}\n"
+            "pool_mode = transaction\n"
+            f"default_pool_size = {self.server_connections}\nmax_client_conn = 1000\n"
+            f"logfile = {self.folder / 'pgbouncer.log'}\n"
+        )
+        self.process = subprocess.Popen(
+            [self.binary, *self._as_user, str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        _wait(lambda: port_open("127.0.0.1", self.port), 20, "pgbouncer")
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=20)
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -78,6 +78,14 @@ def single_flight(settings: Settings, lock_class: int, name: str) -> Iterator[bo
                 local.release()
         return
     key = {"c": lock_class, "k": zlib.crc32(name.encode()) - 2**31}
+    if settings.db_transaction_pooler:
+        # A pooler may run the unlock on another server connection than the lock: the
+        # lock is the transaction's instead, held open for the block (pinning one server
+        # connection meanwhile), and ends with it.
+        with get_engine(settings).connect() as conn, conn.begin():
+            lock = text("SELECT pg_try_advisory_xact_lock(:c, :k)")
+            yield bool(conn.execute(lock, key).scalar())
+        return
     with engine.connect() as conn:
         got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:c, :k)"), key).scalar())
         try:

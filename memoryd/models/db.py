@@ -21,7 +21,7 @@ from memoryd.settings import Settings
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
-_engines: dict[tuple[str, bool, float, float, int, int], Engine] = {}
+_engines: dict[tuple[str, bool, float, float, int, int, bool], Engine] = {}
 _engines_lock = threading.Lock()
 
 
@@ -79,10 +79,12 @@ def make_engine(
     statement_timeout: float = 0,
     lock_timeout: float = 0,
     pool: tuple[int, int] = (10, 20),
+    pooler: bool = False,
 ) -> Engine:
     """An engine for `url`. On PostgreSQL every connection gets the timeouts (seconds,
     0: none): a statement running longer, or waiting longer for a lock, fails instead of
-    holding its worker and its locks; `pool` is (connections kept, more when busy)."""
+    holding its worker and its locks; `pool` is (connections kept, more when busy).
+    `pooler`: the URL is a transaction-pooling PgBouncer (see _behind_pooler)."""
     if url.startswith("sqlite"):
         engine = create_engine(
             url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, hide_parameters=True
@@ -100,16 +102,41 @@ def make_engine(
         isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
         # An error's text never carries a statement's parameters: they hold what users said.
         hide_parameters=True,
+        # Behind a pooler each transaction may run on another server connection, which
+        # knows none of this one's prepared statements.
+        connect_args={"prepare_threshold": None} if pooler else {},
     )
+    timeouts = (int(statement_timeout * 1000), int(lock_timeout * 1000))
+    if pooler:
+        _behind_pooler(engine, autocommit, timeouts)
+        return engine
 
     @event.listens_for(engine, "connect")
     def _set_timeouts(dbapi_conn: Any, _record: Any) -> None:
         with dbapi_conn.cursor() as cur:
-            cur.execute(f"SET statement_timeout = {int(statement_timeout * 1000)}")
-            cur.execute(f"SET lock_timeout = {int(lock_timeout * 1000)}")
+            cur.execute(f"SET statement_timeout = {timeouts[0]}")
+            cur.execute(f"SET lock_timeout = {timeouts[1]}")
         dbapi_conn.commit()
 
     return engine
+
+
+def _behind_pooler(engine: Engine, autocommit: bool, timeouts: tuple[int, int]) -> None:
+    """A transaction-pooling PgBouncer hands each transaction whichever server connection
+    is free, so a setting made on a connection would stay behind on a server connection
+    other clients then get: the timeouts are set in each transaction instead (one round
+    trip more per transaction). Single statements in autocommit (the ingest path) run
+    with the database role's own timeouts: set them there too (README, Deployment)."""
+    if autocommit:
+        return
+    statement = (
+        f"SELECT set_config('statement_timeout', '{timeouts[0]}', true), "
+        f"set_config('lock_timeout', '{timeouts[1]}', true)"
+    )
+
+    @event.listens_for(engine, "begin")
+    def _set_local_timeouts(conn: Connection) -> None:
+        conn.exec_driver_sql(statement)
 
 
 def get_engine(settings: Settings, autocommit: bool = False) -> Engine:
@@ -122,13 +149,14 @@ def get_engine(settings: Settings, autocommit: bool = False) -> Engine:
     autocommit = autocommit and not url.startswith("sqlite")
     timeouts = (settings.db_statement_timeout_seconds, settings.db_lock_timeout_seconds)
     pool = (settings.db_pool_size, settings.db_max_overflow)
-    key = (url, autocommit, *timeouts, *pool)
+    pooler = settings.db_transaction_pooler
+    key = (url, autocommit, *timeouts, *pool, pooler)
     with _engines_lock:
         engine = _engines.get(key)
         if engine is None:
             if url.startswith("sqlite"):
                 settings.data_dir.mkdir(parents=True, exist_ok=True)
-            engine = _engines[key] = make_engine(url, autocommit, *timeouts, pool)
+            engine = _engines[key] = make_engine(url, autocommit, *timeouts, pool, pooler)
         return engine
 
 
