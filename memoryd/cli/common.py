@@ -1,15 +1,20 @@
-"""What the CLI's commands share: a scope from the arguments, validated, and JSON output."""
+"""What the CLI's commands share: a scope from the arguments, validated, JSON in and out."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import sys
+from typing import IO, Any
 
 from pydantic import BaseModel
 
 from memoryd.models.schemas import Ident
 from memoryd.settings import Settings
+
+
+class InputError(Exception):
+    """What the user gave cannot be used (a file, a mix of options): one line, exit 2."""
 
 
 class ScopeArgs(BaseModel):
@@ -27,6 +32,43 @@ def scope_args(ns: argparse.Namespace) -> ScopeArgs:
 
 def print_json(value: Any) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+def open_input(path: str) -> IO[str]:
+    """A file the user named, for reading ('-' is standard input); InputError names it
+    when it cannot be opened."""
+    if path == "-":
+        return sys.stdin
+    try:
+        return open(path, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+
+
+def parse_json(text: str, source: str) -> Any:
+    """JSON the user gave; InputError names `source` and where the mistake is."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{source}: not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        ) from None
+
+
+def read_json_file(path: str) -> Any:
+    """The JSON document in a file the user named ('-' is standard input)."""
+    source = "standard input" if path == "-" else path
+    fh = open_input(path)
+    try:
+        text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read it: {exc.strerror or exc}") from None
+    finally:
+        if fh is not sys.stdin:
+            fh.close()
+    return parse_json(text, source)
 
 
 def client(settings: Settings) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from memoryd.cli import erase, memories, profile
-from memoryd.cli.common import SessionArgs, client, print_json
+from memoryd.cli.common import InputError, SessionArgs, client, print_json, read_json_file
 from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
@@ -72,9 +71,7 @@ def cmd_enqueue(settings: Settings, ns: argparse.Namespace) -> int:
 
     client = MemoryClient(settings, dispatch=not ns.no_dispatch)
     if ns.file:
-        with open(ns.file, encoding="utf-8") as fh:
-            payload = json.load(fh)
-        result = client.ingest_payload(payload)
+        result = client.ingest_payload(read_json_file(ns.file))
     else:
         SessionArgs(agent_id=ns.agent, user_id=ns.user, session_id=ns.session)
         result = client.enqueue_turns(
@@ -218,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     fn: Command = ns.fn
     try:
         return fn(settings, ns)
+    except InputError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 2
     except ValidationError as exc:
         for field, message in field_errors(exc):
             print(f"memoryd: {field}: {message}", file=sys.stderr)

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from memoryd.cli.common import client as _client
+from memoryd.cli.common import open_input
 from memoryd.cli.common import print_json as _print_json
 from memoryd.cli.common import scope_args as _scope
 from memoryd.cli.serve import AddCommand, Command
@@ -98,7 +99,7 @@ def cmd_import(settings: Settings, ns: argparse.Namespace) -> int:
     from memoryd.memories.transfer import import_memories
     from memoryd.models.db import utcnow
 
-    with open(ns.file, encoding="utf-8") as fh:
+    with open_input(ns.file) as fh:
         result = import_memories(settings, fh, utcnow())
     _print_json(result)
     return 1 if result["errors"] else 0

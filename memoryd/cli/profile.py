@@ -7,13 +7,13 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from memoryd.cli.common import InputError, parse_json, read_json_file
 from memoryd.cli.common import client as _client
 from memoryd.cli.common import print_json as _print
 from memoryd.models.profiles import ProfileType
@@ -67,22 +67,21 @@ def cmd_show(settings: Settings, ns: argparse.Namespace) -> int:
 def cmd_edit(settings: Settings, ns: argparse.Namespace) -> int:
     a = _args(ns)
     client = _client(settings)
-    if ns.file == "-":
-        text = sys.stdin.read()
-    elif ns.file:
-        text = Path(ns.file).read_text(encoding="utf-8")
+    if ns.file:
+        source = "standard input" if ns.file == "-" else ns.file
+        document = _object(read_json_file(ns.file), source)
     else:
         text = _in_editor(client.profile(a.agent_id, a.user_id, a.type).content)
-    saved = client.put_profile(a.agent_id, a.user_id, a.type, _json(text), shared=ns.shared)
+        document = _object(parse_json(text, "the edited document"), "the edited document")
+    saved = client.put_profile(a.agent_id, a.user_id, a.type, document, shared=ns.shared)
     print(f"{a.type} profile of {a.agent_id}/{a.user_id} saved: version {saved.version}")
     return 0
 
 
 def cmd_patch(settings: Settings, ns: argparse.Namespace) -> int:
     a = _args(ns)
-    saved = _client(settings).patch_profile(
-        a.agent_id, a.user_id, a.type, _json(ns.patch), shared=ns.shared
-    )
+    patch = _object(parse_json(ns.patch, "the patch"), "the patch")
+    saved = _client(settings).patch_profile(a.agent_id, a.user_id, a.type, patch, shared=ns.shared)
     _print(saved.content)
     return 0
 
@@ -95,13 +94,9 @@ def cmd_history(settings: Settings, ns: argparse.Namespace) -> int:
     return 0
 
 
-def _json(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
+def _object(value: Any, source: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ValueError("expected a JSON object")
+        raise InputError(f"{source}: expected a JSON object, got {type(value).__name__}")
     return value
 
 
