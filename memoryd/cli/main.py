@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
@@ -17,7 +18,7 @@ from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
 from memoryd.models.db import describe_db_error
-from memoryd.models.schemas import Ident
+from memoryd.models.schemas import Ident, IngestResult
 from memoryd.settings import Settings, explain, get_settings, masked_url
 
 # ------------------------------------------------------------------------------- commands
@@ -68,27 +69,33 @@ def cmd_demo(settings: Settings, _ns: argparse.Namespace) -> int:
 
 def cmd_enqueue(settings: Settings, ns: argparse.Namespace) -> int:
     from memoryd.client import MemoryClient
+    from memoryd.ingest.buffer import payload_items
 
     client = MemoryClient(settings, dispatch=not ns.no_dispatch)
+    items: list[Any]
+    named: list[tuple[str, str, str]] = []  # the session named on the command line
     if ns.file:
-        result = client.ingest_payload(read_json_file(ns.file))
+        items = payload_items(read_json_file(ns.file))
     else:
-        SessionArgs(agent_id=ns.agent, user_id=ns.user, session_id=ns.session)
-        result = client.enqueue_turns(
-            [
-                {
-                    "agent_id": ns.agent,
-                    "user_id": ns.user,
-                    "session_id": ns.session,
-                    "role": ns.role,
-                    "content": ns.content,
-                    "turn_key": ns.turn_key,
-                }
-            ]
-        )
-    if ns.end and ns.session:
-        client.end_session(ns.agent, ns.user, ns.session)
-    print_json(result.model_dump())
+        key = SessionArgs(agent_id=ns.agent, user_id=ns.user, session_id=ns.session)
+        named = [(key.agent_id, key.user_id, key.session_id)]
+        items = [
+            {
+                "agent_id": ns.agent,
+                "user_id": ns.user,
+                "session_id": ns.session,
+                "role": ns.role,
+                "content": ns.content,
+                "turn_key": ns.turn_key,
+            }
+        ]
+    result = client.enqueue_turns(items)
+    output = result.model_dump()
+    if ns.end:
+        # From a file as on the command line: the sessions of the turns given.
+        ended = _stored(items, result) if ns.file else named
+        output["ended_sessions"] = sum(client.end_session(*key) for key in ended)
+    print_json(output)
     if not client.flush(timeout=10):
         print(
             "memoryd: the broker did not take the extract trigger; the turns are stored and "
@@ -96,6 +103,18 @@ def cmd_enqueue(settings: Settings, ns: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if result.rejected else 0
+
+
+def _stored(items: list[Any], result: IngestResult) -> list[tuple[str, str, str]]:
+    """The sessions of the items stored (now, or before: duplicates), each once, in order.
+    A rejected item's ids may be what was wrong with it: its session is left alone."""
+    rejected = {int(r["index"]) for r in result.rejected}
+    keys = (
+        SessionArgs.model_validate(item)  # the ids as stored (stripped)
+        for index, item in enumerate(items)
+        if index not in rejected
+    )
+    return list(dict.fromkeys((k.agent_id, k.user_id, k.session_id) for k in keys))
 
 
 class RetryArgs(BaseModel):

@@ -46,3 +46,29 @@ def test_a_missing_file_is_one_line_naming_it(settings: Settings, tmp_path: Path
         assert (out.returncode, out.stderr) == (2, expected), command
     stats = json.loads(memoryd(settings, "stats").stdout)
     assert stats["pipeline"]["turns"] == {}  # nothing was stored
+
+
+def test_enqueue_file_end_ends_the_sessions_of_its_turns(
+    settings: Settings, tmp_path: Path
+) -> None:
+    from memoryd.models.db import session_scope
+    from memoryd.models.tables import ChatSession
+    from tests.factories import add_turns, turn_item
+
+    add_turns(settings, 1, session_id="other")  # not in the file: stays open
+    payload = tmp_path / "payload.json"
+    turns = [
+        turn_item(0),
+        turn_item(1, session_id=" s2 "),  # stored as "s2"
+        turn_item(2),
+        turn_item(3, session_id="s3", content=""),  # rejected: s3 is never stored
+    ]
+    payload.write_text(json.dumps({"turns": turns}))
+    out = memoryd(settings, "enqueue", "--file", str(payload), "--end", "--no-dispatch")
+    assert out.returncode == 1, out.stderr  # one item rejected
+    result = json.loads(out.stdout)
+    assert (result["accepted"], result["ended_sessions"]) == (3, 2)
+    with session_scope(settings, readonly=True) as session:
+        rows = session.query(ChatSession.session_id, ChatSession.ended_at).all()
+        ended = {name: at is not None for name, at in rows}
+    assert ended == {"s1": True, "s2": True, "other": False}
