@@ -13,7 +13,14 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from memoryd.cli import erase, memories, profile
-from memoryd.cli.common import InputError, SessionArgs, client, print_json, read_json_file
+from memoryd.cli.common import (
+    InputError,
+    SessionArgs,
+    client,
+    print_json,
+    read_json_file,
+    scope_args,
+)
 from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
@@ -157,9 +164,18 @@ def cmd_skip_or_purge(settings: Settings, ns: argparse.Namespace) -> int:
 
 
 def cmd_stats(settings: Settings, ns: argparse.Namespace) -> int:
+    """The whole store's figures, or with --agent and --user only that scope's: the
+    pipeline figures (batches, tokens, embeddings) are kept per store, not per scope."""
+    if bool(ns.agent) != bool(ns.user):
+        raise InputError("stats: give both --agent and --user (one scope), or neither")
+    if ns.agent:
+        scope = scope_args(ns)
+        health = client(settings).health(scope.agent_id, scope.user_id)
+        print_json({"scope": scope.model_dump(), "health": health.model_dump()})
+        return 0
     from memoryd.extraction.stats import pipeline_stats
 
-    health = client(settings).health(ns.agent or None, ns.user or None)
+    health = client(settings).health()
     print_json({"pipeline": pipeline_stats(settings), "health": health.model_dump()})
     return 0
 
