@@ -386,5 +386,9 @@ def explain(exc: ValidationError) -> list[str]:
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """Settings of this process, read from the environment on first use (never at import)."""
+    """Settings of this process, read from the environment on first use (never at import).
+    A MEMORYD_* variable that is no setting is logged first: it may be why one is wrong."""
+    from memoryd.env_names import warn_about_unknown_variables
+
+    warn_about_unknown_variables()
     return Settings()

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import re
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
-from memoryd.settings import Settings, explain
+from memoryd.env_names import OTHER_VARIABLES, setting_variables
+from memoryd.settings import Settings, explain, get_settings
 
 
 def test_openai_variables_configure_the_llm(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,3 +129,42 @@ def test_a_bad_url_is_named_with_its_password_masked(name: str, url: str) -> Non
     (line,) = explain(raised.value)
     assert line.startswith(f"MEMORYD_{name.upper()}: not a") and "ann:***@" in line
     assert "s3cret" not in line
+
+
+def test_an_unknown_memoryd_variable_is_named_once_with_the_closest_one(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A misspelt variable is ignored by Settings: its setting keeps the default, so the
+    process says so, once, however often the settings are read again."""
+    monkeypatch.setenv("MEMORYD_BATCH_SIZ", "8")
+    monkeypatch.setenv("MEMORYD_NO_SUCH_KNOB_AT_ALL", "1")
+    for name in OTHER_VARIABLES:  # read by the tests, benches, compose, the Node example
+        monkeypatch.setenv(name, os.environ.get(name, "x"))
+    get_settings.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="memoryd.env_names"):
+            assert get_settings().batch_size == 20
+            get_settings.cache_clear()
+            get_settings()
+    finally:
+        get_settings.cache_clear()
+    notices = [r.getMessage() for r in caplog.records if r.name == "memoryd.env_names"]
+    assert notices == [
+        "MEMORYD_BATCH_SIZ is not a memoryd setting; did you mean MEMORYD_BATCH_SIZE?",
+        "MEMORYD_NO_SUCH_KNOB_AT_ALL is not a memoryd setting, so it is ignored",
+    ]
+
+
+def test_every_memoryd_variable_the_project_reads_is_known() -> None:
+    """What the repository reads from the environment outside Settings is in
+    OTHER_VARIABLES, so nobody is told their own variable is a misspelling."""
+    root = Path(__file__).resolve().parent.parent
+    files = [*root.glob("*.yml"), *root.glob("Makefile"), *root.glob("Dockerfile")]
+    for folder in ("memoryd", "tests", "bench", "examples"):
+        files += [p for p in (root / folder).rglob("*") if p.suffix in (".py", ".mjs", ".sh")]
+    read = re.compile(
+        r"""(?:environ\.get\(|getenv\(|environ\[|process\.env\.|\$\{)["']?(MEMORYD_\w+)"""
+    )
+    names = {name for path in files for name in read.findall(path.read_text(errors="replace"))}
+    assert names >= {"MEMORYD_TEST_PG", "MEMORYD_BENCH_PG", "MEMORYD_PG_MAX_CONNECTIONS"}
+    assert names - set(setting_variables()) == set(OTHER_VARIABLES)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import subprocess
 import sys
@@ -241,6 +242,8 @@ def _add_pipeline_commands(add: AddCommand) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
+    # Notices (an unknown MEMORYD_* variable, a refused embedding) read like the CLI's own.
+    logging.basicConfig(format="memoryd: %(message)s")
     try:
         settings = get_settings()
     except ValidationError as exc:
