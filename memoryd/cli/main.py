@@ -240,6 +240,21 @@ def _add_pipeline_commands(add: AddCommand) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `memoryd` command. A reader that stops early (`memoryd list ... | head`) ends it
+    quietly with 141, the status a shell reports for cat or grep stopped by SIGPIPE: the
+    output was cut short, which `set -o pipefail` scripts see as they do for those."""
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here at the latest, not at exit
+    except BrokenPipeError:
+        # What is still buffered goes nowhere, rather than fail again as the process exits.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
     # Notices (an unknown MEMORYD_* variable, a refused embedding) read like the CLI's own.
@@ -253,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     fn: Command = ns.fn
     try:
         return fn(settings, ns)
+    except BrokenPipeError:
+        raise  # an OSError, but the reader's doing: main ends quietly
     except InputError as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return 2
