@@ -8,25 +8,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from memoryd.cli import erase, memories, profile
-from memoryd.cli.common import (
-    InputError,
-    SessionArgs,
-    client,
-    print_json,
-    read_json_file,
-    scope_args,
-)
+from memoryd.cli import erase, memories, pipeline, profile
+from memoryd.cli.common import InputError
 from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
 from memoryd.models.db import describe_db_error
-from memoryd.models.schemas import Ident, IngestResult
 from memoryd.settings import Settings, explain, get_settings, masked_url
 
 # ------------------------------------------------------------------------------- commands
@@ -75,112 +66,6 @@ def cmd_demo(settings: Settings, _ns: argparse.Namespace) -> int:
     return run_demo(settings)
 
 
-def cmd_enqueue(settings: Settings, ns: argparse.Namespace) -> int:
-    from memoryd.client import MemoryClient
-    from memoryd.ingest.buffer import payload_items
-
-    client = MemoryClient(settings, dispatch=not ns.no_dispatch)
-    items: list[Any]
-    named: list[tuple[str, str, str]] = []  # the session named on the command line
-    if ns.file:
-        items = payload_items(read_json_file(ns.file))
-    else:
-        key = SessionArgs(agent_id=ns.agent, user_id=ns.user, session_id=ns.session)
-        named = [(key.agent_id, key.user_id, key.session_id)]
-        items = [
-            {
-                "agent_id": ns.agent,
-                "user_id": ns.user,
-                "session_id": ns.session,
-                "role": ns.role,
-                "content": ns.content,
-                "turn_key": ns.turn_key,
-            }
-        ]
-    result = client.enqueue_turns(items)
-    output = result.model_dump()
-    if ns.end:
-        # From a file as on the command line: the sessions of the turns given.
-        ended = _stored(items, result) if ns.file else named
-        output["ended_sessions"] = sum(client.end_session(*key) for key in ended)
-    print_json(output)
-    if not client.flush(timeout=10):
-        print(
-            "memoryd: the broker did not take the extract trigger; the turns are stored and "
-            "beat's sweep will extract them",
-            file=sys.stderr,
-        )
-    return 1 if result.rejected else 0
-
-
-def _stored(items: list[Any], result: IngestResult) -> list[tuple[str, str, str]]:
-    """The sessions of the items stored (now, or before: duplicates), each once, in order.
-    A rejected item's ids may be what was wrong with it: its session is left alone."""
-    rejected = {int(r["index"]) for r in result.rejected}
-    keys = (
-        SessionArgs.model_validate(item)  # the ids as stored (stripped)
-        for index, item in enumerate(items)
-        if index not in rejected
-    )
-    return list(dict.fromkeys((k.agent_id, k.user_id, k.session_id) for k in keys))
-
-
-class RetryArgs(BaseModel):
-    agent_id: Ident | None = None
-    user_id: Ident | None = None
-    session_id: Ident | None = None
-
-
-def _dead_letter_filter(ns: argparse.Namespace) -> dict[str, str | None]:
-    args = RetryArgs(
-        agent_id=ns.agent or None, user_id=ns.user or None, session_id=ns.session or None
-    )
-    return args.model_dump()
-
-
-def cmd_retry(settings: Settings, ns: argparse.Namespace) -> int:
-    from memoryd.ingest.sweeper import retry_failed
-    from memoryd.models.db import session_scope, utcnow
-
-    which = _dead_letter_filter(ns)
-    with session_scope(settings) as session:
-        count = retry_failed(session, utcnow(), **which)
-    print(f"{count} failed turns back to pending; the next sweep extracts them")
-    return 0
-
-
-def cmd_skip_or_purge(settings: Settings, ns: argparse.Namespace) -> int:
-    from memoryd.ingest.sweeper import purge_failed, skip_failed
-    from memoryd.models.db import session_scope
-
-    if ns.command == "purge":
-        settle, done = purge_failed, "deleted"
-    else:
-        settle, done = skip_failed, "skipped: kept as history, never extracted"
-    which = _dead_letter_filter(ns)
-    with session_scope(settings) as session:
-        count = settle(session, **which)
-    print(f"{count} failed turns {done}")
-    return 0
-
-
-def cmd_stats(settings: Settings, ns: argparse.Namespace) -> int:
-    """The whole store's figures, or with --agent and --user only that scope's: the
-    pipeline figures (batches, tokens, embeddings) are kept per store, not per scope."""
-    if bool(ns.agent) != bool(ns.user):
-        raise InputError("stats: give both --agent and --user (one scope), or neither")
-    if ns.agent:
-        scope = scope_args(ns)
-        health = client(settings).health(scope.agent_id, scope.user_id)
-        print_json({"scope": scope.model_dump(), "health": health.model_dump()})
-        return 0
-    from memoryd.extraction.stats import pipeline_stats
-
-    health = client(settings).health()
-    print_json({"pipeline": pipeline_stats(settings), "health": health.model_dump()})
-    return 0
-
-
 # ----------------------------------------------------------------------------------- parser
 
 
@@ -197,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_parser(sub)
     erase.add_parser(sub)
     _add_process_commands(add)
-    _add_pipeline_commands(add)
+    pipeline.add_commands(add)
     memories.add_commands(add)
     add_server_commands(add)
     return parser
@@ -212,31 +97,6 @@ def _add_process_commands(add: AddCommand) -> None:
     p = add("beat", cmd_beat, "run Celery beat (maintenance schedule)")
     p.add_argument("--loglevel", default="INFO")
     add("demo", cmd_demo, "run the pipeline end to end on the embedded default")
-
-
-def _add_pipeline_commands(add: AddCommand) -> None:
-    p = add("enqueue", cmd_enqueue, "enqueue one turn, or a JSON payload file")
-    p.add_argument("--agent", default="")
-    p.add_argument("--user", default="")
-    p.add_argument("--session", default="")
-    p.add_argument("--role", default="user")
-    p.add_argument("--content", default="")
-    p.add_argument("--turn-key", default=None)
-    p.add_argument("--file", help='payload file: {"turns": [...]} as for memoryd.ingest_turns')
-    p.add_argument("--end", action="store_true", help="end the session after enqueueing")
-    p.add_argument("--no-dispatch", action="store_true", help="leave dispatch to beat's sweep")
-    for name, command, what in (
-        ("retry", cmd_retry, "re-drive dead-lettered (failed) turns"),
-        ("skip", cmd_skip_or_purge, "give up on dead-lettered turns: kept, never extracted"),
-        ("purge", cmd_skip_or_purge, "delete dead-lettered turns, text and all"),
-    ):
-        p = add(name, command, what)
-        p.add_argument("--agent", default="", help="only this agent's")
-        p.add_argument("--user", default="", help="only this user's")
-        p.add_argument("--session", default="", help="only this session's")
-    p = add("stats", cmd_stats, "pipeline and memory health figures")
-    p.add_argument("--agent", default="")
-    p.add_argument("--user", default="")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
