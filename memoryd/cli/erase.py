@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(fn=cmd_erase)
     p.add_argument("--agent", required=True, help="the agent id")
     p.add_argument("--user", required=True, help="the user id")
-    p.add_argument("--session", help="erase only this session")
+    p.add_argument("--session", help="erase only this session (default: the whole user)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from memoryd.cli import erase, memories, pipeline, profile
-from memoryd.cli.common import InputError
+from memoryd.cli.common import InputError, Parser
 from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
@@ -69,12 +69,18 @@ def cmd_demo(settings: Settings, _ns: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------- parser
 
 
+DESCRIPTION = (
+    "Long-term memory for chat agents: turns in, memories out. Settings are MEMORYD_*"
+    " environment variables (README.md, Configuration); `memoryd COMMAND -h` tells more."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memoryd", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="memoryd", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, fn: Command, help_: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_)
+        p = sub.add_parser(name, help=help_, description=help_)
         p.set_defaults(fn=fn)
         return p
 
@@ -89,13 +95,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_process_commands(add: AddCommand) -> None:
-    p = add("worker", cmd_worker, "run a Celery worker (threads pool)")
-    p.add_argument("--pool", default="threads", choices=["threads", "prefork", "gevent", "solo"])
-    p.add_argument("--concurrency", type=int, default=0)
-    p.add_argument("--queues", help="comma-separated (default: extraction,maintenance,embedding)")
-    p.add_argument("--loglevel", default="INFO")
-    p = add("beat", cmd_beat, "run Celery beat (maintenance schedule)")
-    p.add_argument("--loglevel", default="INFO")
+    p = add("worker", cmd_worker, "run a Celery worker: extraction, maintenance, embedding")
+    p.add_argument(
+        "--pool",
+        default="threads",
+        choices=["threads", "prefork", "gevent", "solo"],
+        help="Celery pool; threads suit LLM calls, which mostly wait on the network",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="threads (or processes) of the pool (default: MEMORYD_WORKER_CONCURRENCY, "
+        f"{Settings.model_fields['worker_concurrency'].default})",
+    )
+    p.add_argument(
+        "--queues",
+        help="comma-separated queues to consume (default: extraction,maintenance,embedding)",
+    )
+    p.add_argument("--loglevel", default="INFO", help="Celery's log level")
+    p = add("beat", cmd_beat, "run Celery beat: the sweep and maintenance schedule")
+    p.add_argument("--loglevel", default="INFO", help="Celery's log level")
     add("demo", cmd_demo, "run the pipeline end to end on the embedded default")
 
 

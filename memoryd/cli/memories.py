@@ -11,6 +11,7 @@ from memoryd.cli.common import open_input
 from memoryd.cli.common import print_json as _print_json
 from memoryd.cli.common import scope_args as _scope
 from memoryd.cli.serve import AddCommand, Command
+from memoryd.models.schemas import MAX_PAGE
 from memoryd.settings import Settings
 
 
@@ -130,8 +131,10 @@ def _add_memory_commands(add: AddCommand) -> None:
 
     def scoped(name: str, fn: Command, help_: str) -> argparse.ArgumentParser:
         p = add(name, fn, help_)
-        p.add_argument("--agent", required=True)
-        p.add_argument("--user", required=True)
+        p.add_argument("--agent", required=True, help="the agent id")
+        p.add_argument(
+            "--user", required=True, help="the user id ('*': the agent's shared memories)"
+        )
         return p
 
     p = scoped("list", cmd_list, "list a scope's memories, newest first")
@@ -140,28 +143,34 @@ def _add_memory_commands(add: AddCommand) -> None:
         action="append",
         default=None,
         choices=["active", "superseded", "archived", "expired", "deleted"],
+        help="only memories with this status; repeat for several (default: active)",
     )
-    p.add_argument("--category", action="append", default=None)
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--offset", type=int, default=0)
+    p.add_argument(
+        "--category",
+        action="append",
+        default=None,
+        help="only this category, e.g. user or project; repeat for several (default: all)",
+    )
+    p.add_argument("--limit", type=int, default=50, help=f"how many to show, at most {MAX_PAGE}")
+    p.add_argument("--offset", type=int, default=0, help="skip this many first: the next page")
     p = scoped("search", cmd_search, "ranked recall for a query")
-    p.add_argument("query")
-    p.add_argument("-k", type=int, default=10)
+    p.add_argument("query", help="what to recall, as a user would ask")
+    p.add_argument("-k", type=int, default=10, help="how many memories")
     for name, fn, help_ in [
         ("show", cmd_show, "one memory as JSON"),
         ("history", cmd_history, "a memory's history"),
-        ("delete", cmd_delete, "soft-delete a memory"),
+        ("delete", cmd_delete, "soft-delete a memory (restorable for a while)"),
         ("restore", cmd_restore, "restore an archived/expired/deleted memory"),
     ]:
-        scoped(name, fn, help_).add_argument("id", type=int)
+        scoped(name, fn, help_).add_argument("id", type=int, help="the memory's id")
 
 
 def _add_transfer_commands(add: AddCommand) -> None:
     p = add("export", cmd_export, "all memories (every status) as JSON lines")
-    p.add_argument("--agent", default="")
-    p.add_argument("--user", default="")
-    p.add_argument("--file", help="write here instead of standard output")
+    p.add_argument("--agent", default="", help="only this agent's (default: every agent's)")
+    p.add_argument("--user", default="", help="only this user's (default: every user's)")
+    p.add_argument("--file", help="write here (default: standard output)")
     p = add("import", cmd_import, "add memories from a JSON lines file (an export)")
-    p.add_argument("--file", required=True)
+    p.add_argument("--file", required=True, help="the file memoryd export wrote")
     p = add("embed", cmd_embed, "embed every active memory that has no vector yet")
     p.add_argument("--reset", action="store_true", help="re-embed all (after a model change)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
@@ -17,33 +17,50 @@ from memoryd.cli.common import (
     scope_args,
 )
 from memoryd.cli.serve import AddCommand
-from memoryd.models.schemas import Ident, IngestResult
+from memoryd.models.schemas import Ident, IngestResult, Role
 from memoryd.settings import Settings
 
 
 def add_commands(add: AddCommand) -> None:
-    p = add("enqueue", cmd_enqueue, "enqueue one turn, or a JSON payload file")
-    p.add_argument("--agent", default="")
-    p.add_argument("--user", default="")
-    p.add_argument("--session", default="")
-    p.add_argument("--role", default="user")
-    p.add_argument("--content", default="")
-    p.add_argument("--turn-key", default=None)
-    p.add_argument("--file", help='payload file: {"turns": [...]} as for memoryd.ingest_turns')
-    p.add_argument("--end", action="store_true", help="end the session after enqueueing")
-    p.add_argument("--no-dispatch", action="store_true", help="leave dispatch to beat's sweep")
+    _add_enqueue(add)
     for name, command, what in (
-        ("retry", cmd_retry, "re-drive dead-lettered (failed) turns"),
+        ("retry", cmd_retry, "re-drive dead-lettered (failed) turns: back to pending"),
         ("skip", cmd_skip_or_purge, "give up on dead-lettered turns: kept, never extracted"),
         ("purge", cmd_skip_or_purge, "delete dead-lettered turns, text and all"),
     ):
         p = add(name, command, what)
-        p.add_argument("--agent", default="", help="only this agent's")
-        p.add_argument("--user", default="", help="only this user's")
-        p.add_argument("--session", default="", help="only this session's")
-    p = add("stats", cmd_stats, "pipeline and memory health figures")
-    p.add_argument("--agent", default="")
-    p.add_argument("--user", default="")
+        p.add_argument("--agent", default="", help="only this agent's (default: every agent's)")
+        p.add_argument("--user", default="", help="only this user's (default: every user's)")
+        p.add_argument("--session", default="", help="only this session's (default: all)")
+    p = add("stats", cmd_stats, "the store's pipeline figures and memory health, or one scope's")
+    p.add_argument("--agent", default="", help="with --user: only this scope's figures")
+    p.add_argument("--user", default="", help="with --agent: only this scope's figures")
+
+
+def _add_enqueue(add: AddCommand) -> None:
+    p = add("enqueue", cmd_enqueue, "store one turn, or the turns of a JSON payload file")
+    p.add_argument("--agent", default="", help="the turn's agent id (unless --file)")
+    p.add_argument("--user", default="", help="the turn's user id (unless --file)")
+    p.add_argument("--session", default="", help="the turn's session id (unless --file)")
+    p.add_argument("--role", default="user", choices=get_args(Role), help="who said it")
+    p.add_argument("--content", default="", help="what was said (unless --file)")
+    p.add_argument(
+        "--turn-key", default=None, help="an id of the turn: enqueueing it again stores nothing"
+    )
+    p.add_argument(
+        "--file",
+        help='the turns from this JSON file instead: {"turns": [...]} as for '
+        "memoryd.ingest_turns, a list, or one turn ('-': standard input)",
+    )
+    p.add_argument(
+        "--end",
+        action="store_true",
+        help="then end the session (with --file: each session of the turns stored), so its "
+        "remaining turns are extracted now",
+    )
+    p.add_argument(
+        "--no-dispatch", action="store_true", help="send no trigger: leave it to beat's sweep"
+    )
 
 
 def cmd_enqueue(settings: Settings, ns: argparse.Namespace) -> int:

@@ -28,26 +28,36 @@ class ProfileArgs(BaseModel):
 
 
 def add_parser(sub: Any) -> None:
-    parser = sub.add_parser("profile", help="show or change a scope's user/work profile")
-    actions = parser.add_subparsers(dest="action", required=True)
+    what = "show or change a scope's user or work profile"
+    parser = sub.add_parser("profile", help=what, description=what)
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, fn, help_ in [
         ("show", cmd_show, "the document as JSON, or --prompt as a system prompt renders it"),
         ("edit", cmd_edit, "replace the document: from --file, else in $EDITOR"),
         ("patch", cmd_patch, "apply a JSON Merge Patch (RFC 7396) given as an argument"),
         ("history", cmd_history, "every change, oldest first"),
     ]:
-        p = actions.add_parser(name, help=help_)
+        p = actions.add_parser(name, help=help_, description=help_)
         p.set_defaults(fn=fn)
-        p.add_argument("--agent", required=True)
-        p.add_argument("--user", required=True)
-        p.add_argument("--type", default="user", choices=[t.value for t in ProfileType])
+        p.add_argument("--agent", required=True, help="the agent id")
+        p.add_argument(
+            "--user", required=True, help="the user id ('*': the agent's shared profile)"
+        )
+        p.add_argument(
+            "--type",
+            default="user",
+            choices=[t.value for t in ProfileType],
+            help="which of the scope's two profiles",
+        )
         p.add_argument("--shared", action="store_true", help="change the agent's '*' scope")
         if name == "show":
-            p.add_argument("--prompt", action="store_true")
+            p.add_argument("--prompt", action="store_true", help="as a system prompt shows it")
         elif name == "edit":
-            p.add_argument("--file", help="the whole document as JSON ('-' for stdin)")
+            p.add_argument("--file", help="the whole document as JSON ('-': standard input)")
         elif name == "patch":
-            p.add_argument("patch", help='e.g. \'{"timezone": "Europe/Lisbon"}\'')
+            p.add_argument(
+                "patch", help='the patch as JSON, e.g. \'{"timezone": "Europe/Lisbon"}\''
+            )
 
 
 def _args(ns: argparse.Namespace) -> ProfileArgs:

@@ -78,18 +78,21 @@ def cmd_keys(settings: Settings, ns: argparse.Namespace) -> int:
 
 def add_commands(add: AddCommand) -> None:
     p = add("serve", cmd_serve, "run the HTTP API, /metrics and the memory page")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    p.add_argument("--port", type=int, default=8080, help="the port to listen on")
     p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
-    p.add_argument("--access-log", action="store_true")
+    p.add_argument("--access-log", action="store_true", help="log every request")
 
     p = add("keys", cmd_keys, "create, list or revoke HTTP API keys")
-    actions = p.add_subparsers(dest="action", required=True)
-    create = actions.add_parser("create", help="a new key, printed once")
-    create.add_argument("--name", required=True)
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    what = "a new key, printed once"
+    create = actions.add_parser("create", help=what, description=what)
+    create.add_argument("--name", required=True, help="what the key is for, to tell keys apart")
     create.add_argument("--agent", action="append", help="an agent the key may use (repeat)")
     create.add_argument("--user", default=None, help="bind the key to one user of its agents")
     create.add_argument("--admin", action="store_true", help="every agent, ops and the page")
-    actions.add_parser("list", help="every key (never the secret)")
-    revoke = actions.add_parser("revoke", help="stop a key from working")
-    revoke.add_argument("id", type=int)
+    what = "every key (never the secret)"
+    actions.add_parser("list", help=what, description=what)
+    what = "stop a key from working"
+    revoke = actions.add_parser("revoke", help=what, description=what)
+    revoke.add_argument("id", type=int, help="the key's id, as keys list shows it")
