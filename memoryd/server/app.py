@@ -23,10 +23,11 @@ from memoryd.client import MemoryClient
 from memoryd.models.checks import scrubbed, text_problem
 from memoryd.models.schemas import TurnIn
 from memoryd.server import metrics, page, problems
+from memoryd.server.keys import KeyCache
 from memoryd.server.page.guard import PageGuard
 from memoryd.server.routes import ROUTERS
 from memoryd.server.schemas import TurnsRequest
-from memoryd.server.state import KeyCache, ServerState
+from memoryd.server.state import ServerState
 from memoryd.settings import Settings, get_settings
 
 STATIC_DIR = Path(__file__).with_name("static")

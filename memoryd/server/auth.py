@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from memoryd.models.db import session_scope, utcnow
-from memoryd.server.keys import Principal
+from memoryd.server.keys import NO_KEY, UNKNOWN_KEY, Principal, bearer_secret, refusal
 from memoryd.server.page_sessions import session_principal
 from memoryd.server.problems import ProblemError
 from memoryd.server.state import State
@@ -22,21 +22,20 @@ PAGE_COOKIE = "memoryd_session"
 
 
 def authenticate(request: Request, state: State) -> Principal:
-    header = request.headers.get("authorization", "")
-    scheme, _, secret = header.partition(" ")
-    if scheme.lower() != "bearer" or not secret.strip():
+    secret = bearer_secret(request.headers.get("authorization", ""))
+    if secret is None:
         raise ProblemError(
             401,
             "unauthorized",
-            "send the API key as `Authorization: Bearer <key>`",
+            NO_KEY,
             headers={"WWW-Authenticate": "Bearer"},
         )
-    principal = state.keys.principal(secret.strip())
+    principal = state.keys.principal(secret)
     if principal is None:
         raise ProblemError(
             401,
             "unauthorized",
-            "unknown or revoked API key",
+            UNKNOWN_KEY,
             headers={"WWW-Authenticate": "Bearer"},
         )
     return principal
@@ -54,14 +53,8 @@ Admin = Annotated[Principal, Depends(require_admin)]
 
 def check_scope(principal: Principal, agent_id: str, user_id: str | None, *, write: bool) -> None:
     """403 unless the key may read (or write) this scope."""
-    allowed = (
-        principal.may_write(agent_id, user_id)
-        if write and user_id is not None
-        else principal.may_use(agent_id, user_id)
-    )
-    if not allowed:
-        who = f"agent {agent_id!r}" + (f", user {user_id!r}" if user_id is not None else "")
-        raise ProblemError(403, "forbidden", f"this key may not use {who}")
+    if not principal.allows(agent_id, user_id, write=write):
+        raise ProblemError(403, "forbidden", refusal(agent_id, user_id))
 
 
 def page_principal(request: Request, state: State) -> Principal | None:

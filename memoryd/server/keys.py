@@ -2,14 +2,18 @@
 
 Keys are 32 random bytes, so a plain SHA-256 is enough to store them: there is nothing
 to brute-force, and a lookup stays one indexed read. This module needs no web framework,
-so `memoryd keys` works wherever memoryd is installed.
+so `memoryd keys` works wherever memoryd is installed, and every transport that takes a
+key (the HTTP API, the MCP server) checks it, and the scopes it may use, with the same
+code.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from pydantic import BaseModel, Field
@@ -17,12 +21,15 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from memoryd.errors import NotFound
-from memoryd.models.db import rowcount
+from memoryd.models.db import rowcount, session_scope
 from memoryd.models.schemas import Ident
 from memoryd.models.tables import SHARED_USER, ApiKey
+from memoryd.settings import Settings
 
 KEY_PREFIX = "mk_"
 SHOWN_CHARS = 10  # "mk_" and seven more: enough to tell keys apart in a list
+NO_KEY = "send the API key as `Authorization: Bearer <key>`"
+UNKNOWN_KEY = "unknown or revoked API key"
 
 
 def hash_key(key: str) -> str:
@@ -52,6 +59,26 @@ class Principal:
         if self.user_id is not None and user_id == SHARED_USER:
             return self.admin
         return self.may_use(agent_id, user_id)
+
+    def allows(self, agent_id: str, user_id: str | None, *, write: bool) -> bool:
+        """The one rule every transport applies: may this key read (or write) the scope?"""
+        if write and user_id is not None:
+            return self.may_write(agent_id, user_id)
+        return self.may_use(agent_id, user_id)
+
+
+def refusal(agent_id: str, user_id: str | None) -> str:
+    """What a caller is told when its key may not use a scope."""
+    who = f"agent {agent_id!r}" + (f", user {user_id!r}" if user_id is not None else "")
+    return f"this key may not use {who}"
+
+
+def bearer_secret(header: str) -> str | None:
+    """The key of an `Authorization: Bearer <key>` header, or None."""
+    scheme, _, secret = header.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        return None
+    return secret.strip()
 
 
 class KeySpec(BaseModel):
@@ -115,6 +142,33 @@ def lookup(session: Session, secret: str) -> Principal | None:
     if row is None:
         return None
     return Principal(row.id, row.name, frozenset(row.agent_ids), row.user_id, row.admin)
+
+
+@dataclass
+class KeyCache:
+    """Looked-up keys, trusted for `ttl` seconds: a key check on every request would add
+    a database round trip to each call; a revoked key stops working within `ttl`."""
+
+    settings: Settings
+    ttl: float
+    _entries: dict[str, tuple[float, Principal | None]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def principal(self, secret: str) -> Principal | None:
+        digest = hash_key(secret)
+        now = time.monotonic()
+        with self._lock:
+            hit = self._entries.get(digest)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        with session_scope(self.settings, readonly=True) as session:
+            found = lookup(session, secret)
+        if self.ttl > 0:
+            with self._lock:
+                if len(self._entries) > 10_000:  # unknown keys must not grow it forever
+                    self._entries.clear()
+                self._entries[digest] = (now + self.ttl, found)
+        return found
 
 
 def _out(row: ApiKey) -> KeyOut:
