@@ -9,7 +9,7 @@ never an exception.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -71,6 +71,18 @@ ARGUMENT_MODELS: dict[str, type[BaseModel]] = {
 }
 
 
+Args = TypeVar("Args", bound=BaseModel)
+
+
+def validated(model: type[Args], data: Any) -> Args:
+    """`data` as `model`; ValueError naming each bad field ("query: Field required")."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{f or 'arguments'}: {m}" for f, m in field_errors(exc))
+        raise ValueError(problems) from None
+
+
 def parse_tool_call(name: str, arguments: str | dict[str, Any]) -> BaseModel:
     """Validated arguments of a tool call; ValueError with a readable message otherwise."""
     model = ARGUMENT_MODELS.get(name)
@@ -78,9 +90,6 @@ def parse_tool_call(name: str, arguments: str | dict[str, Any]) -> BaseModel:
         raise ValueError(f"unknown tool {name!r}; memoryd provides {sorted(ARGUMENT_MODELS)}")
     try:
         data = json.loads(arguments) if isinstance(arguments, str) else arguments
-        return model.model_validate(data)
     except json.JSONDecodeError as exc:
         raise ValueError(f"arguments are not valid JSON: {exc.msg}") from None
-    except ValidationError as exc:
-        problems = "; ".join(f"{f or 'arguments'}: {m}" for f, m in field_errors(exc))
-        raise ValueError(problems) from None
+    return validated(model, data)
