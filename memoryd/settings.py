@@ -237,6 +237,16 @@ class Settings(BaseSettings):
         5.0, ge=0, description="How long a looked-up API key is trusted (revocation delay)"
     )
 
+    # --- MCP server (memoryd mcp) -------------------------------------------------------
+    # A Settings field, not a variable of its own, so it is validated and listed with the
+    # rest; repr=False keeps the secret out of logged or printed settings.
+    mcp_key: str | None = Field(
+        None,
+        repr=False,
+        description="API key `memoryd mcp` acts with over stdio (memoryd keys create); "
+        "over HTTP each client sends its own",
+    )
+
     # --- sessions -----------------------------------------------------------------------
     compress_trigger_tokens: int = Field(4000, ge=1)
     keep_recent_turns: int = Field(10, ge=0)
