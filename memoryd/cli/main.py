@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from memoryd.cli import erase, memories, pipeline, profile
+from memoryd.cli import mcp as mcp_command
 from memoryd.cli.common import InputError, Parser
 from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.add_commands(add)
     memories.add_commands(add)
     add_server_commands(add)
+    mcp_command.add_command(add)
     return parser
 
 
