@@ -21,7 +21,7 @@ def blocks(language: str) -> list[str]:
 
 
 def test_python_snippets_run_as_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
@@ -38,7 +38,7 @@ def test_python_snippets_run_as_written(
             exec(compile(code, f"README.md python snippet {number}", "exec"), namespace)
     finally:
         get_settings.cache_clear()
-    assert "Vegan since 2024" in capsys.readouterr().out  # the history snippet printed
+    assert "Vegan since 2024" in capfd.readouterr().out  # the history snippet printed
 
 
 def test_the_ingest_payload_shown_is_valid() -> None:
