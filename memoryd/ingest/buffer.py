@@ -166,6 +166,7 @@ def store_turns(
             "content": t.content,
             "metadata": t.metadata,
             "created_at": t.timestamp or now,
+            "received_at": now,
             "status": TurnStatus.PENDING,
             "attempts": 0,
             "token_count": estimate_tokens(t.content),

@@ -26,8 +26,8 @@ from memoryd.models.tables import Base
 _PG_STORE_TURNS = """
 WITH new_turns AS (
     INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
-                       created_at, status, attempts, token_count)
-    SELECT k, a, u, s, r, c, m::json, t, 'pending', 0, n
+                       created_at, received_at, status, attempts, token_count)
+    SELECT k, a, u, s, r, c, m::json, t, %(now)s, 'pending', 0, n
     FROM unnest(CAST(%(keys)s AS text[]), CAST(%(agents)s AS text[]),
                 CAST(%(users)s AS text[]), CAST(%(sessions)s AS text[]),
                 CAST(%(roles)s AS text[]), CAST(%(contents)s AS text[]),
@@ -61,9 +61,9 @@ FROM bumped b JOIN per_session p USING (agent_id, user_id, session_id)
 _PG_STORE_ONE_TURN = """
 WITH new_turn AS (
     INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
-                       created_at, status, attempts, token_count)
+                       created_at, received_at, status, attempts, token_count)
     VALUES (%(key)s, %(agent)s, %(user)s, %(session)s, %(role)s, %(content)s,
-            CAST(%(meta)s AS json), %(time)s, 'pending', 0, %(tokens)s)
+            CAST(%(meta)s AS json), %(time)s, %(now)s, 'pending', 0, %(tokens)s)
     ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
     RETURNING id, agent_id, user_id, session_id
 )

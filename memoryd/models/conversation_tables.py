@@ -16,6 +16,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    func,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -36,6 +37,13 @@ class Turn(Scoped, Base):
             "user_id",
             "session_id",
             "id",
+            postgresql_where=text("status = 'pending'"),
+            sqlite_where=text("status = 'pending'"),
+        ),
+        # The backlog's age (/metrics): the pending turn received first, read at one end.
+        Index(
+            "ix_turns_pending_received",
+            "received_at",
             postgresql_where=text("status = 'pending'"),
             sqlite_where=text("status = 'pending'"),
         ),
@@ -75,7 +83,12 @@ class Turn(Scoped, Base):
     role: Mapped[str] = mapped_column(String(20))
     content: Mapped[str] = mapped_column(Text)
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
+    # When the turn was said: the sender's `timestamp` (an import's may be days old), or
+    # when memoryd received it.
     created_at: Mapped[datetime]
+    # When memoryd received it, whatever the sender stamped: how long it has waited.
+    # Ingest sets it; the default covers a writer that does not name it.
+    received_at: Mapped[datetime] = mapped_column(server_default=func.now())
     status: Mapped[str] = mapped_column(String(10), default=TurnStatus.PENDING)
     # Failed attempts that count toward dead-lettering: permanent LLM errors and bugs,
     # never outages (see ingest/leases.py).

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.memories.conflicts import OPEN_COUNT_CAP, count_open
 from memoryd.memories.health import count_turns, memory_health
+from memoryd.models.base import written_in
 from memoryd.models.batch_totals import batch_figures
 from memoryd.models.schemas import MAX_PAGE
 from memoryd.models.tables import ExtractionBatch, Turn, TurnStatus
@@ -185,8 +186,10 @@ def pipeline_figures(session: Session, now: datetime) -> PipelineFigures:
     # Removed batches included: counters never go back.
     batches = batch_figures(session, rejections=False)
 
+    # Since memoryd received it, not since the sender's timestamp (an import's turns
+    # were said long before they waited): one end of ix_turns_pending_received.
     oldest = session.scalar(
-        select(func.min(Turn.created_at)).where(Turn.status == TurnStatus.PENDING)
+        select(func.min(Turn.received_at)).where(Turn.status == written_in(TurnStatus.PENDING))
     )
     return PipelineFigures(
         batches={kind: dict(f.by_status) for kind, f in batches.kinds.items()},

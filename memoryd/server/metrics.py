@@ -97,7 +97,7 @@ class DatabaseCollector(Collector):
         )
         yield GaugeMetricFamily(
             "memoryd_oldest_pending_turn_age_seconds",
-            "Age of the oldest pending turn (0 when none waits)",
+            "Seconds the oldest pending turn has waited since received (0 when none waits)",
             value=f.oldest_pending_seconds,
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from alembic import command
@@ -10,10 +11,12 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from memoryd.client import MemoryClient
-from memoryd.models.db import get_engine, session_scope
+from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.migrate import alembic_config
 from memoryd.models.tables import BatchTotal
+from memoryd.monitoring.figures import pipeline_figures
 from memoryd.settings import Settings
+from tests.factories import turn_item
 
 
 def test_models_and_migrations_agree(settings: Settings) -> None:
@@ -151,3 +154,22 @@ def test_a_downgrade_adds_each_status_kinds_totals_together(settings: Settings) 
     if isinstance(rejections, str):  # SQLite hands JSON back as text
         rejections = json.loads(rejections)
     assert rejections == {"low_confidence": 3}
+
+
+def test_the_upgrade_ages_waiting_turns_from_the_turns_stored_before_them(
+    settings: Settings,
+) -> None:
+    """0024: when earlier turns were received is not known. A turn still waiting counts
+    from the latest timestamp of the turns up to its own, so an import stamped two days
+    ago that arrived after a turn said five minutes ago has waited five minutes."""
+    client = MemoryClient(settings, dispatch=False)
+    now = utcnow()
+    for i, said in enumerate((now - timedelta(minutes=5), now - timedelta(days=2))):
+        client.enqueue_turns([turn_item(i, timestamp=said.isoformat())])
+    config = alembic_config(settings)
+    command.downgrade(config, "0023")
+    command.upgrade(config, "head")
+    with session_scope(settings) as session:
+        figures = pipeline_figures(session, now)
+    assert figures.pending_turns == 2
+    assert 299 <= figures.oldest_pending_seconds <= 301

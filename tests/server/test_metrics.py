@@ -70,6 +70,21 @@ def test_ingest_rejections_backlog_and_recall_latency_are_counted(
     assert 3600 <= value(later, "memoryd_oldest_pending_turn_age_seconds") < 3660
 
 
+def test_the_backlog_ages_from_when_memoryd_received_a_turn_not_its_timestamp(
+    api: TestClient, api_settings: Settings, keys: Keys
+) -> None:
+    """An import sends turns said long ago: the backlog has waited seconds, not days."""
+    said = (datetime.now(UTC) - timedelta(days=2)).isoformat()
+    imported = turn_item(0, timestamp=said)
+    assert api.post("/v1/turns", json=imported, headers=bearer(keys.bot)).status_code == 202
+    samples = fresh_scrape(api_settings)
+    assert value(samples, "memoryd_pending_turns") == 1
+    assert 0 <= value(samples, "memoryd_oldest_pending_turn_age_seconds") < 60
+    with freeze_time(datetime.now(UTC) + timedelta(hours=1)):
+        later = fresh_scrape(api_settings)
+    assert 3600 <= value(later, "memoryd_oldest_pending_turn_age_seconds") < 3660
+
+
 def test_failed_batches_dead_letters_and_llm_tokens_show(
     api_settings: Settings, keys: Keys, fake_llm: FakeLLM
 ) -> None:
