@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from kombu import Queue  # type: ignore[attr-defined]
+from kombu import Exchange, Queue  # type: ignore[attr-defined]
 
 from memoryd.settings import Settings
 
@@ -21,6 +21,15 @@ TASK_ROUTES = {
     "memoryd.maintenance.*": {"queue": MAINTENANCE_QUEUE},
     EMBED_TASK: {"queue": EMBEDDING_QUEUE},
 }
+
+
+def task_queues() -> tuple[Queue, ...]:
+    """Each queue bound to a direct exchange of its name with its name as routing key, as
+    Celery binds a queue it is only told the name of (another project's Celery client
+    sending to `extraction` declares the same). Without an exchange of their own, every
+    queue was bound to the default queue's exchange and key, so a message sent there
+    landed in all of them."""
+    return tuple(Queue(name, Exchange(name, type="direct"), routing_key=name) for name in QUEUES)
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -67,7 +76,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_send_sent_event": True,
         "task_track_started": True,
         "task_default_queue": EXTRACTION_QUEUE,
-        "task_queues": tuple(Queue(name) for name in QUEUES),
+        "task_queues": task_queues(),
         "task_routes": TASK_ROUTES,
         "beat_schedule": beat_schedule(settings),
         "broker_connection_retry_on_startup": True,

@@ -1,0 +1,78 @@
+"""Each queue has its own binding on the broker: a message sent to one queue's exchange
+with its routing key lands in that queue and no other (real Redis and filesystem
+brokers)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+
+import pytest
+from celery import Celery
+from kombu import Connection, Queue  # type: ignore[attr-defined]
+
+from memoryd.settings import Settings
+from memoryd.worker import app as celery_app
+from memoryd.worker import make_celery
+from memoryd.worker.app import TASK_MODULES
+from memoryd.worker.config import QUEUES
+from memoryd.worker.watchdog import PING_TASK
+
+INGEST_TASK = "memoryd.ingest_turns"
+
+
+@pytest.fixture
+def app(settings: Settings) -> Iterator[Celery]:
+    celery = make_celery(settings)
+    yield celery
+    celery.close()
+
+
+def declare(conn: Connection, queues: list[Queue]) -> None:
+    for queue in queues:
+        queue(conn.default_channel).declare()
+
+
+def drain(conn: Connection) -> dict[str, int]:
+    """How many messages each of memoryd's queues holds; they are taken off it."""
+    counts = {}
+    for name in QUEUES:
+        queue = Queue(name, no_declare=True)(conn.default_channel)
+        counts[name] = 0
+        while queue.get(no_ack=True) is not None:
+            counts[name] += 1
+    return counts
+
+
+def test_a_message_sent_to_one_queues_binding_lands_in_that_queue_alone(app: Celery) -> None:
+    with app.connection_for_write() as conn:
+        declare(conn, list(app.amqp.queues.values()))
+        for name in QUEUES:
+            queue = app.amqp.queues[name]
+            conn.Producer().publish(
+                {"for": name}, exchange=queue.exchange, routing_key=queue.routing_key
+            )
+            assert drain(conn) == {other: int(other == name) for other in QUEUES}
+
+
+# Where memoryd sends each of its tasks: a task added later must be placed here too.
+QUEUE_OF_TASK = {
+    INGEST_TASK: "extraction",
+    "memoryd.extract_session": "extraction",
+    "memoryd.maintenance.sweep": "maintenance",
+    "memoryd.maintenance.cycle": "maintenance",
+    "memoryd.maintenance.compress_sessions": "maintenance",
+    "memoryd.embed_memories": "embedding",
+}
+
+
+def test_every_task_sent_lands_in_its_own_queue_alone(app: Celery) -> None:
+    for module in TASK_MODULES:
+        importlib.import_module(module)
+    sent_by_name = {name for name in celery_app.tasks if name.startswith("memoryd.")}
+    assert sent_by_name - {PING_TASK} == set(QUEUE_OF_TASK)  # the ping goes to a worker
+    with app.connection_for_write() as conn:
+        declare(conn, list(app.amqp.queues.values()))
+        for task, queue in QUEUE_OF_TASK.items():
+            app.send_task(task, connection=conn, ignore_result=True)
+            assert drain(conn) == {name: int(name == queue) for name in QUEUES}, task
