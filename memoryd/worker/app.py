@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from memoryd.errors import DatabaseUnavailable
 from memoryd.models.db import dispose_engines
 from memoryd.settings import Settings, explain, get_settings
+from memoryd.worker.bindings import remove_legacy_bindings
 from memoryd.worker.config import celery_config
 from memoryd.worker.watchdog import ConsumerWatchdog, install
 
@@ -80,6 +81,18 @@ def _watch_the_consumer(sender: Any = None, **_kw: Any) -> None:
     seconds = _settings_or_exit().consumer_watchdog_seconds
     if seconds > 0 and sender is not None:
         _watchdog = install(sender.app, sender.hostname, seconds, consumer=sender)
+
+
+@worker_ready.connect
+def _remove_bindings_older_versions_left(sender: Any = None, **_kw: Any) -> None:
+    """See worker/bindings.py: without this, what is sent to the extraction queue's
+    exchange still lands in the other queues on a broker an older version used."""
+    if sender is None:
+        return
+    try:
+        remove_legacy_bindings(sender.app)
+    except Exception as exc:  # the worker works without it; say so and go on
+        log.warning("could not remove the queue bindings of older versions: %s", exc)
 
 
 @task_received.connect

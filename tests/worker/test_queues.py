@@ -1,28 +1,36 @@
 """Each queue has its own binding on the broker: a message sent to one queue's exchange
-with its routing key lands in that queue and no other (real Redis and filesystem
-brokers)."""
+with its routing key lands in that queue and no other (real Redis and filesystem brokers,
+a real worker)."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from celery import Celery
-from kombu import Connection, Queue  # type: ignore[attr-defined]
+from kombu import Connection, Exchange, Queue  # type: ignore[attr-defined]
+from kombu.transport import filesystem
 
+from memoryd.models.db import session_scope
 from memoryd.settings import Settings
 from memoryd.worker import app as celery_app
 from memoryd.worker import make_celery
 from memoryd.worker.app import TASK_MODULES
-from memoryd.worker.config import QUEUES
+from memoryd.worker.config import EXTRACTION_QUEUE, QUEUES
 from memoryd.worker.watchdog import PING_TASK
+from tests.factories import count_turns, turn_item
+from tests.workers import start_worker, wait_until
 
 INGEST_TASK = "memoryd.ingest_turns"
 
 
 @pytest.fixture
 def app(settings: Settings) -> Iterator[Celery]:
+    # The filesystem transport remembers, per process, the bindings it declared and
+    # declares none twice: an earlier test's, in another folder, must not count here.
+    filesystem.Transport.global_state.clear()
     celery = make_celery(settings)
     yield celery
     celery.close()
@@ -42,6 +50,13 @@ def drain(conn: Connection) -> dict[str, int]:
         while queue.get(no_ack=True) is not None:
             counts[name] += 1
     return counts
+
+
+def as_older_versions_declared() -> list[Queue]:
+    """Every queue bound to the default queue's exchange with its routing key."""
+    return [
+        Queue(name, Exchange(EXTRACTION_QUEUE), routing_key=EXTRACTION_QUEUE) for name in QUEUES
+    ]
 
 
 def test_a_message_sent_to_one_queues_binding_lands_in_that_queue_alone(app: Celery) -> None:
@@ -76,3 +91,31 @@ def test_every_task_sent_lands_in_its_own_queue_alone(app: Celery) -> None:
         for task, queue in QUEUE_OF_TASK.items():
             app.send_task(task, connection=conn, ignore_result=True)
             assert drain(conn) == {name: int(name == queue) for name in QUEUES}, task
+
+
+def test_a_starting_worker_removes_the_bindings_older_versions_left(
+    settings: Settings, app: Celery, tmp_path: Path
+) -> None:
+    """A turn sent to the extraction queue's exchange, as a producer in another language
+    may send it, reaches extraction only, on a broker an older version declared."""
+    with app.connection_for_write() as conn:
+        declare(conn, as_older_versions_declared())
+        conn.Producer().publish({}, exchange=EXTRACTION_QUEUE, routing_key=EXTRACTION_QUEUE)
+        assert drain(conn) == dict.fromkeys(QUEUES, 1)  # what older versions left
+    worker = start_worker(settings, tmp_path, queues=EXTRACTION_QUEUE)
+    try:
+        wait_until(lambda: "ready." in worker.log(), 60, what="the worker", procs=(worker,))
+        payload = {"turns": [turn_item(0, turn_key="via-exchange")]}
+        app.send_task(
+            INGEST_TASK, args=[payload], exchange=EXTRACTION_QUEUE, routing_key=EXTRACTION_QUEUE
+        )
+        wait_until(lambda: stored(settings) == 1, 30, what="the turn", procs=(worker,))
+    finally:
+        worker.stop()
+    with app.connection_for_write() as conn:
+        assert drain(conn) == dict.fromkeys(QUEUES, 0)
+
+
+def stored(settings: Settings) -> int:
+    with session_scope(settings) as session:
+        return count_turns(session)
