@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
@@ -35,6 +36,8 @@ class _InThread(Generic[P, R]):
     def __init__(self, method: Callable[Concatenate[MemoryClient, P], R]) -> None:
         self.method = method
         self.__doc__ = method.__doc__
+        signature = inspect.signature(method)
+        self.signature = signature.replace(parameters=list(signature.parameters.values())[1:])
 
     @overload
     def __get__(self, client: None, owner: type) -> _InThread[P, R]: ...
@@ -53,6 +56,9 @@ class _InThread(Generic[P, R]):
             return await client.run(functools.partial(method, sync, *args, **kwargs))
 
         functools.update_wrapper(call, method)
+        # help() and tools that read signatures see the bound method's: no `self`.
+        del call.__wrapped__  # type: ignore[attr-defined]
+        call.__signature__ = self.signature  # type: ignore[attr-defined]
         return call
 
 
@@ -74,6 +80,7 @@ class AsyncMemoryClient:
         settings = settings or get_settings()
         self.sync = MemoryClient(settings, celery_app=celery_app, dispatch=dispatch)
         self.settings = settings
+        self._closed = False
         self._pool = ThreadPoolExecutor(
             max_workers=threads or settings.db_pool_size, thread_name_prefix="memoryd-async"
         )
@@ -81,14 +88,19 @@ class AsyncMemoryClient:
     async def run(self, call: Callable[[], R]) -> R:
         """Await `call()` run in the client's threads, with the caller's context
         variables (tracing, request ids) in effect there."""
+        if self._closed:
+            raise RuntimeError("this AsyncMemoryClient is closed: make a new one")
         context = contextvars.copy_context()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(context.run, call))
 
     async def aclose(self, timeout: float = 5.0) -> None:
         """Wait for the triggers sent so far, then release the threads; the client
-        cannot be used afterwards."""
+        cannot be used afterwards. Closing again does nothing."""
+        if self._closed:
+            return
         await self.run(functools.partial(self.sync.close, timeout))
+        self._closed = True
         self._pool.shutdown(wait=False)
 
     async def __aenter__(self) -> AsyncMemoryClient:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd.agents import config as agent_config
 from memoryd.client_profiles import ProfileMethods
-from memoryd.errors import MemorydError, TurnRejected
+from memoryd.errors import DatabaseUnavailable, MemorydError, TurnRejected
 from memoryd.ingest.buffer import end_session, ingest, payload_items
 from memoryd.memories import edits, erasure
 from memoryd.memories.erasure import ErasureOut
@@ -336,9 +336,16 @@ class MemoryClient(ProfileMethods):
             return memory_health(session, utcnow(), scope)
 
     def execute_tool(
-        self, agent_id: str, user_id: str, name: str, arguments: str | dict[str, Any]
+        self,
+        agent_id: str,
+        user_id: str,
+        name: str,
+        arguments: str | dict[str, Any],
+        *,
+        shared: bool = False,
     ) -> dict[str, Any]:
-        """Run a `memory_save` / `memory_recall` tool call for this scope (see tools.py)."""
+        """Run a `memory_save` / `memory_recall` tool call for this scope (see tools.py).
+        `shared=True`: the caller means to write the agent's shared `*` scope."""
         try:
             args = parse_tool_call(name, arguments)
             if isinstance(args, MemoryRecallArgs):
@@ -359,7 +366,12 @@ class MemoryClient(ProfileMethods):
             assert isinstance(args, MemorySaveArgs)
             if args.action == "create":
                 saved = self.remember(
-                    agent_id, user_id, args.content or "", category=args.type, name=args.name
+                    agent_id,
+                    user_id,
+                    args.content or "",
+                    category=args.type,
+                    name=args.name,
+                    shared=shared,
                 )
             elif args.action == "update":
                 saved = self.update(
@@ -369,9 +381,12 @@ class MemoryClient(ProfileMethods):
                     content=args.content,
                     name=args.name or None,
                     category=args.type,
+                    shared=shared,
                 )
             else:
-                saved = self.forget(agent_id, user_id, args.id or 0)
+                saved = self.forget(agent_id, user_id, args.id or 0, shared=shared)
             return {"ok": True, "id": saved.id, "status": saved.status}
+        except DatabaseUnavailable:  # its text names the database: not for a model
+            return {"ok": False, "error": "the memory store is unavailable"}
         except (ValueError, MemorydError) as exc:
             return {"ok": False, "error": str(exc)}

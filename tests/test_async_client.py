@@ -31,6 +31,19 @@ def test_every_client_method_has_an_awaitable_twin() -> None:
     missing = {name for name in public if not inspect.iscoroutinefunction(getattr(client, name))}
     assert not missing
     assert client.recall.__doc__ == MemoryClient.recall.__doc__
+    # What help() and signature-reading tool builders see: the bound method's parameters.
+    assert str(inspect.signature(client.recall)) == str(inspect.signature(MemoryClient().recall))
+
+
+def test_a_closed_client_says_so_and_closing_twice_is_harmless(settings: Settings) -> None:
+    async def scenario() -> None:
+        async with AsyncMemoryClient(settings, dispatch=False) as memory:
+            await memory.remember("bot", "u1", "Prefers green tea")
+            await memory.aclose()  # then again on leaving the block
+        with pytest.raises(RuntimeError, match="closed"):
+            await memory.recall("tea", "bot", "u1")
+
+    asyncio.run(scenario())
 
 
 def test_the_async_client_gives_what_the_sync_client_gives(settings: Settings) -> None:

@@ -24,7 +24,14 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from memoryd.agents import config as agent_config
-from memoryd.errors import LeaseLost, LLMError, LLMTransientError, error_text, log_failure
+from memoryd.errors import (
+    DatabaseUnavailable,
+    LeaseLost,
+    LLMError,
+    LLMTransientError,
+    error_text,
+    log_failure,
+)
 from memoryd.extraction import prepare
 from memoryd.extraction.extractors import NoExtraction, get_extractor
 from memoryd.extraction.gate import gate_facts
@@ -56,7 +63,7 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 # Failures of reaching the database, not of the batch: never counted as an attempt.
-DATABASE_UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout)
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout, DatabaseUnavailable)
 # The prefork pool interrupted the batch at the task's soft time limit: nobody's fault.
 TIME_LIMIT = "stopped at the task's soft time limit"
 

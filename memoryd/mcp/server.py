@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memoryd.client import MemoryClient
-from memoryd.errors import MemorydError, error_text, log_failure
+from memoryd.errors import DatabaseUnavailable, MemorydError, error_text, log_failure
 from memoryd.mcp.tools import BY_NAME, TOOLS, Result
 from memoryd.recall.tools import validated
 from memoryd.server.keys import (
@@ -103,6 +103,8 @@ class MemoryTools:
             raise Refused(refusal(args.agent_id, args.user_id))
         try:
             return tool.run(self.client, args)
+        except DatabaseUnavailable:  # its text names the database: not for a caller
+            raise Refused("the memory store is unavailable") from None
         except (MemorydError, ValueError) as exc:
             raise Refused(str(exc)) from None
 

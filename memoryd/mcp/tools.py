@@ -97,7 +97,9 @@ def _agent_tool(name: str) -> Callable[[MemoryClient, ScopeArgs], Result]:
 
     def run(client: MemoryClient, args: ScopeArgs) -> Result:
         arguments = args.model_dump(mode="json", exclude={"agent_id", "user_id"}, exclude_none=True)
-        result = client.execute_tool(args.agent_id, args.user_id, name, arguments)
+        # The key check allowed this scope: writing the shared one is then meant.
+        shared = args.user_id == SHARED_USER
+        result = client.execute_tool(args.agent_id, args.user_id, name, arguments, shared=shared)
         if not result.pop("ok"):
             raise ValueError(result["error"])
         return result

@@ -5,6 +5,7 @@ write lock or a process lock on SQLite)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import zlib
 from collections import defaultdict
@@ -13,6 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime
 
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from memoryd.models.db import get_engine, is_sqlite, utcnow
@@ -81,10 +83,15 @@ def single_flight(settings: Settings, lock_class: int, name: str) -> Iterator[bo
     if settings.db_transaction_pooler:
         # A pooler may run the unlock on another server connection than the lock: the
         # lock is the transaction's instead, held open for the block (pinning one server
-        # connection meanwhile), and ends with it.
-        with get_engine(settings).connect() as conn, conn.begin():
+        # connection meanwhile), and ends with it: rolled back, so a server that dropped
+        # the idle transaction (idle_in_transaction_session_timeout) fails nothing here.
+        with get_engine(settings).connect() as conn:
             lock = text("SELECT pg_try_advisory_xact_lock(:c, :k)")
-            yield bool(conn.execute(lock, key).scalar())
+            try:
+                yield bool(conn.execute(lock, key).scalar())
+            finally:
+                with contextlib.suppress(DBAPIError):
+                    conn.rollback()
         return
     with engine.connect() as conn:
         got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:c, :k)"), key).scalar())

@@ -168,13 +168,14 @@ def dispose_engines() -> None:
         _factories.clear()
 
 
-_factories: dict[tuple[str, bool, float, float, int, int], sessionmaker[Session]] = {}
+_factories: dict[tuple[str, bool, float, float, int, int, bool], sessionmaker[Session]] = {}
 
 
 def session_factory(settings: Settings, readonly: bool = False) -> sessionmaker[Session]:
     timeouts = (settings.db_statement_timeout_seconds, settings.db_lock_timeout_seconds)
     pool = (settings.db_pool_size, settings.db_max_overflow)
-    key = (settings.resolved_database_url, readonly, *timeouts, *pool)  # as get_engine's
+    pooler = settings.db_transaction_pooler
+    key = (settings.resolved_database_url, readonly, *timeouts, *pool, pooler)  # as get_engine's
     factory = _factories.get(key)  # dispose_engines() empties this with the engines
     if factory is None:
         engine = get_engine(settings)

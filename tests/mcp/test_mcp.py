@@ -133,15 +133,19 @@ def test_a_scope_key_cannot_touch_another_scope(
             await call(client, "profile_read", type="work", **shared)
         async with connect(keys.bot) as client:  # any user of its agent, not another agent
             await call(client, "memory_recall", query="jazz", **BOB)
+            # An agent's key writes its shared scope, through both write tools alike.
+            content = "The team meets on Mondays"
+            await call(client, "memory_save", action="create", content=content, **shared)
             assert "may not use agent 'other'" in await refusal(
                 client, "memory_recall", query="jazz", **other_agent
             )
 
     anyio.run(scenario)
     memory = MemoryClient(mcp_settings)
-    assert memory.list("bot", "bob") == []
+    assert [m.user_id for m in memory.list("bot", "bob")] == ["*"]  # none of bob's own
     assert memory.profile("bot", "bob", "user").version == 0
     assert memory.profile("bot", "*", "work").version == 0
+    assert [m.content for m in memory.list("bot", "*")] == ["The team meets on Mondays"]
     assert not ended(db, "bob")
 
 
