@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memoryd.client import MemoryClient
 from memoryd.models.checks import scrubbed, text_problem
 from memoryd.models.schemas import TurnIn
-from memoryd.server import metrics, page, problems
+from memoryd.server import docs, metrics, page, problems
 from memoryd.server.keys import KeyCache
 from memoryd.server.page.guard import PageGuard
 from memoryd.server.routes import ROUTERS
@@ -117,7 +117,7 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
         title=TITLE,
         version=VERSION,
         description=DESCRIPTION,
-        docs_url=None,  # the interactive docs load scripts from a CDN; /openapi.json is here
+        docs_url=None,  # FastAPI's own pages load scripts from a CDN: docs.py serves them
         redoc_url=None,
         lifespan=lifespan,
     )
@@ -128,6 +128,7 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
     for router in ROUTERS:
         app.include_router(router)
     page.install(app)
+    docs.install(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     registry = metrics.metrics_registry(settings)
