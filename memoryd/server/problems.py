@@ -7,15 +7,19 @@ error itself and no exception reaches the client as a bare 500 page.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
+from functools import cache
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from memoryd.errors import (
     DatabaseUnavailable,
@@ -218,9 +222,28 @@ async def _database_down(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     slug = {401: "unauthorized", 403: "forbidden", 404: "not-found", 413: "too-large"}
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = allowed_methods(request)
     return problem_response(
-        request, exc.status_code, slug.get(exc.status_code, "http"), str(exc.detail)
+        request, exc.status_code, slug.get(exc.status_code, "http"), str(exc.detail), None, headers
     )
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route answers at this path (RFC 9110's `Allow`): the methods
+    of one path are spread over several routes, so the router's own list is short."""
+    methods: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        path = route.path_format
+        if route.methods and path and _path_regex(path).match(request.url.path):
+            methods |= route.methods
+    return ", ".join(sorted(methods))
+
+
+@cache
+def _path_regex(path_format: str) -> re.Pattern[str]:
+    return compile_path(path_format)[0]
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
