@@ -58,6 +58,10 @@ PROBLEM_TYPES: dict[str, tuple[str, str]] = {
         "The key is not bound to one agent and one user: name them with agent_id and user_id.",
     ),
     "too-large": ("Request too large", "The body exceeds MEMORYD_MAX_REQUEST_BYTES."),
+    "unsupported-media-type": (
+        "Unsupported media type",
+        "A body must be JSON, sent with `Content-Type: application/json`.",
+    ),
     "unavailable": ("Service unavailable", "The database cannot be reached; retry later."),
     "internal": ("Internal error", "An unexpected error; the server log has the details."),
     "http": ("HTTP error", "A protocol-level error (unknown path, wrong method)."),

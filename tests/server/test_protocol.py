@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.server.conftest import Keys, bearer
 from tests.server.test_api import assert_problem
+
+RECALL = {"agent_id": "bot", "user_id": "ann", "query": "tea"}
 
 
 def test_a_wrong_method_is_405_naming_every_method_of_the_path(api: TestClient, keys: Keys) -> None:
@@ -17,3 +23,44 @@ def test_a_wrong_method_is_405_naming_every_method_of_the_path(api: TestClient, 
     assert_problem(answer, 405)
     assert answer.headers["allow"] == "GET, PATCH, PUT"
     assert api.put("/v1/turns", headers=bearer(keys.bot)).headers["allow"] == "POST"
+
+
+def test_a_body_sent_as_anything_but_json_is_415_saying_so(api: TestClient, keys: Keys) -> None:
+    body = json.dumps({"agent_id": "bot", "user_id": "ann", "query": "tea"})
+    for content_type in ({}, {"Content-Type": "text/plain"}, {"Content-Type": "application/x"}):
+        answer = api.post("/v1/recall", content=body, headers={**bearer(keys.bot), **content_type})
+        assert "Content-Type: application/json" in assert_problem(answer, 415)["detail"]
+    charset = {**bearer(keys.bot), "Content-Type": "application/json; charset=utf-8"}
+    assert api.post("/v1/recall", content=body, headers=charset).status_code == 200
+
+
+STRICT: list[tuple[str, str, dict[str, Any], str, str]] = [
+    ("POST", "/v1/recall", {**RECALL, "k": True}, "k", "expected an integer or null"),
+    ("POST", "/v1/context", {**RECALL, "token_budget": "9"}, "token_budget", "got a string"),
+    ("POST", "/v1/memories/bot/ann", {"content": "x", "replaces": False}, "replaces", "boolean"),
+    ("PUT", "/v1/agents/bot/settings", {"prefetch_limit": True}, "prefetch_limit", "boolean"),
+    ("PUT", "/v1/agents/bot/settings", {"memory_enabled": 1}, "memory_enabled", "an integer"),
+    ("PUT", "/v1/agents/bot/settings", {"inject_min_score": "1"}, "inject_min_score", "string"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field", "words"), STRICT)
+def test_json_types_are_taken_strictly_and_the_problem_names_the_field(
+    api: TestClient,
+    keys: Keys,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    field: str,
+    words: str,
+) -> None:
+    answer = api.request(method, path, json=body, headers=bearer(keys.bot))
+    problem = assert_problem(answer, 422, field)
+    assert problem["detail"].startswith(f"{field}: expected ") and words in problem["detail"]
+
+
+def test_a_whole_number_written_with_a_point_is_still_an_integer(
+    api: TestClient, keys: Keys
+) -> None:
+    answer = api.post("/v1/recall", json={**RECALL, "k": 2.0}, headers=bearer(keys.bot))
+    assert answer.status_code == 200, answer.text

@@ -11,8 +11,9 @@ from memoryd.server.auth import Caller, check_scope
 from memoryd.server.problems import ProblemError
 from memoryd.server.schemas import AgentPath
 from memoryd.server.state import State
+from memoryd.server.strict import JsonRoute
 
-router = APIRouter(prefix="/v1/agents/{agent_id}/settings", tags=["agents"])
+router = APIRouter(prefix="/v1/agents/{agent_id}/settings", tags=["agents"], route_class=JsonRoute)
 
 
 @router.get("", response_model=AgentSettingsOut, summary="An agent's memory settings")

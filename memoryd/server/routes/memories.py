@@ -18,8 +18,11 @@ from memoryd.server.schemas import (
     UserPath,
 )
 from memoryd.server.state import State
+from memoryd.server.strict import JsonRoute
 
-router = APIRouter(prefix="/v1/memories/{agent_id}/{user_id}", tags=["memories"])
+router = APIRouter(
+    prefix="/v1/memories/{agent_id}/{user_id}", tags=["memories"], route_class=JsonRoute
+)
 
 
 @router.get("", response_model=MemoryList, summary="A scope's memories, newest first")

@@ -32,9 +32,10 @@ from memoryd.server.schemas import (
     StatsOut,
 )
 from memoryd.server.state import State
+from memoryd.server.strict import JsonRoute
 
 log = logging.getLogger(__name__)
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=JsonRoute)
 
 AgentQuery = Annotated[str | None, Query(min_length=1, max_length=200)]
 # What may be done with dead letters: re-drive them, give up on them, or delete them.

@@ -27,8 +27,9 @@ from memoryd.server.keys import Principal
 from memoryd.server.problems import ProblemError
 from memoryd.server.schemas import IDENT_PATTERN, AgentPath, Strict, UserPath
 from memoryd.server.state import State
+from memoryd.server.strict import JsonRoute
 
-router = APIRouter(tags=["profiles"])
+router = APIRouter(tags=["profiles"], route_class=JsonRoute)
 
 ScopeQuery = Annotated[str | None, Query(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
 # How a document changes: PUT replaces it, PATCH merges into it (RFC 7396).

@@ -19,8 +19,9 @@ from memoryd.server.schemas import (
     UserPath,
 )
 from memoryd.server.state import State
+from memoryd.server.strict import JsonRoute
 
-router = APIRouter(tags=["read"])
+router = APIRouter(tags=["read"], route_class=JsonRoute)
 
 
 @router.post("/v1/recall", response_model=RecallOut, summary="Ranked memories for a query")

@@ -10,8 +10,11 @@ from memoryd.server.auth import Caller, check_scope
 from memoryd.server.problems import ProblemError
 from memoryd.server.schemas import AgentPath, SessionPath, UserPath
 from memoryd.server.state import State
+from memoryd.server.strict import JsonRoute
 
-router = APIRouter(prefix="/v1/scopes/{agent_id}/{user_id}", tags=["erasure"])
+router = APIRouter(
+    prefix="/v1/scopes/{agent_id}/{user_id}", tags=["erasure"], route_class=JsonRoute
+)
 
 DONE = "Erased; the audit row's `rows` counts what went, per table"
 

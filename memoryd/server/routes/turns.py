@@ -14,8 +14,9 @@ from memoryd.server.keys import Principal
 from memoryd.server.problems import FieldError, ProblemError
 from memoryd.server.schemas import AgentPath, SessionEnded, SessionPath, UserPath
 from memoryd.server.state import State
+from memoryd.server.strict import JsonRoute
 
-router = APIRouter(tags=["turns"])
+router = APIRouter(tags=["turns"], route_class=JsonRoute)
 
 TURNS_BODY = {
     "requestBody": {
