@@ -9,11 +9,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, HTTPException
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -21,12 +19,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memoryd.client import MemoryClient
 from memoryd.models.checks import scrubbed, text_problem
-from memoryd.models.schemas import TurnIn
-from memoryd.server import docs, metrics, page, problems
+from memoryd.server import docs, metrics, openapi, page, problems
 from memoryd.server.keys import KeyCache
 from memoryd.server.page.guard import PageGuard
 from memoryd.server.routes import ROUTERS
-from memoryd.server.schemas import TurnsRequest
 from memoryd.server.state import ServerState
 from memoryd.settings import Settings, get_settings
 
@@ -142,49 +138,8 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
         title, meaning = problems.PROBLEM_TYPES.get(slug, ("Unknown problem type", ""))
         return PlainTextResponse(f"{title}\n\n{meaning}\n")
 
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi.document(app, TITLE, VERSION, DESCRIPTION)  # type: ignore[method-assign]
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(PlainUrl)
     app.add_middleware(PageGuard)  # last added, outermost: every answer gets its headers
     return app
-
-
-PROBLEM_RESPONSE = {
-    "content": {
-        problems.MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}},
-    },
-}
-ERROR_RESPONSES = {
-    "401": "No key, or an unknown or revoked one",
-    "403": "The key may not use this scope or endpoint",
-    "404": "Not found in the scopes this key may use",
-    "413": "The body is too large",
-    "422": "Invalid request: `errors` names each bad field",
-}
-
-
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document, with the ingest body's models and problem-JSON error responses
-    in place of FastAPI's own validation error shape."""
-    if app.openapi_schema:
-        return app.openapi_schema
-    schema = get_openapi(title=TITLE, version=VERSION, description=DESCRIPTION, routes=app.routes)
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for model in (TurnIn, TurnsRequest, problems.Problem):
-        model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-        components.update(model_schema.pop("$defs", {}))
-        components[model.__name__] = model_schema
-    components.pop("HTTPValidationError", None)
-    components.pop("ValidationError", None)
-    for path, operations in schema["paths"].items():
-        for operation in operations.values():
-            responses = operation.setdefault("responses", {})
-            for status, description in ERROR_RESPONSES.items():
-                if path == "/v1/health" and status != "422":
-                    continue
-                responses[status] = {"description": description, **PROBLEM_RESPONSE}
-    schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-    schema["security"] = [{"bearer": []}]
-    schema["paths"]["/v1/health"]["get"]["security"] = []  # liveness needs no key
-    app.openapi_schema = schema
-    return schema

@@ -41,6 +41,20 @@ STRICT: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("PUT", "/v1/agents/bot/settings", {"prefetch_limit": True}, "prefetch_limit", "boolean"),
     ("PUT", "/v1/agents/bot/settings", {"memory_enabled": 1}, "memory_enabled", "an integer"),
     ("PUT", "/v1/agents/bot/settings", {"inject_min_score": "1"}, "inject_min_score", "string"),
+    (
+        "PATCH",
+        "/v1/profiles/bot/ann/user",
+        {"content": {"places": [{"name": "Home", "commute_minutes": True}]}},
+        "content.places[0].commute_minutes",
+        "got a boolean",
+    ),
+    (
+        "PUT",
+        "/api/v1/memories/work?agent_id=bot&user_id=ann",
+        {"content": {"current_projects": [{"name": "A", "deadline": 20270101}]}},
+        "content.current_projects[0].deadline",
+        "got an integer",
+    ),
 ]
 
 

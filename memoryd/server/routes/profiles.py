@@ -22,6 +22,7 @@ from memoryd.models.profiles import (
     WorkProfileContent,
 )
 from memoryd.models.tables import SHARED_USER
+from memoryd.server import profile_docs
 from memoryd.server.auth import Caller, check_scope
 from memoryd.server.keys import Principal
 from memoryd.server.problems import ProblemError
@@ -134,6 +135,7 @@ def _seed_change(
         name=f"{method.lower()}_document",  # the OpenAPI operationId starts with it
         response_model=model,
         summary=summary,
+        openapi_extra=profile_docs.request_body(profile_docs.body_model(kind, method)),
     )
     def change_document(
         state: State,
@@ -151,47 +153,79 @@ _seed_routes(ProfileType.WORK, WorkProfileContent)
 
 
 # -------------------------------------------------------------------- per-scope paths
+# One path per profile type, so the document types each one's content; a path naming
+# no type reaches the generic routes below, left out of the document, which refuse it
+# with 422 naming `kind` as before.
 
 SCOPED = "/v1/profiles/{agent_id}/{user_id}/{kind}"
 
 
-@router.get(SCOPED, response_model=ProfileOut, summary="A profile with its version and meta")
-def get_profile(
-    state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath, kind: ProfileType
-) -> ProfileOut:
-    return _read(state, principal, agent_id, user_id, kind)
+def _scoped_routes(kind: ProfileType) -> None:
+    path = SCOPED.replace("{kind}", kind.value)
+    typed: dict[int | str, dict[str, Any]] = {200: {"model": profile_docs.out_model(kind)}}
+
+    @router.get(
+        path,
+        name=f"get_{kind.value}_profile",
+        response_model=ProfileOut,
+        responses=typed,
+        summary=f"The {kind.value} profile with its version and meta",
+    )
+    def get_profile(
+        state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath
+    ) -> ProfileOut:
+        return _read(state, principal, agent_id, user_id, kind)
+
+    changes: list[tuple[Change, str]] = [("PUT", "Replace"), ("PATCH", "Merge-patch (RFC 7396)")]
+    for method, summary in changes:
+        _scoped_change(path, kind, method, f"{summary} the {kind.value} profile")
+
+    @router.get(
+        f"{path}/history",
+        name=f"{kind.value}_profile_history",
+        response_model=list[ProfileEventOut],
+        summary=f"Every change of the {kind.value} profile, oldest first",
+    )
+    def profile_history(
+        state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath
+    ) -> list[ProfileEventOut]:
+        return _history(state, principal, agent_id, user_id, kind)
 
 
-def _scoped_change(method: Change, summary: str) -> None:
+def _scoped_change(path: str, kind: ProfileType, method: Change, summary: str) -> None:
     """PUT (replace) or PATCH (merge-patch) of a scope's profile, as _seed_change."""
+    typed: dict[int | str, dict[str, Any]] = {200: {"model": profile_docs.out_model(kind)}}
 
     @router.api_route(
-        SCOPED,
+        path,
         methods=[method],
-        name=f"{method.lower()}_profile",  # the OpenAPI operationId starts with it
+        name=f"{method.lower()}_{kind.value}_profile",
         response_model=ProfileOut,
+        responses=typed,
         summary=summary,
+        openapi_extra=profile_docs.request_body(profile_docs.body_model(kind, method)),
     )
     def change_profile(
-        state: State,
-        principal: Caller,
-        agent_id: AgentPath,
-        user_id: UserPath,
-        kind: ProfileType,
-        body: ProfileBody,
+        state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath, body: ProfileBody
     ) -> ProfileOut:
         return _write(state, principal, agent_id, user_id, kind, body, patch=method == "PATCH")
 
 
-_scoped_change("PUT", "Replace a profile document")
-_scoped_change("PATCH", "Merge-patch a profile (RFC 7396)")
-
-
-@router.get(
-    f"{SCOPED}/history", response_model=list[ProfileEventOut], summary="Every change, oldest first"
-)
-def profile_history(
-    state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath, kind: ProfileType
+def _history(
+    state: State, principal: Principal, agent: str, user: str, kind: ProfileType
 ) -> list[ProfileEventOut]:
-    check_scope(principal, agent_id, user_id, write=False)
-    return state.client.profile_history(agent_id, user_id, kind)
+    check_scope(principal, agent, user, write=False)
+    return state.client.profile_history(agent, user, kind)
+
+
+for _kind in ProfileType:
+    _scoped_routes(_kind)
+
+
+@router.api_route(SCOPED, methods=["GET", "PUT", "PATCH"], include_in_schema=False)
+@router.get(f"{SCOPED}/history", include_in_schema=False)
+def unknown_kind(
+    principal: Caller, agent_id: AgentPath, user_id: UserPath, kind: ProfileType
+) -> None:
+    """Reached only when `kind` names no profile type, which its validation refuses."""
+    raise AssertionError(f"no route for profile type {kind}")
