@@ -197,7 +197,9 @@ def _stamped(
     field_meta = dict(profile.field_meta)
     for path, before, after in _changed_fields(profile.content, new):
         if isinstance(after, list) and all(isinstance(i, dict) and ITEM_KEY in i for i in after):
-            old_items = {i[ITEM_KEY]: i for i in before or [] if isinstance(i, dict)}
+            old_items = {
+                i[ITEM_KEY]: i for i in before or [] if isinstance(i, dict) and ITEM_KEY in i
+            }
             for item in after:
                 old = old_items.get(item[ITEM_KEY])
                 if old is not None and _without_meta(old) == _without_meta(item):

@@ -71,3 +71,15 @@ def test_which_scope_a_key_may_use(api: TestClient, keys: Keys, api_settings: Se
     assert read.json()["content"]["team_context"] == "Support"
     other = make_key(api_settings, "other", agent_ids=["other"])
     assert api.get("/v1/profiles/bot/ann/user", headers=bearer(other)).status_code == 403
+
+
+def test_a_list_of_time_windows_can_be_emptied(api: TestClient, keys: Keys) -> None:
+    """Found by schemathesis: emptying a list whose items have no name was a 500."""
+    ann = bearer(keys.ann)
+    windows = {"productive_windows": [{"weekdays": ["mon"], "start": "09:00", "end": "12:00"}]}
+    put = {"content": {"scheduling_preferences": windows}}
+    assert api.put("/v1/profiles/bot/ann/user", headers=ann, json=put).status_code == 200
+    emptied = {"content": {"scheduling_preferences": {"productive_windows": []}}}
+    patch = api.patch("/v1/profiles/bot/ann/user", headers=ann, json=emptied)
+    assert patch.status_code == 200, patch.text
+    assert patch.json()["content"]["scheduling_preferences"]["productive_windows"] == []
