@@ -1,7 +1,8 @@
 """The OpenAPI document of `memoryd serve`: FastAPI's, with what FastAPI cannot know.
 
-- The bodies routes take unvalidated or check themselves: the turns list (TurnsRequest
-  or one TurnIn) and each profile type's PUT and PATCH (profile_docs.py).
+- Request bodies as their validators take them (documented.py), among them those the
+  routes check themselves: the turns list (TurnsRequest or one TurnIn) and each profile
+  type's PUT and PATCH (profile_docs.py).
 - Every error an operation can answer, as RFC 9457 problem JSON, with the headers that
   come with it (`Allow` on 405, `WWW-Authenticate` on 401, `Retry-After` on 503), in
   place of FastAPI's own validation error shape.
@@ -14,10 +15,11 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import iter_route_contexts
 from pydantic import BaseModel
 
 from memoryd.models.schemas import TurnIn
-from memoryd.server import problems, profile_docs
+from memoryd.server import documented, problems, profile_docs
 from memoryd.server.schemas import TurnsRequest
 
 PUBLIC = "/v1/health"  # liveness: no key, its own 503 body
@@ -50,8 +52,12 @@ def document(app: FastAPI, title: str, version: str, description: str) -> dict[s
     )
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     models: list[type[BaseModel]] = [TurnIn, TurnsRequest, problems.Problem]
-    models += profile_docs.body_models()
-    add_models(components, models)
+    models += profile_docs.body_models() + body_models(app)
+    components.update(documented.model_schemas(models))
+    # A turn's text is refused past this server's MEMORYD_MAX_TURN_CHARS, not only past
+    # the model's absolute cap.
+    turn_text = components["TurnIn"]["properties"]["content"]
+    turn_text["maxLength"] = min(turn_text["maxLength"], app.state.memoryd.settings.max_turn_chars)
     components.pop("HTTPValidationError", None)
     components.pop("ValidationError", None)
     for path, operations in schema["paths"].items():
@@ -68,14 +74,15 @@ def document(app: FastAPI, title: str, version: str, description: str) -> dict[s
     return schema
 
 
-def add_models(components: dict[str, Any], models: list[type[BaseModel]]) -> None:
-    """Each model and the models it uses, as components (validation mode, as FastAPI's
-    with separate_input_output_schemas off)."""
-    for model in models:
-        model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-        for name, definition in model_schema.pop("$defs", {}).items():
-            components.setdefault(name, definition)
-        components[model.__name__] = model_schema
+def body_models(app: FastAPI) -> list[type[BaseModel]]:
+    """The models the routes validate bodies with."""
+    found: list[type[BaseModel]] = []
+    for route in iter_route_contexts(app.routes):
+        field = getattr(route, "body_field", None)
+        model = field.field_info.annotation if field is not None else None
+        if isinstance(model, type) and issubclass(model, BaseModel) and model not in found:
+            found.append(model)
+    return found
 
 
 def prune(schema: dict[str, Any]) -> None:

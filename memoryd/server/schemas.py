@@ -15,8 +15,10 @@ from memoryd.models.tables import Category, Tier
 from memoryd.recall.rank import Hit
 from memoryd.recall.session_context import SessionContext
 
-MAX_ID = 2**63 - 1
-IDENT_PATTERN = r"^[^\x00-\x1f]+$"
+# The largest integer every JSON reader holds exactly (JavaScript's numbers are doubles).
+MAX_ID = 2**53 - 1
+# No control character (app.PlainUrl refuses them in any path or query string).
+IDENT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 
 AgentPath = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
 UserPath = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
@@ -36,9 +38,10 @@ class Strict(BaseModel):
 
 
 class TurnsRequest(Strict):
-    """`POST /v1/turns`: many turns (a single turn object is accepted too)."""
+    """`POST /v1/turns`: many turns (a single turn object is accepted too; an empty list
+    stores nothing)."""
 
-    turns: list[TurnIn] = Field(min_length=1)
+    turns: list[TurnIn]
 
 
 class SessionEnded(BaseModel):

@@ -23,6 +23,7 @@ from memoryd.server.auth import Admin, Caller, check_scope
 from memoryd.server.keys import Principal
 from memoryd.server.problems import ProblemError
 from memoryd.server.schemas import (
+    IDENT_PATTERN,
     MAX_ID,
     HealthOut,
     PurgeOut,
@@ -37,7 +38,7 @@ from memoryd.server.strict import JsonRoute
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["operations"], route_class=JsonRoute)
 
-AgentQuery = Annotated[str | None, Query(min_length=1, max_length=200)]
+AgentQuery = Annotated[str | None, Query(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
 # What may be done with dead letters: re-drive them, give up on them, or delete them.
 DeadLetterAction = Literal["retry", "skip", "purge"]
 
