@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from kombu import Exchange, Queue  # type: ignore[attr-defined]
@@ -50,6 +53,23 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
     }
 
 
+def _start_exchange_file(path: Path) -> None:
+    """The filesystem transport creates an exchange's bindings file empty and only then
+    locks and fills it: a worker starting at that moment reads "" and fails to start.
+    Each exchange's file is made here whole ("no bindings yet") in one step: a temporary
+    file linked into place, which fails harmlessly when the file is already there."""
+    if path.exists():
+        return
+    draft = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    draft.write_text("[]")
+    try:
+        os.link(draft, path)
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink()
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "broker_url": settings.broker_url,
@@ -86,6 +106,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         folder = settings.broker_folder.resolve()
         for sub in ("queue", "processed", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
+        for name in QUEUES:
+            _start_exchange_file(folder / "control" / f"{name}.exchange")
         conf["broker_transport_options"] = {
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),

@@ -119,3 +119,16 @@ def test_a_starting_worker_removes_the_bindings_older_versions_left(
 def stored(settings: Settings) -> int:
     with session_scope(settings) as session:
         return count_turns(session)
+
+
+def test_a_fresh_filesystem_broker_has_each_exchange_file_whole(tmp_path: Path) -> None:
+    """The filesystem transport creates an exchange's file empty before it fills it: two
+    workers starting at once on a fresh folder, one of them read "" and never started.
+    The configuration makes every queue's exchange file whole before any worker binds."""
+    settings = Settings(data_dir=tmp_path, broker_url="filesystem://")
+    make_celery(settings)
+    control = settings.broker_folder.resolve() / "control"
+    assert {p.name: p.read_text() for p in control.glob("*.exchange")} == {
+        f"{name}.exchange": "[]" for name in QUEUES
+    }
+    assert not [p for p in control.iterdir() if p.name.startswith(".")]  # no drafts left
