@@ -9,7 +9,7 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, Update, bindparam, column, func, insert, select, update
+from sqlalchemy import Table, Update, any_, bindparam, cast, column, func, insert, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import Executable
@@ -72,10 +72,16 @@ def json_table(table: Table, columns: tuple[str, ...], param: str) -> Any:
 
 
 def pg_update(table: Table, columns: tuple[str, ...], key: str, param: str) -> Update:
+    """Update the rows of the JSON array in `param` by `key`. The keys are also matched
+    as an array (`key = ANY(ARRAY(...))`), which the planner reads through the key's
+    index: joined to the rows alone, which it guesses at a hundred, it scanned the whole
+    table of a store of a few thousand memories on every recall (1.4 ms at 3,600)."""
     given = json_table(table, columns, param)
+    element = func.jsonb_array_elements(bindparam(param, type_=JSONB)).column_valued("element")
+    keys = select(cast(element.op("->>")(key), table.c[key].type)).scalar_subquery()
     return (
         update(table)
-        .where(table.c[key] == given.c[key])
+        .where(table.c[key] == any_(func.array(keys)), table.c[key] == given.c[key])
         .values({c: given.c[c] for c in columns if c != key})
     )
 

@@ -28,11 +28,11 @@ from sqlalchemy import (
     Select,
     String,
     Subquery,
-    and_,
     bindparam,
     func,
     literal,
     select,
+    true,
     union_all,
 )
 from sqlalchemy.orm import Session
@@ -227,12 +227,19 @@ def _matches(postgres: bool, prefixes: int) -> Subquery:
         .table_valued("low", "high", with_ordinality="prefix")
         .render_derived(name="bounds")
     )
+    # Each prefix's postings are one range scan of the postings' key: a LATERAL
+    # subquery, kept as one by OFFSET 0 (else the planner flattens it into a join). As
+    # a join, the planner, misled by a new user's statistics, read all of the scope's
+    # postings and tested each against every range: 40 ms in a scope of 8,000 postings.
+    postings = (
+        select(MemoryTerm.memory_id)
+        .where(*in_scope, MemoryTerm.term >= bounds.c.low, MemoryTerm.term < bounds.c.high)
+        .offset(0)
+        .lateral("postings")
+    )
     return (
-        select(MemoryTerm.memory_id, bounds.c.prefix)
+        select(postings.c.memory_id, bounds.c.prefix)
         .select_from(bounds)
-        .join(
-            MemoryTerm,
-            and_(*in_scope, MemoryTerm.term >= bounds.c.low, MemoryTerm.term < bounds.c.high),
-        )
+        .join(postings, true())
         .subquery("matches")
     )

@@ -1,0 +1,68 @@
+"""Recall's statements on PostgreSQL keep their index-backed shape whatever the planner's
+statistics say. A new user's scope, unknown to the last ANALYZE, is where a plain join
+read every posting of the scope; and in a store of a few thousand memories (larger
+ones tip the planner back to the index), the feedback's join read every memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from bench.replacement import analyze, store_filler
+from memoryd.client import MemoryClient
+from memoryd.models.db import get_engine, session_scope
+from memoryd.models.keys import Scope
+from memoryd.recall import search
+from memoryd.recall.trigrams import prefixes
+from tests.conftest import make_settings
+
+QUESTION = "Which marathon training plan and vegetarian recipes did the dentist recommend?"
+
+
+def test_recall_reads_by_index_in_a_new_users_scope(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    settings = make_settings("postgres", tmp_path, request)
+    client = MemoryClient(settings, dispatch=False)
+    for n in range(3):  # a store of others' memories, settled as autovacuum keeps it
+        store_filler(settings, Scope("bench", f"other-{n}"), 500, seed=n)
+    analyze(settings)
+    newcomer = Scope("bench", "newcomer")  # arrives after the statistics were taken
+    store_filler(settings, newcomer, search.SCAN_LIMIT + 300, seed=42)
+    client.recall("warm the scope's caches", "bench", "newcomer")
+
+    sent: list[tuple[str, Any]] = []
+    engine = get_engine(settings)
+
+    def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        sent.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", keep)
+    try:
+        hits = client.recall(QUESTION, "bench", "newcomer")
+    finally:
+        event.remove(engine, "before_cursor_execute", keep)
+    assert hits
+
+    def plan_of(marker: str) -> str:
+        (statement, parameters), *_ = [(s, p) for s, p in sent if marker in s]
+        with session_scope(settings) as session:  # ANALYZE runs it: roll it back
+            found = session.connection().exec_driver_sql(
+                f"EXPLAIN (ANALYZE, COSTS OFF) {statement}", parameters
+            )
+            plan = "\n".join(row[0] for row in found)
+            session.rollback()
+        return plan
+
+    # The prefix search: one index range scan per prefix, never the scope's postings
+    # tested against every range.
+    prefix_plan = plan_of("unnest(")
+    assert "Join Filter" not in prefix_plan, prefix_plan
+    assert f"loops={len(prefixes(QUESTION))})" in prefix_plan, prefix_plan
+    # The usage feedback: the hits' rows by key, never a scan of the store.
+    feedback_plan = plan_of("WITH reinforced AS")
+    assert "Seq Scan on memories" not in feedback_plan, feedback_plan
+    assert "pk_memories" in feedback_plan, feedback_plan
