@@ -349,44 +349,43 @@ class MemoryClient(ProfileMethods):
         try:
             args = parse_tool_call(name, arguments)
             if isinstance(args, MemoryRecallArgs):
-                hits = self.recall(
-                    args.query,
-                    agent_id,
-                    user_id,
-                    k=args.limit,
-                    categories=[args.type] if args.type else None,
-                )
-                return {
-                    "ok": True,
-                    "memories": [
-                        {"id": h.id, "type": h.category, "name": h.name, "content": h.content}
-                        for h in hits
-                    ],
-                }
-            assert isinstance(args, MemorySaveArgs)
-            if args.action == "create":
-                saved = self.remember(
-                    agent_id,
-                    user_id,
-                    args.content or "",
-                    category=args.type,
-                    name=args.name,
-                    shared=shared,
-                )
-            elif args.action == "update":
-                saved = self.update(
-                    agent_id,
-                    user_id,
-                    args.id or 0,
-                    content=args.content,
-                    name=args.name or None,
-                    category=args.type,
-                    shared=shared,
-                )
-            else:
-                saved = self.forget(agent_id, user_id, args.id or 0, shared=shared)
-            return {"ok": True, "id": saved.id, "status": saved.status}
+                return self._recall_tool(agent_id, user_id, args)
+            return self._save_tool(agent_id, user_id, args, shared)
         except DatabaseUnavailable:  # its text names the database: not for a model
             return {"ok": False, "error": "the memory store is unavailable"}
         except (ValueError, MemorydError) as exc:
             return {"ok": False, "error": str(exc)}
+
+    def _recall_tool(self, agent_id: str, user_id: str, args: MemoryRecallArgs) -> dict[str, Any]:
+        categories = [args.type] if args.type else None
+        hits = self.recall(args.query, agent_id, user_id, k=args.limit, categories=categories)
+        found = [
+            {"id": h.id, "type": h.category, "name": h.name, "content": h.content} for h in hits
+        ]
+        return {"ok": True, "memories": found}
+
+    def _save_tool(
+        self, agent_id: str, user_id: str, args: MemorySaveArgs, shared: bool
+    ) -> dict[str, Any]:
+        if args.action == "create":
+            saved = self.remember(
+                agent_id,
+                user_id,
+                args.content or "",
+                category=args.type,
+                name=args.name,
+                shared=shared,
+            )
+        elif args.action == "update":
+            saved = self.update(
+                agent_id,
+                user_id,
+                args.id or 0,
+                content=args.content,
+                name=args.name or None,
+                category=args.type,
+                shared=shared,
+            )
+        else:
+            saved = self.forget(agent_id, user_id, args.id or 0, shared=shared)
+        return {"ok": True, "id": saved.id, "status": saved.status}

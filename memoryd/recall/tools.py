@@ -65,7 +65,8 @@ TOOLS: list[dict[str, Any]] = [
     _schema("memory_save", MemorySaveArgs),
     _schema("memory_recall", MemoryRecallArgs),
 ]
-ARGUMENT_MODELS: dict[str, type[BaseModel]] = {
+ToolArgs = MemorySaveArgs | MemoryRecallArgs
+ARGUMENT_MODELS: dict[str, type[ToolArgs]] = {
     "memory_save": MemorySaveArgs,
     "memory_recall": MemoryRecallArgs,
 }
@@ -83,7 +84,7 @@ def validated(model: type[Args], data: Any) -> Args:
         raise ValueError(problems) from None
 
 
-def parse_tool_call(name: str, arguments: str | dict[str, Any]) -> BaseModel:
+def parse_tool_call(name: str, arguments: str | dict[str, Any]) -> ToolArgs:
     """Validated arguments of a tool call; ValueError with a readable message otherwise."""
     model = ARGUMENT_MODELS.get(name)
     if model is None:
