@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 import unicodedata
 from datetime import UTC, datetime, timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any
 
+import bpe_openai
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -72,6 +78,60 @@ def test_never_over_budget(settings: Settings, db: Session, budget: int) -> None
         "payment sprint code format 风格 docs", "bot", "ann", token_budget=budget
     )
     assert estimate_tokens(block) <= budget
+    assert gpt_tokens(block) <= budget
+
+
+@cache
+def gpt_tokens_encoding() -> Any:
+    return bpe_openai.get_encoding("o200k_base")  # GPT-4o's, carried by the package
+
+
+def gpt_tokens(text: str) -> int:
+    """Tokens as a model counts them: the referee of estimate_tokens, which the block
+    is cut by (no tokenizer download at run time)."""
+    return len(gpt_tokens_encoding().encode(text))
+
+
+@cache
+def real_texts() -> dict[str, list[str]]:
+    """Conversation text of the bundled datasets (bench/data/NOTICE): English from
+    RealMem and MADial-Bench, Chinese from MADial-Bench."""
+    found: dict[str, list[str]] = {}
+    for name in ("realmem", "madial_en", "madial_zh"):
+        path = Path(__file__).parents[2] / "bench" / "data" / f"{name}.json.gz"
+        texts: list[str] = []
+        pending: list[Any] = [json.loads(gzip.decompress(path.read_bytes()))]
+        while pending:
+            item = pending.pop()
+            if isinstance(item, str) and 15 < len(item) < 400:
+                texts.append(item)
+            elif isinstance(item, dict | list):
+                pending.extend(item.values() if isinstance(item, dict) else item)
+        found[name] = sorted(texts)
+    return found
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(
+    data=st.data(),
+    dataset=st.sampled_from(["realmem", "madial_en", "madial_zh"]),
+    budget=st.integers(min_value=40, max_value=2000),
+)
+def test_a_models_tokenizer_finds_the_block_within_its_budget(
+    data: st.DataObject, dataset: str, budget: int
+) -> None:
+    """Blocks of real memories in English and Chinese, counted by GPT-4o's tokenizer,
+    never pass the budget they were cut to (the estimate errs on the safe side)."""
+    pool = real_texts()[dataset]
+    picked = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=30))
+    names = data.draw(st.lists(st.sampled_from(["", "Preference", "饮食习惯"]), min_size=1))
+    categories = [c.value for c in Category]
+    hits = [
+        fake_hit(i, names[i % len(names)], text, categories[i % len(categories)], "")
+        for i, text in enumerate(picked)
+    ]
+    block, _included = render(hits, budget, utcnow())
+    assert gpt_tokens(block) <= budget
 
 
 # ------------------------------------------------------------------- seed 004's entries
