@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -32,7 +33,7 @@ from memoryd.errors import error_text
 from memoryd.memories.store import lock_rows
 from memoryd.models import batch_totals
 from memoryd.models.coordination import lock_scope
-from memoryd.models.db import rowcount, session_scope, utcnow
+from memoryd.models.db import is_sqlite, rowcount, session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Ident
 from memoryd.models.tables import (
@@ -50,6 +51,10 @@ from memoryd.settings import Settings
 log = logging.getLogger(__name__)
 
 CHUNK = 500  # rows per transaction
+# SQLite: the pause after a chunk, as a share of the time it held the write lock, and
+# its floor in seconds (_yield says why).
+YIELD = 0.5
+MIN_PAUSE = 0.025
 MAX_PASSES = 5  # a scope still receiving writes after this many passes is left to them
 # An erasure whose row has not moved for this long was interrupted: the maintenance
 # cycle finishes it.
@@ -166,24 +171,55 @@ Pick = Callable[[Session, Target], list[Any]]
 def _drain(settings: Settings, erasure_id: int, target: Target, name: str, pick: Pick) -> int:
     """Delete what `pick` finds, CHUNK rows per transaction, until nothing is left: the
     rows removed."""
-    table, key = TABLES[name]
     removed = 0
     while True:
         with session_scope(settings) as session:
-            keys = pick(session, target)
-            if not keys:
-                return removed
-            if table is ExtractionBatch:  # the pipeline's totals keep their figures
-                count = batch_totals.remove(session, keys)
-            else:
-                gone = delete(table).where(key.in_(keys))
-                if table is ChatSession:  # a session id is unique within its scope only
-                    gone = gone.where(*_in_scope(ChatSession, target))
-                count = rowcount(session.execute(gone))
-            removed += count
-            erasure = session.get_one(Erasure, erasure_id)
-            erasure.rows = {**erasure.rows, name: erasure.rows.get(name, 0) + count}
-            erasure.updated_at = utcnow()
+            session.connection()  # BEGIN: on SQLite, the wait for the write lock
+            started = time.perf_counter()
+            count = _chunk(session, erasure_id, target, name, pick)
+            yields = is_sqlite(session)
+        if count is None:
+            return removed
+        removed += count
+        if yields:
+            _yield(time.perf_counter() - started)
+
+
+def _chunk(session: Session, erasure_id: int, target: Target, name: str, pick: Pick) -> int | None:
+    """Delete the next chunk `pick` finds and count it on the erasure's row: how many
+    rows went, None when none was left."""
+    table, key = TABLES[name]
+    keys = pick(session, target)
+    if not keys:
+        return None
+    if table is ExtractionBatch:  # the pipeline's totals keep their figures
+        count = batch_totals.remove(session, keys)
+    else:
+        gone = delete(table).where(key.in_(keys))
+        if table is ChatSession:  # a session id is unique within its scope only
+            gone = gone.where(*_in_scope(ChatSession, target))
+        count = rowcount(session.execute(gone))
+    erasure = session.get_one(Erasure, erasure_id)
+    erasure.rows = {**erasure.rows, name: erasure.rows.get(name, 0) + count}
+    erasure.updated_at = utcnow()
+    return count
+
+
+def _yield(held: float) -> None:
+    """Pause after a chunk that held SQLite's write lock for `held` seconds.
+
+    SQLite has one writer, and a writer waiting for the lock does not queue: its busy
+    handler sleeps and tries again, sleeping longer the longer it has waited (1, 2, 5,
+    10, 15, 20 ms, then 25 ms up to 0.128 s of waiting, 50 ms up to 0.228 s, then 100
+    ms). Chunks committed back to back free the lock for a fraction of a millisecond,
+    which such a try almost never hits: another scope's extraction waited out the
+    whole erasure. A waiter that arrived during the chunk has waited at most `held`, so
+    its next try comes within the sleep that schedule gives at `held`; a pause at least
+    that long lets it in. Half of `held`, and never less than min(held + 2 ms, 25 ms),
+    is at least that sleep at every point of the schedule. Each writer then waits about
+    one chunk, and the erasure takes about half as long again. PostgreSQL needs no
+    pause: an erasure locks its own scope and rows only."""
+    time.sleep(max(held * YIELD, min(held + 0.002, MIN_PAUSE)))
 
 
 def _in_scope(table: Any, target: Target) -> list[ColumnElement[bool]]:
