@@ -3,6 +3,6 @@ WORKDIR /app
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 COPY pyproject.toml README.md ./
 COPY memoryd ./memoryd
-RUN pip install --no-cache-dir '.[flower,server,mcp]'
+RUN pip install --no-cache-dir '.[flower,server,mcp,otel]'
 USER nobody
 CMD ["memoryd", "worker"]

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memoryd import tracing
 from memoryd.agents import config as agent_config
 from memoryd.client_profiles import ProfileMethods
 from memoryd.errors import DatabaseUnavailable, MemorydError, TurnRejected
@@ -71,7 +72,7 @@ class MemoryClient(ProfileMethods):
                 from memoryd.ingest.dispatch import BackgroundDispatcher
 
                 self._dispatcher = BackgroundDispatcher(self.celery)
-        return self._dispatcher.submit(keys)
+        return self._dispatcher.submit(keys, tracing.headers(self.settings))
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until triggers sent so far reached the broker. Scripts need not call it:
@@ -107,8 +108,10 @@ class MemoryClient(ProfileMethods):
     def enqueue_turns(self, turns: Sequence[Mapping[str, Any] | TurnIn]) -> IngestResult:
         """Store many turns in one transaction. Per item: each bad item is reported in
         `rejected` (by index, with field errors) and every good item is stored."""
-        result, due = ingest(self.settings, turns, utcnow())
-        result.dispatched_sessions = self._trigger(due)
+        with tracing.span(self.settings, "memoryd.enqueue", turns=len(turns)) as span:
+            result, due = ingest(self.settings, turns, utcnow())
+            result.dispatched_sessions = self._trigger(due)
+            tracing.record(span, result)
         return result
 
     def ingest_payload(self, payload: Any) -> IngestResult:
@@ -118,10 +121,13 @@ class MemoryClient(ProfileMethods):
     def end_session(self, agent_id: str, user_id: str, session_id: str) -> bool:
         """The conversation is over: extract its remaining turns now, even a partial batch."""
         key = SessionKey(agent_id, user_id, session_id)
-        with session_scope(self.settings) as session:
-            known = end_session(session, key, utcnow())
-        if known:
-            self._trigger([key])
+        ids = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
+        with tracing.span(self.settings, "memoryd.end_session", **ids) as span:
+            with session_scope(self.settings) as session:
+                known = end_session(session, key, utcnow())
+            span.set_attribute("memoryd.known", known)
+            if known:
+                self._trigger([key])
         return known
 
     def session_context(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -247,6 +248,13 @@ class Settings(BaseSettings):
         "over HTTP each client sends its own",
     )
 
+    # --- tracing ------------------------------------------------------------------------
+    tracing: bool = Field(
+        False,
+        description="OpenTelemetry spans (pip install 'memoryd[otel]'); OTEL_* variables "
+        "choose the exporter",
+    )
+
     # --- sessions -----------------------------------------------------------------------
     compress_trigger_tokens: int = Field(4000, ge=1)
     keep_recent_turns: int = Field(10, ge=0)
@@ -312,6 +320,16 @@ class Settings(BaseSettings):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL, e.g. http://localhost:11434/v1")
         return value
+
+    @field_validator("tracing")
+    @classmethod
+    def _tracing_installed(cls, value: bool) -> bool:
+        try:  # found, not imported: that waits for the first span
+            if not value or importlib.util.find_spec("opentelemetry.sdk") is not None:
+                return value
+        except ModuleNotFoundError:
+            pass
+        raise ValueError("needs OpenTelemetry: pip install 'memoryd[otel]'")
 
     @field_validator("memory_categories")
     @classmethod

@@ -23,6 +23,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
+from memoryd import tracing
 from memoryd.agents import config as agent_config
 from memoryd.errors import (
     DatabaseUnavailable,
@@ -115,10 +116,12 @@ def extract_session(
         if isinstance(prepared, prepare.Refusal):
             stats.circuit_open = prepared.circuit_open
             return stats
-        proposal = _propose(settings, prepared, extractor, stats, clock)
-        if proposal is None:
-            return stats
-        done = _write(settings, prepared, proposal, extractor, stats, clock)
+        with tracing.span(settings, "memoryd.extract_batch", **_ids(prepared.claim)) as span:
+            proposal = _propose(settings, prepared, extractor, stats, clock)
+            done = (
+                _write(settings, prepared, proposal, extractor, stats, clock) if proposal else None
+            )
+            tracing.record(span, done or stats)  # a failure's counts, if it failed
         if done is None:
             return stats
         stats.add(done)
@@ -126,6 +129,11 @@ def extract_session(
             break  # a task stays within its time limit in every pool: the rest goes on anew
     stats.more_pending = True
     return stats
+
+
+def _ids(claim: Claim) -> dict[str, Any]:
+    """A batch span's attributes: ids and a count, nothing users said."""
+    return {**vars(claim.key), "batch_id": claim.batch_id, "turns": len(claim.turns)}
 
 
 def _propose(

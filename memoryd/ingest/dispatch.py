@@ -20,10 +20,16 @@ EXTRACT_TASK = "memoryd.extract_session"
 FLUSH_ON_EXIT_SECONDS = 5.0
 
 
-def dispatch_extract(app: Celery, keys: Iterable[SessionKey], producer: Any = None) -> int:
+def dispatch_extract(
+    app: Celery,
+    keys: Iterable[SessionKey],
+    producer: Any = None,
+    headers: dict[str, str] | None = None,
+) -> int:
     """Publish one extract trigger per session, through Celery's public send_task, so
     Flower sees each as sent. Hot paths pass a long-lived producer: acquiring one per
-    message costs more than the publish itself."""
+    message costs more than the publish itself. `headers` carry the sender's trace
+    context (tracing.headers) to the task's span."""
     sent = 0
     with app.producer_or_acquire(producer) as active:
         for key in keys:
@@ -37,6 +43,7 @@ def dispatch_extract(app: Celery, keys: Iterable[SessionKey], producer: Any = No
                 producer=active,
                 ignore_result=True,
                 add_to_parent=False,
+                headers=headers,
             )
             sent += 1
     return sent
@@ -59,15 +66,17 @@ class BackgroundDispatcher:
         # the trigger would be lost. No network I/O happens here.
         _ = app.connection_for_write().transport
         _ = app.amqp.send_task_message, app.amqp.router, app.backend  # and send_task's parts
-        self._queue: queue.Queue[SessionKey] = queue.Queue()
+        self._queue: queue.Queue[tuple[SessionKey, dict[str, str] | None]] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="memoryd-dispatch", daemon=True)
         self._thread.start()
         atexit.register(self.flush, FLUSH_ON_EXIT_SECONDS)
 
-    def submit(self, keys: Iterable[SessionKey]) -> int:
+    def submit(self, keys: Iterable[SessionKey], headers: dict[str, str] | None = None) -> int:
+        """Queue triggers; `headers` (the caller's trace context, taken in its thread)
+        go with each."""
         count = 0
         for key in keys:
-            self._queue.put(key)
+            self._queue.put((key, headers))
             count += 1
         return count
 
@@ -85,11 +94,11 @@ class BackgroundDispatcher:
     def _run(self) -> None:
         producer = None  # one for the thread's life
         while True:
-            key = self._queue.get()
+            key, headers = self._queue.get()
             try:
                 if producer is None:
                     producer = self.app.amqp.Producer(self.app.connection_for_write())
-                dispatch_extract(self.app, [key], producer)
+                dispatch_extract(self.app, [key], producer, headers)
             except Exception as exc:  # the sweep re-dispatches from the database
                 log.warning("could not publish extract trigger for %s: %s", key, exc)
                 producer = None

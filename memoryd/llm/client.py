@@ -22,6 +22,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from memoryd import tracing
 from memoryd.errors import (
     LLMEndpointError,
     LLMError,
@@ -106,6 +107,7 @@ def client_key(settings: Settings) -> tuple[object, ...]:
         settings.llm_backoff_max_seconds,
         settings.llm_response_format,
         settings.llm_temperature,
+        settings.tracing,
     )
 
 
@@ -120,11 +122,18 @@ class LLMClient:
         )
 
     def _create(self, **kwargs: Any) -> Any:
-        return self._retried(self._client.chat.completions.create, **kwargs)
+        """One chat completion (its retries included) in a `memoryd.llm.chat` span."""
+        with tracing.span(self.settings, "memoryd.llm.chat", "client") as span:
+            response = self._retried(self._client.chat.completions.create, **kwargs)
+            tracing.record_llm_call(span, kwargs["model"], response)
+        return response
 
     def embed(self, model: str, texts: list[str]) -> list[list[float]]:
         """Embedding vectors for `texts`, in order, under the same retry policy."""
-        response = self._retried(self._client.embeddings.create, model=model, input=texts)
+        name = "memoryd.llm.embeddings"
+        with tracing.span(self.settings, name, "client", texts=len(texts)) as span:
+            response = self._retried(self._client.embeddings.create, model=model, input=texts)
+            tracing.record_llm_call(span, model, response)
         ordered = sorted(response.data, key=lambda d: d.index)
         return [list(d.embedding) for d in ordered]
 

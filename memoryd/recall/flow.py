@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
+from memoryd import tracing
 from memoryd.agents import config as agent_config
 from memoryd.memories import profiles
 from memoryd.models.db import session_scope, utcnow
@@ -39,17 +40,20 @@ def ranked(
 ) -> list[Hit]:
     """Ranked active memories of the scope (and the agent's shared scope) for `query`.
     Each recall is logged and counted (it feeds promotion and weights)."""
-    vector = embeddings.embed_query(base, query)  # before any transaction opens
-    now = utcnow()
-    with session_scope(base) as session:
-        # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories.
-        settings = agent_config.for_agent(session, base, agent_id)
-        categories = agent_config.categories_for(settings, categories)
-        if not settings.memory_enabled or categories == []:
-            return []
-        scope = Scope(agent_id, user_id)
-        hits = _locked(session, settings, scope, query, categories, tiers, now, vector, k)
-        log_retrieval(session, settings, scope, hits, query, session_id, now)
+    ids = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
+    with tracing.span(base, "memoryd.recall", **ids, k=k) as span:  # ids, never the query
+        vector = embeddings.embed_query(base, query)  # before any transaction opens
+        now = utcnow()
+        with session_scope(base) as session:
+            # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories.
+            settings = agent_config.for_agent(session, base, agent_id)
+            categories = agent_config.categories_for(settings, categories)
+            if not settings.memory_enabled or categories == []:
+                return []
+            scope = Scope(agent_id, user_id)
+            hits = _locked(session, settings, scope, query, categories, tiers, now, vector, k)
+            log_retrieval(session, settings, scope, hits, query, session_id, now)
+        span.set_attribute("memoryd.hits", len(hits))
     return hits
 
 
@@ -64,8 +68,24 @@ def context_block(
     """The `<memory-context>` block of the memories that fit `token_budget` (the
     agent's context_token_budget by default), or "" when nothing relevant fits or the
     agent's injection rules say no (inject.py)."""
+    ids = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
+    with tracing.span(base, "memoryd.context", **ids, token_budget=token_budget) as span:
+        block, included = _context_block(base, query, agent_id, user_id, token_budget, session_id)
+        span.set_attribute("memoryd.hits", included)
+    return block
+
+
+def _context_block(
+    base: Settings,
+    query: str,
+    agent_id: str,
+    user_id: str,
+    token_budget: int | None,
+    session_id: str | None,
+) -> tuple[str, int]:
+    """context_block's work: the block, and how many memories it holds."""
     if not query_tokens(query):
-        return ""
+        return "", 0
     key = SessionKey(agent_id, user_id, session_id) if session_id else None
     rules, vector = None, None
     if base.embeddings_on:
@@ -74,13 +94,13 @@ def context_block(
         with session_scope(base, readonly=True) as session:
             rules = block_rules(session, base, agent_id, query, key)
         if rules is None:
-            return ""
+            return "", 0
         vector = embeddings.embed_query(base, query)
     now = utcnow()
     with session_scope(base) as session:
         rules = rules or block_rules(session, base, agent_id, query, key)
         if rules is None:
-            return ""
+            return "", 0
         settings, categories, tiers = rules
         scope = Scope(agent_id, user_id)
         hits = _locked(session, settings, scope, query, categories, tiers, now, vector)
@@ -89,7 +109,7 @@ def context_block(
         zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
         block, included = render_context(hits, budget, now, zone)
         log_retrieval(session, settings, scope, included, query, session_id, now)
-    return block
+    return block, len(included)
 
 
 def _locked(

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd import tracing
 from memoryd.models.keys import Scope
 from memoryd.recall.backfill import any_waiting, fill_missing
 from memoryd.settings import Settings, get_settings
 from memoryd.tasks.guard import guarded
+from memoryd.tasks.traced import traced
 from memoryd.worker import app
 from memoryd.worker.config import EMBED_TASK
 
@@ -16,6 +18,7 @@ EMBED_PER_TASK = 256
 
 
 @app.task(name="memoryd.embed_memories")
+@traced
 @guarded
 def embed_memories(agent_id: str | None = None, user_id: str | None = None) -> dict[str, Any]:
     """Embed one scope's memories without a vector (every scope's when none is named)."""
@@ -30,5 +33,6 @@ def send_fill(settings: Settings, scope: Scope | None = None) -> bool:
     if not settings.embeddings_on or (scope is None and not any_waiting(settings)):
         return False
     args = [scope.agent_id, scope.user_id] if scope is not None else []
-    app.send_task(EMBED_TASK, args=args, expires=max(60.0, 4 * settings.sweep_interval_seconds))
+    expires = max(60.0, 4 * settings.sweep_interval_seconds)
+    app.send_task(EMBED_TASK, args=args, expires=expires, headers=tracing.headers(settings))
     return True

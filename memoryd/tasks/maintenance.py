@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd import tracing
 from memoryd.ingest.dispatch import dispatch_extract
 from memoryd.ingest.sweeper import run_sweep
 from memoryd.maintenance.compression import compress_due_sessions
@@ -11,10 +12,12 @@ from memoryd.maintenance.cycle import run_cycle
 from memoryd.settings import get_settings
 from memoryd.tasks.embedding import send_fill
 from memoryd.tasks.guard import guarded
+from memoryd.tasks.traced import traced
 from memoryd.worker import app
 
 
 @app.task(name="memoryd.maintenance.sweep")
+@traced
 @guarded
 def sweep() -> dict[str, Any]:
     """Return stranded turns to pending and re-dispatch every session with due turns,
@@ -24,7 +27,7 @@ def sweep() -> dict[str, Any]:
     return {
         "returned_turns": result.returned_turns,
         "circuit_open": result.circuit_open,
-        "dispatched": dispatch_extract(app, result.due),
+        "dispatched": dispatch_extract(app, result.due, headers=tracing.headers(settings)),
         # Memories saved directly (remember, update, import) and those a failed fill
         # left get their vectors on the embedding queue, off the chat path.
         "fill_sent": send_fill(settings),
@@ -32,6 +35,7 @@ def sweep() -> dict[str, Any]:
 
 
 @app.task(name="memoryd.maintenance.cycle")
+@traced
 @guarded
 def cycle() -> dict[str, Any]:
     """Promote, expire and archive what is due; returns the counts Flower shows."""
@@ -39,6 +43,7 @@ def cycle() -> dict[str, Any]:
 
 
 @app.task(name="memoryd.maintenance.compress_sessions")
+@traced
 @guarded
 def compress_sessions() -> dict[str, Any]:
     """Summarise long sessions (segments + synopsis); returns how many were due and done."""

@@ -7,9 +7,17 @@ import sys
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_received, worker_init, worker_process_init, worker_ready
+from celery.signals import (
+    task_received,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 from pydantic import ValidationError
 
+from memoryd import tracing
 from memoryd.errors import DatabaseUnavailable
 from memoryd.models.db import dispose_engines
 from memoryd.settings import Settings, explain, get_settings
@@ -105,3 +113,10 @@ def _consumer_took_a_message(**_kw: Any) -> None:
 def _fresh_connections_after_fork(**_kw: Any) -> None:
     # Database connections must never be shared across a fork.
     dispose_engines()
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _export_the_last_spans(**_kw: Any) -> None:
+    # A pool process may end without running atexit: what it traced would be lost.
+    tracing.flush()
