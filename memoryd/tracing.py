@@ -59,6 +59,7 @@ NO_SPAN = _NoSpan()
 
 _lock = threading.Lock()
 _tracer: Tracer | None = None
+_provider: Any = None  # the global provider _tracer came from
 _installed: Any = None  # the TracerProvider memoryd installed, if it did
 
 
@@ -163,17 +164,18 @@ def _span(name: str, kind: str, attributes: dict[str, Any], parent: Any) -> Iter
 
 
 def get_tracer() -> Tracer:
-    """memoryd's tracer, from the global provider; the first call installs one when
-    the application has not."""
-    global _tracer
-    if _tracer is None:
-        with _lock:
-            if _tracer is None:
-                from opentelemetry import trace
+    """memoryd's tracer from the global provider; the first call installs one when the
+    application has not. Kept while the global provider stays the same one."""
+    global _tracer, _provider
+    from opentelemetry import trace
 
-                if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-                    _install_provider()
-                _tracer = trace.get_tracer("memoryd")
+    provider = trace.get_tracer_provider()
+    if provider is not _provider or _tracer is None:
+        with _lock:
+            if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+                _install_provider()
+            _provider = trace.get_tracer_provider()
+            _tracer = _provider.get_tracer("memoryd")
     return _tracer
 
 

@@ -24,18 +24,22 @@ from tests.conftest import with_llm
 from tests.fakellm import FakeLLM, bad_request
 
 EXPORTER = InMemorySpanExporter()
+WATCHED: list[TracerProvider] = []
 SAID = "I am vegetarian and I live in Berlin"
 ASKED = "what should I cook for dinner tonight"
 
 
 def app_provider() -> TracerProvider:
-    """The application's provider, installed once per process like a backend's own."""
+    """The application's provider, installed once per process like a backend's own (or
+    the one the README's snippet installed), with EXPORTER among its processors."""
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider):
         provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
         trace.set_tracer_provider(provider)
     assert isinstance(provider, TracerProvider)
+    if provider not in WATCHED:
+        provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+        WATCHED.append(provider)
     return provider
 
 
