@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.util._once import Once
 
 from memoryd.ingest.buffer import payload_items, validate_turns
 from memoryd.models.migrate import upgrade
@@ -34,11 +38,27 @@ def test_python_snippets_run_as_written(
     assert len(snippets) >= 5
     namespace: dict[str, object] = {}
     try:
-        for number, code in enumerate(snippets, 1):
-            exec(compile(code, f"README.md python snippet {number}", "exec"), namespace)
+        with fresh_tracer_provider():
+            for number, code in enumerate(snippets, 1):
+                exec(compile(code, f"README.md python snippet {number}", "exec"), namespace)
     finally:
         get_settings.cache_clear()
-    assert "Vegan since 2024" in capfd.readouterr().out  # the history snippet printed
+    out = capfd.readouterr().out
+    assert "Vegan since 2024" in out  # the history snippet printed
+    assert "memoryd.recall {'memoryd.agent_id': 'support-bot'" in out  # the tracing one
+
+
+@contextmanager
+def fresh_tracer_provider() -> Iterator[None]:
+    """The tracing snippet sets the global tracer provider, as an application does once
+    at start-up; OpenTelemetry allows that once per process, so the snippets run as in
+    a fresh one and the suite's provider, if any, is put back after."""
+    saved = trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE
+    trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = None, Once()
+    try:
+        yield
+    finally:
+        trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = saved
 
 
 def test_the_ingest_payload_shown_is_valid() -> None:
