@@ -77,13 +77,16 @@ def task_span(
     settings: Settings, name: str, request: Any, **attributes: Any
 ) -> AbstractContextManager[SpanLike]:
     """A Celery task's span, the child of the span that sent it: the trace context
-    travels in the message's headers (see `headers`)."""
+    travels in the message's headers (see `headers`). A task sent without one (by beat,
+    or by a client not tracing) starts a trace; one run in-process (apply) continues
+    its caller's."""
     if not settings.tracing:
         return NO_SPAN
-    from opentelemetry import propagate
+    from opentelemetry import propagate, trace
 
-    carrier = dict(getattr(request, "headers", None) or {})
-    parent = propagate.extract(carrier)
+    carried = propagate.extract(dict(getattr(request, "headers", None) or {}))
+    # No trace context came with the message: the current one (None) goes on.
+    parent = carried if trace.get_current_span(carried).get_span_context().is_valid else None
     named = _named(attributes)
     named["celery.task_name"] = name
     if task_id := getattr(request, "id", None):

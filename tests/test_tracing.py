@@ -215,3 +215,27 @@ def test_tracing_needs_the_extra_and_says_how_to_install_it(
     assert explain(caught.value) == [
         "MEMORYD_TRACING: needs OpenTelemetry: pip install 'memoryd[otel]'"
     ]
+
+
+def test_a_maintenance_run_is_a_task_span_named_for_its_job_with_its_counts(
+    settings: Settings, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryd.tasks import maintenance
+    from memoryd.tasks import traced as traced_module
+
+    on = traced(settings)
+    for module in (maintenance, traced_module):
+        monkeypatch.setattr(module, "get_settings", lambda: on)
+    MemoryClient(on, dispatch=False).remember("bot", "ann", "Prefers tea")
+    with app_provider().get_tracer("test").start_as_current_span("operator") as outer:
+        counts = maintenance.cycle.apply().get()
+
+    (run,) = named(spans, "memoryd.maintenance.cycle")
+    assert run.kind == trace.SpanKind.CONSUMER
+    assert run.parent is not None and run.parent.span_id == outer.get_span_context().span_id
+    attributes = dict(run.attributes or {})
+    assert attributes["celery.task_name"] == "memoryd.maintenance.cycle"
+    numbers = {k: v for k, v in counts.items() if isinstance(v, int | float)}
+    assert numbers and {f"memoryd.result.{k}": v for k, v in numbers.items()}.items() <= (
+        attributes.items()
+    )
