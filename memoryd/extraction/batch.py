@@ -88,6 +88,10 @@ class ExtractStats:
     def as_dict(self) -> dict[str, int | bool | str | None]:
         return asdict(self)
 
+    def failures(self) -> dict[str, int]:
+        """The failure figures: a failed batch's own, as the task stops at it."""
+        return {k: getattr(self, k) for k in ("failed_batches", "dead_lettered", "lost_leases")}
+
     def add(self, done: ExtractStats) -> None:
         for name in ("batches", "turns", "created", "confirmed", "superseded", "rejected"):
             setattr(self, name, getattr(self, name) + getattr(done, name))
@@ -121,7 +125,7 @@ def extract_session(
             done = (
                 _write(settings, prepared, proposal, extractor, stats, clock) if proposal else None
             )
-            tracing.record(span, done or stats)  # a failure's counts, if it failed
+            tracing.record(span, done or stats.failures())
         if done is None:
             return stats
         stats.add(done)
