@@ -3,6 +3,7 @@ and answers with the HTML fragment to swap in."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Request
@@ -11,8 +12,10 @@ from pydantic import ValidationError
 
 from memoryd.agents import config
 from memoryd.agents.config import AgentSettings
+from memoryd.client import MemoryClient
 from memoryd.memories import conflicts, review
 from memoryd.models.db import session_scope, utcnow
+from memoryd.models.schemas import MemoryOut
 from memoryd.server.page.render import Page, PageAdmin, invalid_fields, memory_by_id
 from memoryd.server.routes.ops import DeadLetterAction, settle_failed
 from memoryd.server.schemas import AgentPath, MemoryIdPath, MemoryUpdate
@@ -65,20 +68,21 @@ def save(
     return Page(request).render("_card.html", m=memory)
 
 
-@router.post("/memories/{memory_id}/delete", response_class=HTMLResponse)
-def delete(
-    request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
-) -> HTMLResponse:
-    memory = state.client.forget(*_scope(state, memory_id), memory_id, shared=True)
-    return Page(request).render("_card.html", m=memory)
+def _card_change(path: str, name: str, change: Callable[..., MemoryOut]) -> None:
+    """A POST that changes one memory through a MemoryClient method and answers with its
+    card: one handler for delete and restore, an admin acting on the card in hand (the
+    shared scope's included)."""
+
+    @router.post(path, name=name, response_class=HTMLResponse)
+    def card_change(
+        request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
+    ) -> HTMLResponse:
+        memory = change(state.client, *_scope(state, memory_id), memory_id, shared=True)
+        return Page(request).render("_card.html", m=memory)
 
 
-@router.post("/memories/{memory_id}/restore", response_class=HTMLResponse)
-def restore(
-    request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
-) -> HTMLResponse:
-    memory = state.client.restore(*_scope(state, memory_id), memory_id, shared=True)
-    return Page(request).render("_card.html", m=memory)
+_card_change("/memories/{memory_id}/delete", "delete", MemoryClient.forget)
+_card_change("/memories/{memory_id}/restore", "restore", MemoryClient.restore)
 
 
 @router.post("/conflicts/{memory_id}/keep/{side}", response_class=HTMLResponse)
