@@ -11,7 +11,6 @@ skipped when the scope holds an active memory with the same content, as before.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import delete, select
@@ -19,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.memories.checks import MemoryContent
 from memoryd.memories.store import create_memory, find_by_hash
-from memoryd.models.checks import check_json, check_text
+from memoryd.models.checks import JsonObject, check_text
 from memoryd.models.coordination import lock_scope
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
@@ -47,20 +46,13 @@ class EventRecord(BaseModel):
     actor: Actor
     before_content: str | None = Field(None, max_length=10_000)
     after_content: str | None = Field(None, max_length=10_000)
-    detail: dict[str, Any] | None = None
+    detail: JsonObject | None = None
     created_at: datetime
 
     @field_validator("before_content", "after_content")
     @classmethod
     def _text(cls, value: str | None) -> str | None:
         return value if value is None else check_text(value, "content")
-
-    @field_validator("detail")
-    @classmethod
-    def _json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            check_json(value, "detail")
-        return value
 
     @field_validator("created_at")
     @classmethod
@@ -89,15 +81,8 @@ class ImportRecord(BaseModel):
     occurred_at: datetime | None = None
     id: int | None = Field(None, ge=1)
     created_at: datetime | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
     history: list[EventRecord] = Field(default_factory=list, max_length=MAX_HISTORY)
-
-    @field_validator("metadata")
-    @classmethod
-    def _json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            check_json(value, "metadata")
-        return value
 
     def origin(self) -> str | None:
         """The identity of the memory this line was exported from, or None."""

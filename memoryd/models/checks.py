@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, ValidationInfo
 
 from memoryd.zones import parse_zone
 
@@ -115,3 +117,13 @@ def check_json(value: Any, path: str, depth: int = 0) -> None:
             f"{path}: a {type(value).__name__} is not a JSON value"
             + (" (send an ISO 8601 string)" if isinstance(value, datetime) else "")
         )
+
+
+def _plain_json(value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    check_json(value, info.field_name or "value")
+    return value
+
+
+# A model's free-form JSON object (a turn's or a memory's metadata, a fact's detail):
+# check_json under the field's own name, so an error reads `metadata.scores[2]: …`.
+JsonObject = Annotated[dict[str, Any], AfterValidator(_plain_json)]

@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from memoryd.errors import field_errors
-from memoryd.models.checks import check_json, text_problem
+from memoryd.models.checks import JsonObject, text_problem
 from memoryd.models.profiles import ProfileUpdate
 from memoryd.models.tables import Category
 
@@ -73,7 +73,7 @@ class Fact(BaseModel):
     replaces: int | None = None
     same_as: int | None = None
     # Structured detail kept in the memory's metadata (an experience's pain/solution/…).
-    detail: dict[str, Any] | None = None
+    detail: JsonObject | None = None
     # The day an episode happened, as the turns date it ("yesterday" resolved).
     occurred_at: date | None = None
     # Why a proposed occurred_at was dropped; the gate counts it, the fact stays.
@@ -92,13 +92,6 @@ class Fact(BaseModel):
         if problem is not None:
             fact._occurred_at_problem = problem
         return fact
-
-    @field_validator("detail")
-    @classmethod
-    def _plain_json(cls, detail: dict[str, Any] | None) -> dict[str, Any] | None:
-        if detail is not None:
-            check_json(detail, "detail")
-        return detail
 
     @property
     def occurred_at_problem(self) -> str | None:

@@ -16,7 +16,7 @@ from pydantic import (
     field_validator,
 )
 
-from memoryd.models.checks import check_json, check_text
+from memoryd.models.checks import JsonObject, check_text
 from memoryd.models.tables import Memory
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class TurnIn(BaseModel):
     content: str = Field(min_length=1, max_length=ABSOLUTE_MAX_CONTENT)
     turn_key: Ident | None = None
     timestamp: datetime | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
 
     @field_validator("content")
     @classmethod
@@ -66,13 +66,6 @@ class TurnIn(BaseModel):
         check_text(value, "content")
         if not value.strip():
             raise ValueError("content is blank")
-        return value
-
-    @field_validator("metadata")
-    @classmethod
-    def _json_metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            check_json(value, "metadata")
         return value
 
     @field_validator("timestamp", mode="before")
