@@ -21,7 +21,7 @@ from memoryd.ingest.session_lease import EXTRACTION_LEASE
 from memoryd.llm import circuit
 from memoryd.models.coordination import database_time
 from memoryd.models.db import is_sqlite, rowcount, session_scope
-from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
+from memoryd.models.keys import SessionKey, in_sessions, session_pk, turn_session, turns_of
 from memoryd.models.tables import ChatSession, Turn, TurnStatus
 from memoryd.settings import Settings
 
@@ -134,16 +134,8 @@ def retry_failed(
     """Dead-lettered turns (of an agent, a user or a session, or all) go back to pending
     with fresh counts; their sessions are marked ended so the next sweep flushes them even
     below batch_size, and stop backing off."""
-    where = _dead_letters(agent_id, user_id, session_id)
-    chat_where = [
-        column == value
-        for column, value in (
-            (ChatSession.agent_id, agent_id),
-            (ChatSession.user_id, user_id),
-            (ChatSession.session_id, session_id),
-        )
-        if value is not None
-    ]
+    where = dead_letter_turns(agent_id, user_id, session_id)
+    chat_where = in_sessions(ChatSession, agent_id, user_id, session_id)
     _lock_sessions(session, where, chat_where)
     # Read after the locks, so the session of every turn returned is recounted below.
     dead = session.execute(select(Turn.id, *TURN_SESSION).where(*where)).all()
@@ -206,7 +198,7 @@ def skip_failed(
 ) -> int:
     """Dead-lettered turns are given up on: kept as the conversation's history (session
     context, compression), never extracted. Returns how many."""
-    skipped = update(Turn).where(*_dead_letters(agent_id, user_id, session_id))
+    skipped = update(Turn).where(*dead_letter_turns(agent_id, user_id, session_id))
     return rowcount(session.execute(skipped.values(status=TurnStatus.SKIPPED)))
 
 
@@ -218,20 +210,13 @@ def purge_failed(
     session_id: str | None = None,
 ) -> int:
     """Dead-lettered turns are deleted, text and all. Returns how many."""
-    purged = delete(Turn).where(*_dead_letters(agent_id, user_id, session_id))
+    purged = delete(Turn).where(*dead_letter_turns(agent_id, user_id, session_id))
     return rowcount(session.execute(purged))
 
 
-def _dead_letters(
+def dead_letter_turns(
     agent_id: str | None, user_id: str | None, session_id: str | None
 ) -> list[ColumnElement[bool]]:
-    """Which turns are the dead letters of an agent, a user or a session (or all)."""
-    where: list[ColumnElement[bool]] = [Turn.status == TurnStatus.FAILED]
-    for column, value in (
-        (Turn.agent_id, agent_id),
-        (Turn.user_id, user_id),
-        (Turn.session_id, session_id),
-    ):
-        if value is not None:
-            where.append(column == value)
-    return where
+    """Which turns are the dead letters of an agent, a user or a session (or all): what
+    is settled here and what monitoring lists."""
+    return [Turn.status == TurnStatus.FAILED, *in_sessions(Turn, agent_id, user_id, session_id)]

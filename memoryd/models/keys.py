@@ -9,6 +9,8 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.models.tables import ChatSession, Turn
 
+SessionTable = type[Turn] | type[ChatSession]
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -42,6 +44,15 @@ def session_pk(key: SessionKey) -> tuple[ColumnElement[bool], ...]:
 def turns_of(key: SessionKey) -> tuple[ColumnElement[bool], ...]:
     """Every turn of this session."""
     return (Turn.of(key), Turn.session_id == key.session_id)
+
+
+def in_sessions(
+    table: SessionTable, agent_id: str | None, user_id: str | None, session_id: str | None
+) -> list[ColumnElement[bool]]:
+    """The rows of an agent, a user or a session: each part of the key left open when None
+    (all three None: every row)."""
+    key = ((table.agent_id, agent_id), (table.user_id, user_id), (table.session_id, session_id))
+    return [column == value for column, value in key if value is not None]
 
 
 def turn_session() -> ColumnElement[bool]:

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from memoryd.ingest.sweeper import dead_letter_turns
 from memoryd.memories.conflicts import OPEN_COUNT_CAP, count_open
 from memoryd.memories.health import count_turns, memory_health
 from memoryd.models.base import written_in
@@ -115,16 +116,10 @@ def dead_letters(
     stmt = (
         select(Turn, ExtractionBatch.error)
         .outerjoin(ExtractionBatch, ExtractionBatch.id == Turn.batch_id)
-        .where(Turn.status == TurnStatus.FAILED)
+        .where(*dead_letter_turns(agent_id, user_id, session_id))
+        .order_by(Turn.id)
+        .limit(min(max(limit, 1), MAX_PAGE))
     )
-    for column, value in (
-        (Turn.agent_id, agent_id),
-        (Turn.user_id, user_id),
-        (Turn.session_id, session_id),
-    ):
-        if value is not None:
-            stmt = stmt.where(column == value)
-    stmt = stmt.order_by(Turn.id).limit(min(max(limit, 1), MAX_PAGE))
     return [
         DeadLetter(
             turn_id=turn.id,
