@@ -148,6 +148,10 @@ def settle_dead_letters(
     return Page(request).render("_message.html", message_key=message, count=count)
 
 
+# What agents.html's on_off select sends: "on", "off", or "" for the default (None).
+ON_OFF = {"on": True, "off": False}
+
+
 @router.post("/agents/{agent_id}/settings", response_class=HTMLResponse)
 def save_agent(
     request: Request,
@@ -167,14 +171,14 @@ def save_agent(
 ) -> HTMLResponse:
     triggers = [t.strip() for t in inject_long_term_triggers.split(",") if t.strip()]
     raw = {
-        "memory_enabled": {"on": True, "off": False}.get(memory_enabled),
+        "memory_enabled": ON_OFF.get(memory_enabled),
         "prefetch_limit": prefetch_limit.strip() or None,
         "context_token_budget": context_token_budget.strip() or None,
         "inject_min_score": inject_min_score.strip() or None,
         "inject_max_items": inject_max_items.strip() or None,
         "memory_categories": memory_categories or None,
         "inject_tiers": inject_tiers or None,
-        "inject_first_round_empty": {"on": True, "off": False}.get(inject_first_round_empty),
+        "inject_first_round_empty": ON_OFF.get(inject_first_round_empty),
         "inject_min_query_length": inject_min_query_length.strip() or None,
         "inject_long_term_triggers": triggers or None,
     }
