@@ -127,10 +127,7 @@ def record_llm_call(span: SpanLike, requested: str, response: Any) -> None:
         span.set_attribute("gen_ai.response.model", str(model))
     usage = getattr(response, "usage", None)
     if usage is not None:
-        for name, field in (
-            ("input_tokens", "prompt_tokens"),
-            ("output_tokens", "completion_tokens"),
-        ):
+        for name, field in USAGE:
             if isinstance(count := getattr(usage, field, None), int):
                 span.set_attribute(f"gen_ai.usage.{name}", count)
 
