@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
+from memoryd import settings_checks as checks
 from memoryd.errors import field_errors
+from memoryd.settings_checks import BROKER_SCHEMES, masked_url
 
-BROKER_SCHEMES = ("filesystem", "redis", "rediss", "amqp", "amqps", "pyamqp", "sqs", "memory")
+__all__ = ["BROKER_SCHEMES", "Settings", "explain", "get_settings", "masked_url"]
 
 
 class Settings(BaseSettings):
@@ -288,48 +286,22 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _database_url(cls, value: str) -> str:
-        if not value:
-            return value
-        try:
-            url = make_url(value)
-        except ArgumentError:
-            raise ValueError(
-                f"not a database URL: {masked_url(value)!r}; expected e.g. "
-                "postgresql+psycopg://user@host:5432/memoryd or sqlite:///path/memoryd.db"
-            ) from None
-        if url.get_backend_name() not in ("postgresql", "sqlite"):
-            raise ValueError(
-                f"{url.get_backend_name()!r} is not supported: use PostgreSQL or SQLite"
-            )
-        return value
+        return checks.database_url(value)
 
     @field_validator("broker_url")
     @classmethod
     def _broker_url(cls, value: str) -> str:
-        scheme = value.partition("://")[0]
-        if not value or scheme not in BROKER_SCHEMES:
-            raise ValueError(
-                f"not a broker URL: {masked_url(value)!r}; expected one of "
-                + ", ".join(f"{s}://" for s in BROKER_SCHEMES)
-            )
-        return value
+        return checks.broker_url(value)
 
     @field_validator("llm_base_url", "embedding_base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL, e.g. http://localhost:11434/v1")
-        return value
+        return checks.http_url(value)
 
     @field_validator("tracing")
     @classmethod
     def _tracing_installed(cls, value: bool) -> bool:
-        try:  # found, not imported: that waits for the first span
-            if not value or importlib.util.find_spec("opentelemetry.sdk") is not None:
-                return value
-        except ModuleNotFoundError:
-            pass
-        raise ValueError("needs OpenTelemetry: pip install 'memoryd[otel]'")
+        return checks.tracing_installed(value)
 
     @field_validator("memory_categories")
     @classmethod
@@ -399,12 +371,6 @@ class Settings(BaseSettings):
     @property
     def broker_folder(self) -> Path:
         return self.data_dir / "broker"
-
-
-def masked_url(url: str) -> str:
-    """The URL with its password, if any, replaced by ***: safe to print or log."""
-    url = re.sub(r"(://[^:/?#;\s]*:)[^;\s]*@", r"\1***@", url)
-    return re.sub(r"(?i)([?&]password=)[^&;\s]*", r"\1***", url)
 
 
 def explain(exc: ValidationError) -> list[str]:
