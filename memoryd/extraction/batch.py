@@ -31,30 +31,21 @@ from memoryd.errors import (
     LLMError,
     LLMTransientError,
     error_text,
-    log_failure,
 )
 from memoryd.extraction import prepare
 from memoryd.extraction.extractors import NoExtraction, get_extractor
+from memoryd.extraction.failures import record_failure
 from memoryd.extraction.gate import gate_facts
 from memoryd.extraction.prepare import Prepared
 from memoryd.extraction.resolve import resolve
 from memoryd.extraction.views import Extractor, Proposal
 from memoryd.ingest.heartbeat import kept_alive
-from memoryd.ingest.leases import (
-    Claim,
-    back_off,
-    end_split,
-    finish_turns,
-    release_lease,
-    renew_lease,
-    return_turns,
-    split_failed,
-)
+from memoryd.ingest.leases import Claim, finish_turns, release_lease, renew_lease
 from memoryd.llm import circuit
 from memoryd.memories.profile_updates import apply_updates
 from memoryd.memories.profiles import ensure_profiles
 from memoryd.memories.reconcile import ReconcileCounts, reconcile_facts
-from memoryd.models.coordination import database_time, lock_scope
+from memoryd.models.coordination import lock_scope
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import BatchStatus, ExtractionBatch, FailureKind
@@ -340,41 +331,6 @@ def _record_done(
     )
 
 
-def fail_batch(
-    session: Session,
-    settings: Settings,
-    claim: Claim,
-    kind: FailureKind,
-    error: str,
-    now: datetime,
-    llm_down: bool = False,
-) -> int:
-    """Record a failed batch and give its turns back. Returns how many were dead-lettered.
-
-    Transient: the turns return unchanged and the session backs off (and with `llm_down`
-    the LLM circuit counts the failure). Permanent or bug: a batch of several turns is
-    split (leases.split_failed), so only the turn that fails alone counts attempts and
-    is dead-lettered; the others are extracted.
-    """
-    if not release_lease(session, claim):
-        return 0  # the lease was lost: its turns went back already
-    transient = kind == FailureKind.TRANSIENT
-    counted = not transient and not split_failed(session, claim)
-    dead = return_turns(session, settings, claim.key, claim.batch_id, count_attempt=counted)
-    if dead:
-        end_split(session, claim.key)
-    if transient:
-        back_off(session, settings, claim.key, database_time(session))
-        if llm_down:
-            circuit.record_failure(session, settings, database_time(session))
-    session.execute(
-        update(ExtractionBatch)
-        .where(ExtractionBatch.id == claim.batch_id)
-        .values(status=BatchStatus.FAILED, error=error[:2000], error_kind=kind, finished_at=now)
-    )
-    return dead
-
-
 def _fail(
     settings: Settings,
     stats: ExtractStats,
@@ -384,24 +340,13 @@ def _fail(
     now: datetime,
     llm_down: bool = False,
 ) -> None:
-    """fail_batch in a transaction of its own; if even that fails (database down), the
-    lease runs out and the sweeper returns the turns, so nothing is lost either way."""
+    """The failure recorded (failures.record_failure) and counted in `stats`."""
     log.warning("batch %s of %s failed (%s): %s", claim.batch_id, claim.key, kind, error)
     stats.failed_batches += 1
     stats.error = f"{kind}: {error}"
-    try:
-        with session_scope(settings) as session:
-            dead = fail_batch(session, settings, claim, kind, error, now, llm_down)
-    except Exception as exc:
-        log_failure(log, f"could not record the failure of batch {claim.batch_id}", exc)
+    dead = record_failure(settings, claim, kind, error, now, llm_down)
+    if dead is None:
         return
     stats.dead_lettered += dead
     if kind != FailureKind.TRANSIENT and len(claim.turns) > 1:
         stats.more_pending = True  # split: the next claim tries the first half at once
-    if dead:
-        log.error(
-            "%d turns of %s dead-lettered after %d attempts; `memoryd retry` re-drives them",
-            dead,
-            claim.key,
-            settings.max_attempts,
-        )
