@@ -194,7 +194,7 @@ def timed_selection(
 
         def baseline() -> float:
             started = time.perf_counter()
-            recall(session, settings, scope.agent_id, scope.user_id, line, now=utcnow())
+            recall(session, settings, scope, line, now=utcnow())
             return time.perf_counter() - started
 
         recall_time = baseline() if recall_first else 0.0

@@ -79,8 +79,7 @@ def _own(
         return recall(
             session,
             settings,
-            scope.agent_id,
-            scope.user_id,
+            scope,
             query,
             k=limit,
             categories=categories,

@@ -128,8 +128,7 @@ def _locked(
     return recall(
         session,
         settings,
-        scope.agent_id,
-        scope.user_id,
+        scope,
         query,
         k=k,
         categories=categories,

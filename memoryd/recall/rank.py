@@ -92,8 +92,7 @@ class Hit(MemoryOut):
 def recall(
     session: Session,
     settings: Settings,
-    agent_id: str,
-    user_id: str,
+    scope: Scope,
     query: str,
     *,
     k: int | None = None,
@@ -110,7 +109,7 @@ def recall(
     k = settings.prefetch_limit if k is None else k
     if k <= 0:
         return []
-    search = _Search(Scope(agent_id, user_id), categories, tiers, query_tokens(query))
+    search = _Search(scope, categories, tiers, query_tokens(query))
     lists = _ranked_lists(session, settings, search, query, query_vector)
     if search.terms or lists.nearest:
         rows = _matched_rows(session, search, lists)

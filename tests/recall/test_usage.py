@@ -136,7 +136,7 @@ def test_a_recall_writes_its_feedback_in_one_statement(settings: Settings, db: S
     assert "INSERT INTO memory_usage" in writes[0]
 
     with session_scope(settings) as session:  # the statement relaxes its transaction
-        found = recall(session, settings, "bot", "ann", "tea", now=utcnow(), lock_hits=True)
+        found = recall(session, settings, Scope("bot", "ann"), "tea", now=utcnow(), lock_hits=True)
         log_retrieval(session, settings, Scope("bot", "ann"), found, "tea", None, utcnow())
         assert session.execute(text("SHOW synchronous_commit")).scalar_one() == "off"
     db.expire_all()
