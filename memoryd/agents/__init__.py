@@ -1,1 +1,4 @@
-"""Per-agent memory settings (seed 000 §8): stored per agent, defaults from Settings."""
+"""Per-agent memory settings (seed 000 §8): stored per agent, defaults from Settings.
+
+May import: models, settings.
+"""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from sqlalchemy import bindparam, select
@@ -22,10 +22,6 @@ from memoryd.models.db import session_scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import AgentConfig, Category, ChatSession, Tier
 from memoryd.settings import Settings
-
-if TYPE_CHECKING:
-    from memoryd.recall.rank import Hit
-
 
 Keyword = Annotated[
     str,
@@ -151,13 +147,6 @@ def categories_for(settings: Settings, requested: Sequence[str] | None) -> list[
     if not requested:
         return list(allowed)
     return [c for c in requested if c in allowed]
-
-
-def injectable(settings: Settings, hits: Sequence[Hit]) -> list[Hit]:
-    """The hits a context block may use under the agent's injection rules, best first."""
-    kept = [h for h in hits if h.score >= settings.inject_min_score]
-    kept.sort(key=lambda h: -h.score)
-    return kept[: settings.inject_max_items] if settings.inject_max_items else kept
 
 
 def keep_categories(settings: Settings, facts: list[Fact], rejected: Counter[str]) -> list[Fact]:

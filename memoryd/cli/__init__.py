@@ -1,4 +1,8 @@
-"""The `memoryd` command line and the embedded demo; run by people and deploy scripts."""
+"""The `memoryd` command line and the embedded demo; run by people and deploy scripts.
+
+May import: client, errors, extraction, ingest, mcp, memories, models, monitoring,
+recall, server, settings, worker.
+"""
 
 from memoryd.cli.main import main
 

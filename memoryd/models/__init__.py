@@ -1,4 +1,7 @@
-"""Tables, keys, payload schemas, engines and migrations: what every stage reads and writes."""
+"""Tables, keys, payload schemas, engines and migrations: what every stage reads and writes.
+
+May import: errors, settings, text, zones.
+"""
 
 from memoryd.models.tables import (
     SHARED_USER,

@@ -1,4 +1,7 @@
-"""Versioned prompt files. `NAME.vN.md` holds a system part, a `---user---` line, a user part."""
+"""Versioned prompt files. `NAME.vN.md` holds a system part, a `---user---` line, a user part.
+
+May import: nothing of memoryd.
+"""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def _context_block(
         settings, categories, tiers = rules
         scope = Scope(agent_id, user_id)
         hits = _locked(session, settings, scope, query, categories, tiers, now, vector)
-        hits = agent_config.injectable(settings, hits)
+        hits = inject.injectable(settings, hits)
         budget = settings.context_token_budget if token_budget is None else token_budget
         zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
         block, included = render_context(hits, budget, now, zone)

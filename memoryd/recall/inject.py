@@ -3,11 +3,14 @@ and which tiers it may draw from. The agent's settings hold them (memoryd/agents
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.models.keys import SessionKey, turns_of
 from memoryd.models.tables import Tier, Turn
+from memoryd.recall.rank import Hit
 from memoryd.settings import Settings
 
 
@@ -35,3 +38,10 @@ def tiers_for(settings: Settings, query: str) -> list[str] | None:
     if not triggers or any(t.strip().casefold() in query.casefold() for t in triggers):
         return tiers
     return [t for t in tiers or [Tier.SHORT, Tier.LONG] if t != Tier.LONG]
+
+
+def injectable(settings: Settings, hits: Sequence[Hit]) -> list[Hit]:
+    """The hits a context block may use under the agent's injection rules, best first."""
+    kept = [h for h in hits if h.score >= settings.inject_min_score]
+    kept.sort(key=lambda h: -h.score)
+    return kept[: settings.inject_max_items] if settings.inject_max_items else kept

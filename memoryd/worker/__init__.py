@@ -1,4 +1,7 @@
-"""The Celery app, its queues and beat schedule; `celery -A memoryd.worker` starts here."""
+"""The Celery app, its queues and beat schedule; `celery -A memoryd.worker` starts here.
+
+May import: errors, models, settings, tracing.
+"""
 
 from memoryd.worker.app import app, make_celery
 
