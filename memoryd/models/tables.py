@@ -164,7 +164,6 @@ class Memory(Scoped, Base):
     # The name's subject key (memories/subjects.py), '' when the name is no real key.
     name_key: Mapped[str] = mapped_column(String(200), default="", server_default="")
     content: Mapped[str] = mapped_column(Text)
-    description: Mapped[str | None] = mapped_column(Text)
     tags: Mapped[list[str]] = mapped_column(JSON, default=list)
     confidence: Mapped[float] = mapped_column(Float)
     weight: Mapped[float] = mapped_column(Float, default=1.0)
