@@ -49,8 +49,9 @@ def _open_pairs() -> Any:  # Select of (superseded, replacement)
     )
 
 
-def open_conflicts(session: Session, limit: int = 50) -> list[Conflict]:
-    rows = session.execute(_open_pairs().order_by(Memory.updated_at.desc()).limit(limit))
+def open_conflicts(session: Session, limit: int = 50, offset: int = 0) -> list[Conflict]:
+    newest_first = _open_pairs().order_by(Memory.updated_at.desc(), Memory.id.desc())
+    rows = session.execute(newest_first.limit(limit).offset(offset))
     return [
         Conflict(old=MemoryOut.from_memory(old), new=MemoryOut.from_memory(new))
         for old, new in rows

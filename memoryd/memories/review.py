@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import InvalidState, NotFound
 from memoryd.memories import edits
 from memoryd.memories.store import lock_rows, promote_memory, record_event
 from memoryd.models.coordination import lock_scope
+from memoryd.models.db import capped_count
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus, Tier
@@ -22,19 +23,25 @@ EXPIRING_WINDOW = timedelta(days=1)
 MAX_CLEAN_UP = 5000
 
 
-def review_queue(session: Session, settings: Settings, limit: int = 50) -> list[MemoryOut]:
+def review_queue(
+    session: Session, settings: Settings, limit: int = 50, offset: int = 0
+) -> list[MemoryOut]:
     """Active short-tier memories under the long-term confidence, least sure first."""
-    rows = session.scalars(
-        select(Memory)
-        .where(
-            Memory.status == MemoryStatus.ACTIVE,
-            Memory.tier == Tier.SHORT,
-            Memory.confidence < settings.long_term_confidence,
-        )
-        .order_by(Memory.confidence, Memory.id)
-        .limit(limit)
+    stmt = _queue(settings).order_by(Memory.confidence, Memory.id).limit(limit).offset(offset)
+    return [MemoryOut.from_memory(m) for m in session.scalars(stmt)]
+
+
+def count_queue(session: Session, settings: Settings, cap: int) -> int:
+    """The review queue's length, at most `cap` (models.db.capped_count)."""
+    return capped_count(session, _queue(settings).with_only_columns(Memory.id), cap)
+
+
+def _queue(settings: Settings) -> Select[Memory]:
+    return select(Memory).where(
+        Memory.status == MemoryStatus.ACTIVE,
+        Memory.tier == Tier.SHORT,
+        Memory.confidence < settings.long_term_confidence,
     )
-    return [MemoryOut.from_memory(m) for m in rows]
 
 
 def _scope_of(session: Session, memory_id: int) -> Scope:

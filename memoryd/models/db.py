@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, make_url
+from sqlalchemy import Connection, Engine, create_engine, event, func, make_url, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -256,3 +256,16 @@ def rowcount(result: Any) -> int:
 
 def is_sqlite(session: Session) -> bool:
     return session.get_bind().dialect.name == "sqlite"
+
+
+# A list's total stops counting here past the rows before the page shown: "1,000+".
+# Counting every row of a 50,000-memory scope to print one number would cost as much
+# as the page itself many times over.
+COUNT_CAP = 1000
+
+
+def capped_count(session: Session, stmt: Any, cap: int) -> int:
+    """How many rows `stmt` (a select) yields, stopping at `cap`: the database reads at
+    most `cap` rows of it (a LIMIT inside the count), whatever the table holds."""
+    first = stmt.order_by(None).limit(cap).subquery()
+    return int(session.scalar(select(func.count()).select_from(first)) or 0)

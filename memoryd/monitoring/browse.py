@@ -5,11 +5,14 @@ must not reinforce it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import NotFound
+from memoryd.models.db import capped_count
 from memoryd.models.schemas import MAX_PAGE, MemoryOut
 from memoryd.models.tables import Memory
 
@@ -27,6 +30,16 @@ class BrowseFilter(BaseModel):
 
 def browse(session: Session, f: BrowseFilter) -> list[MemoryOut]:
     """Newest first. `q` matches name, content or tags, ignoring case."""
+    stmt = _matching(f).order_by(Memory.updated_at.desc(), Memory.id.desc())
+    return [MemoryOut.from_memory(m) for m in session.scalars(stmt.limit(f.limit).offset(f.offset))]
+
+
+def count_browse(session: Session, f: BrowseFilter, cap: int) -> int:
+    """How many memories `browse` pages through, at most `cap` (models.db.capped_count)."""
+    return capped_count(session, _matching(f).with_only_columns(Memory.id), cap)
+
+
+def _matching(f: BrowseFilter) -> Any:  # Select of Memory
     stmt = select(Memory)
     for column, value in (
         (Memory.category, f.category),
@@ -45,8 +58,7 @@ def browse(session: Session, f: BrowseFilter) -> list[MemoryOut]:
                 func.lower(Memory.name).contains(needle, autoescape=True),
             )
         )
-    stmt = stmt.order_by(Memory.updated_at.desc(), Memory.id.desc()).limit(f.limit).offset(f.offset)
-    return [MemoryOut.from_memory(m) for m in session.scalars(stmt)]
+    return stmt
 
 
 def get_any(session: Session, memory_id: int) -> MemoryOut:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from memoryd.ingest.sweeper import dead_letter_turns
@@ -14,6 +14,7 @@ from memoryd.memories.conflicts import OPEN_COUNT_CAP, count_open
 from memoryd.memories.health import count_turns, memory_health
 from memoryd.models.base import written_in
 from memoryd.models.batch_totals import batch_figures
+from memoryd.models.db import capped_count
 from memoryd.models.schemas import MAX_PAGE
 from memoryd.models.tables import ExtractionBatch, Turn, TurnStatus
 from memoryd.recall import backfill
@@ -90,19 +91,33 @@ def list_batches(
     agent_id: str | None = None,
     before_id: int | None = None,
     limit: int = 50,
+    offset: int = 0,
 ) -> list[BatchOut]:
-    """Newest first; `before_id` pages back."""
-    stmt = select(ExtractionBatch)
-    if status:
-        stmt = stmt.where(ExtractionBatch.status == status)
-    stmt = stmt.where(*ExtractionBatch.matching(agent_id, None))
+    """Newest first; `before_id` (the API) or `offset` (the page) pages back."""
+    stmt = _batches(status, agent_id)
     if before_id:
         stmt = stmt.where(ExtractionBatch.id < before_id)
     stmt = stmt.order_by(ExtractionBatch.id.desc()).limit(min(max(limit, 1), MAX_PAGE))
+    stmt = stmt.offset(offset)
     return [
         BatchOut.model_validate({name: getattr(b, name) for name in BatchOut.model_fields})
         for b in session.scalars(stmt)
     ]
+
+
+def count_batches(session: Session, *, status: str | None = None, cap: int) -> int:
+    """How many batches `list_batches` pages through, at most `cap`."""
+    return capped_count(session, _batches(status, None).with_only_columns(ExtractionBatch.id), cap)
+
+
+def _batches(status: str | None, agent_id: str | None) -> Select[ExtractionBatch]:
+    stmt = select(ExtractionBatch).where(*ExtractionBatch.matching(agent_id, None))
+    return stmt.where(ExtractionBatch.status == status) if status else stmt
+
+
+def count_dead_letters(session: Session, *, cap: int) -> int:
+    """Every dead-lettered turn, at most `cap`."""
+    return capped_count(session, select(Turn.id).where(*dead_letter_turns(None, None, None)), cap)
 
 
 def dead_letters(
@@ -112,6 +127,7 @@ def dead_letters(
     user_id: str | None = None,
     session_id: str | None = None,
     limit: int = 100,
+    offset: int = 0,
 ) -> list[DeadLetter]:
     stmt = (
         select(Turn, ExtractionBatch.error)
@@ -119,6 +135,7 @@ def dead_letters(
         .where(*dead_letter_turns(agent_id, user_id, session_id))
         .order_by(Turn.id)
         .limit(min(max(limit, 1), MAX_PAGE))
+        .offset(offset)
     )
     return [
         DeadLetter(
