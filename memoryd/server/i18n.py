@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from memoryd.server.i18n_labels import LABELS
+
 LANGUAGES = ("en", "zh")
 
 MESSAGES: dict[str, dict[str, str]] = {
@@ -232,6 +234,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "error": "错误",
     },
 }
+
+
+for _lang in LANGUAGES:
+    MESSAGES[_lang] |= LABELS[_lang]
 
 
 def translator(lang: str) -> Callable[..., str]:

@@ -93,7 +93,8 @@ def test_the_page_searches_edits_deletes_restores_resolves_and_approves(
     expect(page.locator(f"#memory-{ids['tea']} .content")).to_have_text("Prefers black tea")
     assert client.get("bot", "ann", ids["tea"]).content == "Prefers black tea"
 
-    # Delete, then restore
+    # Delete (after confirming), then restore
+    page.once("dialog", lambda dialog: dialog.accept())
     page.locator(f"#memory-{ids['tea']}").get_by_role("button", name="Delete").click()
     expect(page.locator(f"#memory-{ids['tea']} .status")).to_have_text("deleted")
     assert client.get("bot", "ann", ids["tea"]).status == MemoryStatus.DELETED

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from babel.dates import format_timedelta
+from babel.numbers import format_decimal
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
@@ -73,6 +74,14 @@ def age(t: Any, lang: str, when: datetime) -> str:
     return format_timedelta(ago, threshold=1, add_direction=True, locale=lang)
 
 
+def label_of(t: Any, kind: str, value: object) -> str:
+    """A stored value's word in the page's language (i18n_labels: "category.user" is
+    "用户"); a value without one (a page actor "page, key ops") is shown as it is."""
+    key = f"{kind}.{value}"
+    text = str(t(key))
+    return str(value) if text == key else text
+
+
 @dataclass
 class Page:
     """Renders templates in the request's language."""
@@ -97,6 +106,8 @@ class Page:
                 "lang": lang,
                 "nav": NAV,
                 "age": lambda when: age(t, lang, when),
+                "label_of": lambda kind, value: label_of(t, kind, value),
+                "number": lambda n: format_decimal(n, locale=lang),
                 "categories": [c.value for c in Category],
                 "tiers": [x.value for x in Tier],
                 "statuses": [s.value for s in MemoryStatus],

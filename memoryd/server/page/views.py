@@ -10,12 +10,20 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
 from memoryd.agents import config
-from memoryd.memories.conflicts import open_conflicts
-from memoryd.memories.review import review_queue
+from memoryd.memories.conflicts import count_open, open_conflicts
+from memoryd.memories.review import count_queue, review_queue
+from memoryd.models.base import BatchStatus
 from memoryd.models.db import session_scope, utcnow
-from memoryd.monitoring.browse import BrowseFilter, browse
-from memoryd.monitoring.figures import dead_letters, health_panel, list_batches
+from memoryd.monitoring.browse import BrowseFilter, browse, count_browse
+from memoryd.monitoring.figures import (
+    count_batches,
+    count_dead_letters,
+    dead_letters,
+    health_panel,
+    list_batches,
+)
 from memoryd.server.auth import PAGE_COOKIE
+from memoryd.server.page.paging import PAGE_SIZE, Limit, Offset, Pager, count_cap
 from memoryd.server.page.render import Page, PageAdmin, memory_by_id
 from memoryd.server.page_sessions import close_session, open_session
 from memoryd.server.schemas import MemoryIdPath
@@ -77,6 +85,8 @@ def memories(
     status: Annotated[str, Query(max_length=12)] = "active",
     agent: Annotated[str, Query(max_length=200)] = "",
     user: Annotated[str, Query(max_length=200)] = "",
+    offset: Offset = 0,
+    limit: Limit = PAGE_SIZE,
 ) -> HTMLResponse:
     try:
         filters = BrowseFilter(
@@ -84,12 +94,15 @@ def memories(
         )
     except ValidationError:
         filters = BrowseFilter()
+    filters = filters.model_copy(update={"offset": offset, "limit": limit})
     with session_scope(state.settings, readonly=True) as session:
         panel = health_panel(session, state.settings, utcnow())
         found = browse(session, filters)
+        total = count_browse(session, filters, count_cap(offset))
         agents = config.known_agents(session)
+    pager = Pager(request, offset, limit, len(found), total)
     return Page(request).render(
-        "memories.html", panel=panel, memories=found, filters=filters, agents=agents
+        "memories.html", panel=panel, memories=found, filters=filters, agents=agents, pager=pager
     )
 
 
@@ -118,25 +131,53 @@ def history(
 
 
 @router.get("/conflicts", response_class=HTMLResponse)
-def conflicts(request: Request, state: State, _admin: PageAdmin) -> HTMLResponse:
+def conflicts(
+    request: Request, state: State, _admin: PageAdmin, offset: Offset = 0, limit: Limit = PAGE_SIZE
+) -> HTMLResponse:
     with session_scope(state.settings, readonly=True) as session:
-        pairs = open_conflicts(session)
-    return Page(request).render("conflicts.html", conflicts=pairs)
+        pairs = open_conflicts(session, limit=limit, offset=offset)
+        total = count_open(session, cap=count_cap(offset))
+    pager = Pager(request, offset, limit, len(pairs), total)
+    return Page(request).render("conflicts.html", conflicts=pairs, pager=pager)
 
 
 @router.get("/review", response_class=HTMLResponse)
-def review(request: Request, state: State, _admin: PageAdmin) -> HTMLResponse:
+def review(
+    request: Request, state: State, _admin: PageAdmin, offset: Offset = 0, limit: Limit = PAGE_SIZE
+) -> HTMLResponse:
     with session_scope(state.settings, readonly=True) as session:
-        queue = review_queue(session, state.settings)
-    return Page(request).render("review.html", memories=queue)
+        queue = review_queue(session, state.settings, limit=limit, offset=offset)
+        total = count_queue(session, state.settings, count_cap(offset))
+    pager = Pager(request, offset, limit, len(queue), total)
+    return Page(request).render("review.html", memories=queue, pager=pager)
 
 
 @router.get("/batches", response_class=HTMLResponse)
-def batches(request: Request, state: State, _admin: PageAdmin) -> HTMLResponse:
+def batches(
+    request: Request,
+    state: State,
+    _admin: PageAdmin,
+    status: Annotated[BatchStatus | None, Query()] = None,
+    offset: Offset = 0,
+    dead_offset: Offset = 0,
+    limit: Limit = PAGE_SIZE,
+) -> HTMLResponse:
+    """Dead letters first (what needs a person), then the batches, each list paged on
+    its own; `status` keeps only the batches in that state."""
     with session_scope(state.settings, readonly=True) as session:
-        rows = list_batches(session, limit=100)
-        dead = dead_letters(session, limit=200)
-    return Page(request).render("batches.html", batches=rows, dead=dead)
+        dead = dead_letters(session, limit=limit, offset=dead_offset)
+        dead_total = count_dead_letters(session, cap=count_cap(dead_offset))
+        rows = list_batches(session, status=status, limit=limit, offset=offset)
+        total = count_batches(session, status=status, cap=count_cap(offset))
+    return Page(request).render(
+        "batches.html",
+        batches=rows,
+        dead=dead,
+        batch_status=status or "",
+        batch_statuses=[s.value for s in BatchStatus],
+        batches_pager=Pager(request, offset, limit, len(rows), total),
+        dead_pager=Pager(request, dead_offset, limit, len(dead), dead_total, "dead_offset"),
+    )
 
 
 @router.get("/agents", response_class=HTMLResponse)
