@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
-from memoryd.server.page import actions, profiles, views
+from memoryd.server.page import actions, errors, profiles, views
 from memoryd.server.page.render import LoginRequired
 
 PAGE_ROUTERS: list[APIRouter] = [views.router, actions.router, profiles.router]
@@ -18,6 +18,7 @@ def install(app: FastAPI) -> None:
     guard against other sites' requests, guard.py, wraps the whole app)."""
     for router in PAGE_ROUTERS:
         app.include_router(router, include_in_schema=False)
+    errors.install(app, {route.endpoint for r in PAGE_ROUTERS for route in r.routes})  # type: ignore[attr-defined]
 
     @app.exception_handler(LoginRequired)
     async def _login(request: Request, _exc: LoginRequired) -> Response:
