@@ -130,8 +130,8 @@ MESSAGES: dict[str, dict[str, str]] = {
         "nav.agents": "Agent 配置",
         "nav.profiles": "用户画像",
         "profiles.title": "用户画像",
-        "profiles.user": "个人记忆 (user)",
-        "profiles.work": "工作记忆 (work)",
+        "profiles.user": "个人画像",
+        "profiles.work": "工作画像",
         "profiles.prompt": "注入 Agent 提示词时的样子",
         "erase.title": "清除该用户",
         "erase.explain": "从存储中删除该用户的全部对话、会话、记忆、使用记录、画像和批次，"

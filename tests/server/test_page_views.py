@@ -1,0 +1,266 @@
+"""Every screen of the page in a real Chromium, in both languages, at a phone's width
+with 200-character ids: no sideways scrolling, nothing left in English on the Chinese
+page; lists page through their totals, batches filter by status, a destructive action
+asks first, an error reads as a sentence. Screenshots go to the test's tmp_path."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+from sqlalchemy import update
+
+from memoryd.client import MemoryClient
+from memoryd.models.base import BatchStatus
+from memoryd.models.db import session_scope, utcnow
+from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus, Turn, TurnStatus
+from memoryd.server.i18n_labels import LABELS
+from memoryd.settings import Settings
+from tests.factories import add_turns, make_memory
+from tests.server.conftest import LiveServer, make_key
+from tests.server.test_page import browser  # noqa: F401  (the fixture)
+
+PHONE = {"width": 390, "height": 844}
+LONG_AGENT = "agent-" + "a" * 194  # 200 characters, one unbreakable word
+LONG_USER = "user-" + "u" * 195
+# The English words of badges, options, buttons and status labels: none may be left on
+# the Chinese page (ids and memory text are data, and are not looked at).
+ENGLISH = sorted(
+    {v for k, v in LABELS["en"].items() if not k.startswith(("error.", "pager.", "actor."))}
+    | {"Edit", "Delete", "Restore", "History", "Approve", "Decline", "Save", "Cancel"}
+    | {"Retry", "Retry all", "Skip", "Search", "any", "Open", "default", "Sign out"}
+)
+LABELLED = (
+    "h1, h2, label, button, option, th, .badge, .tier, .status, .batch-status, .pager,"
+    " .stat span, legend, small"
+)
+SCREENS = [
+    "/",
+    "/conflicts",
+    "/review",
+    "/batches",
+    f"/profiles?agent={LONG_AGENT}&user={LONG_USER}",
+    f"/agents?agent={LONG_AGENT}",
+]
+
+OpenPage = Callable[..., Page]
+
+
+@pytest.fixture
+def open_page(
+    browser: Browser,  # noqa: F811
+    live: LiveServer,
+    api_settings: Settings,
+) -> Iterator[OpenPage]:
+    """A signed-in page of the given viewport (the sign-in form, as a person would)."""
+    contexts = []
+
+    def open_(viewport: dict[str, int] | None = None) -> Page:
+        context = browser.new_context(base_url=live.url, viewport=viewport or PHONE)
+        contexts.append(context)
+        page = context.new_page()
+        page.goto("/login")
+        page.fill("input[name=key]", make_key(api_settings, "ops", admin=True))
+        page.click("button[type=submit]")
+        expect(page.locator("#health-panel")).to_be_visible()
+        return page
+
+    yield open_
+    for context in contexts:
+        context.close()
+
+
+def seed_long_ids(settings: Settings) -> None:
+    """A memory of each state the screens show, a conflict, a review item, a batch of
+    each status and a dead letter, all under 200-character ids."""
+    client = MemoryClient(settings, dispatch=False)
+    text = "A long memory without spaces: " + "x" * 400
+    old = client.remember(LONG_AGENT, LONG_USER, "Lives in Lisbon", tags=["t" * 150])
+    client.remember(LONG_AGENT, LONG_USER, text, replaces=old.id)
+    with session_scope(settings) as session:
+        make_memory(
+            session,
+            settings,
+            "Maybe likes jazz",
+            agent_id=LONG_AGENT,
+            user_id=LONG_USER,
+            confidence=0.6,
+        )
+        for status in BatchStatus:
+            session.add(batch(status, agent_id=LONG_AGENT, user_id=LONG_USER))
+    add_turns(settings, 1, agent_id=LONG_AGENT, user_id=LONG_USER, session_id="s" * 200)
+    fail_every_turn(settings)
+
+
+def batch(status: BatchStatus, **ids: str) -> ExtractionBatch:
+    scope = {"agent_id": "bot", "user_id": "ann", "session_id": "s1"} | ids
+    return ExtractionBatch(
+        **scope,
+        status=status,
+        started_at=utcnow(),
+        turn_count=1,
+        error_kind="transient" if status == BatchStatus.FAILED else None,
+    )
+
+
+def fail_every_turn(settings: Settings) -> None:
+    with session_scope(settings) as session:
+        session.execute(update(Turn).values(status=TurnStatus.FAILED))
+
+
+def english_left(page: Page) -> list[str]:
+    texts = page.locator(LABELLED).all_inner_texts()
+    found = set()
+    for text in texts:
+        for word in ENGLISH:
+            if re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text):
+                found.add(word)
+    return sorted(found)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_screen_fits_a_phone_with_200_character_ids(
+    open_page: OpenPage, api_settings: Settings, tmp_path: Path, lang: str
+) -> None:
+    seed_long_ids(api_settings)
+    page = open_page()
+    page.goto(f"/?lang={lang}")
+    for number, path in enumerate(SCREENS):
+        page.goto(path)
+        expect(page.locator("main h1, main #health-panel").first).to_be_visible()
+        width = page.evaluate("document.scrollingElement.scrollWidth")
+        assert width <= PHONE["width"], f"{path} ({lang}) is {width} px wide"
+        page.screenshot(path=str(tmp_path / f"{lang}-{number}.png"), full_page=True)
+        if lang == "zh":
+            assert english_left(page) == [], path
+    # The navigation stays usable: its own row, every area reachable.
+    nav = page.locator("header.top nav")
+    box = nav.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= PHONE["width"]
+    nav.locator("a").last.click()
+    expect(page).to_have_url(re.compile(r"/agents$"))
+
+
+def test_the_chinese_page_names_badges_options_and_statuses_in_chinese(
+    open_page: OpenPage, api_settings: Settings
+) -> None:
+    seed_long_ids(api_settings)
+    page = open_page({"width": 1200, "height": 900})
+    page.goto("/?lang=zh&status=active")
+    card = page.locator("article.card").first
+    expect(card.locator(".badge")).to_have_text("用户")
+    expect(page.locator("select[name=status] option[value=deleted]")).to_have_text("已删除")
+    page.goto("/batches")
+    expect(page.locator("select[name=status] option[value=failed]")).to_have_text("失败")
+    assert english_left(page) == []
+
+
+def test_pages_reach_the_51st_memory_and_say_how_many_there_are(
+    open_page: OpenPage, api_settings: Settings
+) -> None:
+    with session_scope(api_settings) as session:
+        for i in range(51):
+            make_memory(session, api_settings, f"Memory number {i}")
+    page = open_page({"width": 1200, "height": 900})
+    page.goto("/?lang=en")
+    pager = page.locator("nav.pager").first
+    expect(pager.locator(".total")).to_have_text("1–50 of 51")
+    expect(page.locator("article.card")).to_have_count(50)
+    expect(pager.locator("a[rel=prev]")).to_have_count(0)
+    pager.locator("a[rel=next]").click()
+    expect(page.locator("article.card")).to_have_count(1)
+    expect(page.locator("article.card .content")).to_have_text("Memory number 0")  # the oldest
+    expect(page.locator("nav.pager .total").first).to_have_text("51–51 of 51")
+    expect(page.locator("nav.pager a[rel=next]")).to_have_count(0)
+    page.goto("/?lang=zh")
+    expect(page.locator("nav.pager .total").first).to_have_text("第 1–50 条，共 51 条")
+
+
+def test_batches_filter_by_status_with_dead_letters_first(
+    open_page: OpenPage, api_settings: Settings
+) -> None:
+    with session_scope(api_settings) as session:
+        for status in [*BatchStatus, BatchStatus.FAILED, BatchStatus.DONE]:
+            session.add(batch(status))
+    add_turns(api_settings, 1)
+    fail_every_turn(api_settings)
+    page = open_page({"width": 1200, "height": 900})
+    page.goto("/batches?lang=en")
+    expect(page.locator("table.batches tbody tr")).to_have_count(6)
+    first = page.evaluate(
+        "document.querySelector('table.dead').compareDocumentPosition("
+        "document.querySelector('table.batches')) & Node.DOCUMENT_POSITION_FOLLOWING"
+    )
+    assert first, "dead letters come before the batches"
+    page.select_option("select[name=status]", "failed")
+    page.click("form.filters button[type=submit]")
+    expect(page).to_have_url(re.compile(r"status=failed"))
+    statuses = page.locator("table.batches td.batch-status")
+    expect(statuses).to_have_count(2)
+    assert set(statuses.all_inner_texts()) == {"failed"}
+    expect(page.locator("nav.pager[data-list=offset] .total")).to_have_text("1–2 of 2")
+    expect(page.locator("table.dead tbody tr")).to_have_count(1)
+
+
+def test_review_buttons_sit_inside_their_card_and_decline_asks_first(
+    open_page: OpenPage, api_settings: Settings
+) -> None:
+    with session_scope(api_settings) as session:
+        jazz = make_memory(session, api_settings, "Maybe likes jazz", confidence=0.6).id
+    page = open_page()
+    page.goto("/review?lang=en")
+    card = page.locator(f"#review-{jazz} article.card")
+    decline = card.get_by_role("button", name="Decline")
+    inner, outer = decline.bounding_box(), card.bounding_box()
+    assert (
+        inner
+        and outer
+        and outer["x"] <= inner["x"]
+        and (inner["x"] + inner["width"] <= outer["x"] + outer["width"])
+    )
+    asked: list[str] = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    decline.click()
+    expect(card).to_be_visible()
+    assert asked and status_of(api_settings, jazz) == MemoryStatus.ACTIVE
+    page.once("dialog", lambda d: d.accept())
+    decline.click()
+    expect(page.locator(".message")).to_have_text("Done.")
+    assert status_of(api_settings, jazz) == MemoryStatus.DELETED
+
+
+def test_deleting_a_memory_asks_first(open_page: OpenPage, api_settings: Settings) -> None:
+    tea = MemoryClient(api_settings, dispatch=False).remember("bot", "ann", "Prefers tea")
+    page = open_page({"width": 1200, "height": 900})
+    page.goto("/?lang=zh")
+    asked: list[str] = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    page.locator(f"#memory-{tea.id}").get_by_role("button", name="删除").click()
+    expect(page.locator(f"#memory-{tea.id} .status")).to_have_count(0)
+    assert asked == ["删除这条记忆？之后可以恢复。"]
+    assert status_of(api_settings, tea.id) == MemoryStatus.ACTIVE
+
+
+def test_an_error_reads_as_a_sentence_not_json(open_page: OpenPage, api_settings: Settings) -> None:
+    tea = MemoryClient(api_settings, dispatch=False).remember("bot", "ann", "Prefers tea")
+    page = open_page({"width": 1200, "height": 900})
+    page.goto("/?lang=en")
+    with session_scope(api_settings) as session:  # gone behind the page's back
+        session.delete(session.get(Memory, tea.id))
+    page.locator(f"#memory-{tea.id}").get_by_role("button", name="Edit").click()
+    expect(page.locator("#page-error")).to_have_text(f"Not found: no memory {tea.id}")
+    expect(page.locator(f"#memory-{tea.id} .content")).to_have_text("Prefers tea")
+    response = page.goto("/?offset=-1&lang=zh")
+    assert response is not None and response.status == 422
+    expect(page.locator("h1")).to_have_text("出错了")
+    expect(page.locator("main")).not_to_contain_text('"type"')
+
+
+def status_of(settings: Settings, memory_id: int) -> str:
+    with session_scope(settings, readonly=True) as session:
+        memory = session.get(Memory, memory_id)
+        assert memory is not None
+        return memory.status
