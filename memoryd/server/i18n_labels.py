@@ -59,6 +59,10 @@ LABELS: dict[str, dict[str, str]] = {
         "error.forbidden": "Not allowed",
         "error.unavailable": "The database is unavailable; try again shortly",
         "error.back": "Back to the memories",
+        "profiles.one_a_line": "(one a line)",
+        "profiles.records": "(JSON list; meta is kept as stored)",
+        "profiles.meta": "Where each value came from (read-only)",
+        "profiles.meta_line": "source {source} · confidence {confidence}% · updated {updated}",
     },
     "zh": {
         "category.user": "用户",
@@ -114,5 +118,9 @@ LABELS: dict[str, dict[str, str]] = {
         "error.forbidden": "没有权限",
         "error.unavailable": "数据库暂时不可用，请稍后再试",
         "error.back": "返回记忆列表",
+        "profiles.one_a_line": "（每行一项）",
+        "profiles.records": "（JSON 列表；meta 保持原样）",
+        "profiles.meta": "各项的来源（只读）",
+        "profiles.meta_line": "来源 {source} · 置信度 {confidence}% · 更新于 {updated}",
     },
 }

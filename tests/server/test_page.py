@@ -165,8 +165,10 @@ def test_dead_letters_are_skipped_or_deleted_from_the_batches_page(
 def test_the_profiles_panel_shows_and_edits_both_documents(
     page: Page, api_settings: Settings
 ) -> None:
-    MemoryClient(api_settings, dispatch=False).patch_profile(
-        "bot", "ann", "user", {"timezone": "Europe/Lisbon"}
+    client = MemoryClient(api_settings, dispatch=False)
+    client.patch_profile("bot", "ann", "user", {"timezone": "Europe/Lisbon"})
+    client.patch_profile(
+        "bot", "ann", "user", {"people": [{"name": "Rui", "meta": {"source": "extractor"}}]}
     )
     page.click("nav >> text=Profiles")
     page.fill("input[name=agent]", "bot")
@@ -174,16 +176,25 @@ def test_the_profiles_panel_shows_and_edits_both_documents(
     page.click("form.filters button[type=submit]")
     user = page.locator("#profile-user")
     expect(user.locator("pre.prompt")).to_contain_text("Timezone: Europe/Lisbon")
-    # A typo is refused, naming the field; the document is unchanged.
-    user.locator("textarea").fill('{"timezone": "Europe/Lisbon", "ocupation": "nurse"}')
+    # meta is shown, read-only: no field edits it, the people list's JSON leaves it out.
+    expect(user.locator(".meta-readonly", has_text="Rui")).to_contain_text("source extractor")
+    expect(user.locator("[name='j:people']")).not_to_contain_text("meta")
+    # A bad value is refused, naming the field; the document is unchanged.
+    user.locator("[name='s:timezone']").fill("Mars/Olympus")
     user.locator("button[type=submit]").click()
-    expect(page.locator("#profile-user .error")).to_contain_text("ocupation")
-    page.locator("#profile-user textarea").fill('{"timezone": "Asia/Tokyo", "occupation": "nurse"}')
-    page.locator("#profile-user button[type=submit]").click()
+    expect(page.locator("#profile-user .error")).to_contain_text("timezone")
+    expect(page.locator("#profile-user [name='s:timezone']")).to_have_value("Mars/Olympus")
+    user = page.locator("#profile-user")
+    user.locator("[name='s:timezone']").fill("Asia/Tokyo")
+    user.locator("[name='s:occupation']").fill("nurse")
+    user.locator("[name='l:interests']").fill("chess\n\n  sailing ")
+    user.locator("button[type=submit]").click()
     expect(page.locator("#profile-user pre.prompt")).to_contain_text("Occupation: nurse")
-    expect(page.locator("#profile-user h2 small")).to_contain_text("v2")
-    profile = MemoryClient(api_settings, dispatch=False).profile("bot", "ann", "user")
+    expect(page.locator("#profile-user h2 small")).to_contain_text("v3")
+    profile = client.profile("bot", "ann", "user")
     assert (profile.content["timezone"], profile.content["occupation"]) == ("Asia/Tokyo", "nurse")
+    assert profile.content["interests"] == ["chess", "sailing"]
+    assert profile.content["people"][0]["meta"]["source"] == "extractor"  # kept as stored
     expect(page.locator("#profile-work pre.prompt")).to_contain_text("nothing known yet")
 
 

@@ -1,12 +1,11 @@
-"""The page's profiles screen: a scope's two documents (seed 001), as JSON to edit and as
-the agent's prompt will show them."""
+"""The page's profiles screen: a scope's two documents (seed 001), as a form to edit
+(profile_form.py) and as the agent's prompt will show them."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Form, Query, Request
+from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
@@ -14,6 +13,7 @@ from memoryd.errors import ProfileRejected
 from memoryd.memories.erasure import EraseRequest
 from memoryd.models.profiles import ProfileType
 from memoryd.models.tables import SHARED_USER
+from memoryd.server.page.profile_form import document_from_form, form_fields, with_typed
 from memoryd.server.page.render import Page, PageAdmin
 from memoryd.server.state import State
 
@@ -35,6 +35,12 @@ def profiles(
     return Page(request).render("profiles.html", agent=agent, user=user, documents=documents)
 
 
+async def form_values(request: Request) -> dict[str, str]:
+    """Every text field of the posted form (the profile form's names are its paths)."""
+    form = await request.form()
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
 @router.post("/profiles/{kind}", response_class=HTMLResponse)
 def save(
     request: Request,
@@ -43,20 +49,20 @@ def save(
     kind: Literal["user", "work"],
     agent: FormText,
     user: FormText,
-    content: Annotated[str, Form(max_length=200_000)],
+    form: Annotated[dict[str, str], Depends(form_values)],
 ) -> HTMLResponse:
+    """The form's values over the stored document, saved through the API's validation."""
     page = Page(request)
+    profile_type = ProfileType(kind)
+    stored = state.client.profile(agent, user, profile_type)
     try:
-        document = json.loads(content)
-        if not isinstance(document, dict):
-            raise ValueError("the document must be a JSON object")
-        state.client.put_profile(
-            agent, user, ProfileType(kind), document, shared=user == SHARED_USER
-        )
+        document = document_from_form(stored.content, form)
+        state.client.put_profile(agent, user, profile_type, document, shared=user == SHARED_USER)
     except (ValueError, ProfileRejected) as exc:
-        shown = _shown(state, ProfileType(kind), agent, user) | {"text": content}
+        shown = _shown(state, profile_type, agent, user)
+        shown["fields"] = with_typed(shown["fields"], form)  # type: ignore[arg-type]
         return page.render("_profile.html", status=422, d=shown, error=str(exc))
-    return page.render("_profile.html", d=_shown(state, ProfileType(kind), agent, user), saved=True)
+    return page.render("_profile.html", d=_shown(state, profile_type, agent, user), saved=True)
 
 
 @router.post("/scopes/erase", response_class=HTMLResponse)
@@ -82,6 +88,6 @@ def _shown(state: State, kind: ProfileType, agent: str, user: str) -> dict[str, 
         "user": user,
         "version": doc.version,
         "status": doc.status.value,
-        "text": json.dumps(doc.content, ensure_ascii=False, indent=2),
+        "fields": form_fields(doc.content, doc.field_meta),
         "prompt": state.client.build_profile_prompt(agent, user, kind, token_budget=800),
     }
