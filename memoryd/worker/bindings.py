@@ -31,14 +31,27 @@ def remove_legacy_bindings(app: Celery) -> None:
         channel = conn.default_channel
         kind = conn.transport.driver_type
         if kind == "amqp":
-            for queue in OTHER_QUEUES:
-                channel.queue_unbind(
-                    queue=queue, exchange=LEGACY_EXCHANGE, routing_key=LEGACY_ROUTING_KEY
-                )
+            _remove_from_rabbitmq(conn)
         elif kind == "redis":
             _remove_from_redis(channel)
         elif kind == "filesystem":
             _remove_from_files(channel)
+
+
+def _remove_from_rabbitmq(conn: Any) -> None:
+    # RabbitMQ closes a channel on which a queue that does not exist (a worker that
+    # consumes extraction alone never declared the others) is unbound: one channel each.
+    for queue in OTHER_QUEUES:
+        channel = conn.channel()
+        try:
+            channel.queue_unbind(
+                queue=queue, exchange=LEGACY_EXCHANGE, routing_key=LEGACY_ROUTING_KEY
+            )
+        except conn.channel_errors as exc:
+            log.debug("queue %s: %s", queue, exc)
+        finally:
+            if channel.is_open:
+                channel.close()
 
 
 def _remove_from_redis(channel: Any) -> None:

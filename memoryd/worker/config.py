@@ -26,13 +26,36 @@ TASK_ROUTES = {
 }
 
 
-def task_queues() -> tuple[Queue, ...]:
+AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
+# On RabbitMQ memoryd's queues are quorum queues: durable, replicated by Raft on a cluster,
+# and what RabbitMQ recommends for messages that must not be lost. They hold the same
+# messages as classic ones; what they lack (exclusive or auto-delete queues, global QoS,
+# priorities before RabbitMQ 4) memoryd does not use, and Celery switches to per-consumer
+# prefetch when it sees one (worker_detect_quorum_queues).
+QUORUM = {"x-queue-type": "quorum"}
+
+
+def is_amqp(broker_url: str) -> bool:
+    return broker_url.split("://", 1)[0].lower() in AMQP_SCHEMES
+
+
+def task_queues(quorum: bool = False) -> tuple[Queue, ...]:
     """Each queue bound to a direct exchange of its name with its name as routing key, as
     Celery binds a queue it is only told the name of (another project's Celery client
     sending to `extraction` declares the same). Without an exchange of their own, every
     queue was bound to the default queue's exchange and key, so a message sent there
-    landed in all of them."""
-    return tuple(Queue(name, Exchange(name, type="direct"), routing_key=name) for name in QUEUES)
+    landed in all of them. `quorum`: declared as RabbitMQ quorum queues (durable)."""
+    arguments = dict(QUORUM) if quorum else None
+    return tuple(
+        Queue(
+            name,
+            Exchange(name, type="direct", durable=True),
+            routing_key=name,
+            durable=True,
+            queue_arguments=arguments,
+        )
+        for name in QUEUES
+    )
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -96,7 +119,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_send_sent_event": True,
         "task_track_started": True,
         "task_default_queue": EXTRACTION_QUEUE,
-        "task_queues": task_queues(),
+        "task_queues": task_queues(quorum=is_amqp(settings.broker_url)),
         "task_routes": TASK_ROUTES,
         "beat_schedule": beat_schedule(settings),
         "broker_connection_retry_on_startup": True,
@@ -118,4 +141,22 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     elif settings.broker_url.startswith(("redis://", "rediss://")):
         # An unacknowledged message returns to the queue after this long.
         conf["broker_transport_options"] = {"visibility_timeout": 3600}
+    elif is_amqp(settings.broker_url):
+        conf.update(amqp_config())
     return conf
+
+
+def amqp_config() -> dict[str, Any]:
+    """RabbitMQ: a publish returns once the broker has taken the message (publisher
+    confirms; a refused one raises, and a trigger that never got there is re-sent by the
+    sweep), messages persist in durable quorum queues, and a worker consumes with a
+    prefetch per consumer, which quorum queues require."""
+    return {
+        "broker_transport_options": {"confirm_publish": True},
+        "task_default_delivery_mode": "persistent",
+        "worker_detect_quorum_queues": True,
+        # memoryd sends no task with a countdown or ETA, so the 28 delay queues Celery
+        # would declare for them on RabbitMQ (native delayed delivery) are left out: see
+        # worker/consumer.py.
+        "worker_consumer": "memoryd.worker.consumer:Consumer",
+    }
