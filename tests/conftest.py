@@ -9,6 +9,14 @@ MEMORYD_TEST_REDIS (a Redis URL without database) when set; else the machine's o
 127.0.0.1:5432 and :6379 when they answer; else throwaway ones started for this run
 (tests/services.py), or a clear message saying what to install. The suite uses Redis
 database MEMORYD_TEST_REDIS_DB (default 15) and flushes it, nothing else.
+
+RabbitMQ (the tests parametrized with the `rabbitmq` backend: PostgreSQL + RabbitMQ):
+MEMORYD_TEST_AMQP_URL (an amqp:// URL without vhost), else 127.0.0.1:5672 as guest,
+when it answers; else a private rabbitmq-server started for this run; else those tests
+are skipped with the line that installs it. The run uses a vhost of its own, made and
+removed through rabbitmqctl or the management API, so runs never see each other's
+messages; a broker allowing neither is used in its own vhost, whose memoryd queues each
+test empties (concurrent runs on it would then meet).
 """
 
 from __future__ import annotations
@@ -31,10 +39,21 @@ from memoryd.models.tables import Base
 from memoryd.recall import embeddings
 from memoryd.settings import Settings
 from tests.fakellm import FakeLLM
-from tests.services import PgBouncer, PostgresCluster, RedisServer, ServiceUnavailable, port_open
+from tests.services import (
+    PgBouncer,
+    PostgresCluster,
+    RabbitMQServer,
+    RedisServer,
+    ServiceUnavailable,
+    VirtualHosts,
+    amqp_reachable,
+    port_open,
+    purge_queues,
+)
 
 REDIS_DB = int(os.environ.get("MEMORYD_TEST_REDIS_DB", "15"))
 BACKENDS = ["postgres", "sqlite"]
+LOCAL_AMQP = "amqp://guest:guest@127.0.0.1:5672"
 
 
 @pytest.fixture(scope="session")
@@ -61,6 +80,37 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server = _started(lambda: RedisServer(tmp_path_factory.mktemp("redis")).start())
         yield server.url
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def amqp_server() -> Iterator[str]:
+    """URL of a RabbitMQ vhost of this run's own: on the configured or local broker when
+    it answers, else on a private one started here; skipped when neither can be had."""
+    configured = os.environ.get("MEMORYD_TEST_AMQP_URL", "").rstrip("/")
+    server: RabbitMQServer | None = None
+    if amqp_reachable(configured or LOCAL_AMQP):
+        base = configured or LOCAL_AMQP
+        hosts = VirtualHosts(base)
+    else:
+        try:
+            server = RabbitMQServer().start()
+        except ServiceUnavailable as exc:
+            pytest.skip(str(exc))
+        base = server.url
+        hosts = VirtualHosts(base, ctl=server.ctl)
+    vhost = hosts.add(f"memoryd_test_{os.getpid()}_{uuid.uuid4().hex[:6]}")
+    yield f"{base}/{vhost}" if vhost else base
+    if vhost:
+        hosts.delete(vhost)
+    if server is not None:
+        server.remove()
+
+
+@pytest.fixture
+def amqp_url(amqp_server: str) -> str:
+    """The run's RabbitMQ vhost, memoryd's queues empty."""
+    purge_queues(amqp_server)
+    return amqp_server
 
 
 T = TypeVar("T")
@@ -121,9 +171,10 @@ def make_settings(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest, **overrides: Any
 ) -> Settings:
     """Settings for one backend with empty tables. PostgreSQL pairs with Redis; SQLite
-    with the filesystem broker in the test's own folder."""
+    with the filesystem broker in the test's own folder; `rabbitmq` is PostgreSQL with
+    RabbitMQ."""
     data_dir = tmp_path / "data"
-    if backend == "postgres":
+    if backend in ("postgres", "rabbitmq"):
         url = request.getfixturevalue("pg_database")
         _truncate_all(url)
         # Ids start again at 1 under the same URL: what this process cached of an earlier
@@ -132,7 +183,9 @@ def make_settings(
         memo.clear_all()
         base: dict[str, Any] = {
             "database_url": url,
-            "broker_url": request.getfixturevalue("redis_url"),
+            "broker_url": request.getfixturevalue(
+                "amqp_url" if backend == "rabbitmq" else "redis_url"
+            ),
         }
     else:
         base = {"database_url": f"sqlite:///{data_dir / 'memoryd.db'}"}

@@ -1,8 +1,8 @@
-"""Throwaway PostgreSQL and Redis servers on spare ports, in a folder of their own.
+"""Throwaway PostgreSQL, Redis and RabbitMQ servers on spare ports, in a folder of their own.
 
 The test suite starts them when the machine's own servers are not running; the chaos
 bench always does, because it kills and restarts them. Each is a real server binary
-(Debian's postgresql and redis-server packages); nothing is mocked.
+(Debian's postgresql, redis-server and rabbitmq-server packages); nothing is mocked.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
 
 POSTGRES_USER = "postgres"  # initdb refuses to run as root: the cluster runs as this user
 
@@ -244,3 +246,219 @@ class PgBouncer:
             self.process.terminate()
             self.process.wait(timeout=20)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")  # Debian's rabbitmq-server package
+RABBITMQ_MISSING = (
+    "RabbitMQ is not running on 127.0.0.1:5672 and rabbitmq-server is not installed: run "
+    "`apt-get install rabbitmq-server`, or start RabbitMQ and set "
+    "MEMORYD_TEST_AMQP_URL=amqp://user:password@host:port"
+)
+
+
+def rabbitmq_bin() -> Path:
+    if (RABBITMQ_BIN / "rabbitmq-server").exists():
+        return RABBITMQ_BIN
+    binary = shutil.which("rabbitmq-server") or shutil.which("rabbitmq-server", path="/usr/sbin")
+    if binary is None:
+        raise ServiceUnavailable(RABBITMQ_MISSING)
+    return Path(binary).resolve().parent
+
+
+class RabbitMQServer:
+    """A RabbitMQ node of its own: its own node name, AMQP and distribution ports, data,
+    logs, configuration and Erlang cookie (HOME), all in a temporary folder, so it never
+    meets the machine's node. It registers with the machine's epmd (started if none
+    runs: epmd is the host's shared Erlang name service). Messages in durable queues
+    survive `kill`, as on a production broker."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.bin = rabbitmq_bin()
+        self.folder = folder or Path(tempfile.mkdtemp(prefix="memoryd-rabbitmq-"))
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.port = spare_port()
+        self.dist_port = spare_port()
+        self.node = f"memoryd{self.port}@localhost"
+        self.process: subprocess.Popen[bytes] | None = None
+        (self.folder / "rabbitmq.conf").write_text(
+            f"listeners.tcp.1 = 127.0.0.1:{self.port}\nloopback_users = none\n"
+        )
+        (self.folder / "enabled_plugins").write_text("[].\n")
+        (self.folder / "rabbitmq-env.conf").write_text("")  # not the machine's node's
+        cookie = self.folder / ".erlang.cookie"
+        cookie.write_text(os.urandom(16).hex())
+        cookie.chmod(0o400)
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "HOME": str(self.folder),  # the cookie: only this folder's owner may talk to it
+            "RABBITMQ_CONF_ENV_FILE": str(self.folder / "rabbitmq-env.conf"),
+            "RABBITMQ_NODENAME": self.node,
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "RABBITMQ_CONFIG_FILE": str(self.folder / "rabbitmq.conf"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.folder / "enabled_plugins"),
+            "RABBITMQ_MNESIA_BASE": str(self.folder / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(self.folder / "log"),
+            "RABBITMQ_PID_FILE": str(self.folder / "rabbitmq.pid"),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+        }
+
+    def start(self) -> RabbitMQServer:
+        log = (self.folder / "server.log").open("ab")
+        self.process = subprocess.Popen(
+            [str(self.bin / "rabbitmq-server")],
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            _wait(lambda: self._up(), 90, f"rabbitmq-server (log: {self.folder / 'server.log'})")
+        except ServiceUnavailable:
+            self.kill()
+            raise
+        return self
+
+    def _up(self) -> bool:
+        if self.process is not None and self.process.poll() is not None:
+            raise ServiceUnavailable(
+                f"rabbitmq-server exited ({self.process.returncode}); its log: "
+                + (self.folder / "server.log").read_text(errors="replace")[-2000:]
+            )
+        return port_open("127.0.0.1", self.port)
+
+    def ctl(self, *args: str) -> None:
+        """rabbitmqctl against this node."""
+        subprocess.run(
+            [str(self.bin / "rabbitmqctl"), "-n", self.node, *args],
+            env=self.env(),
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+    def kill(self) -> None:
+        """SIGKILL of the whole node (the Erlang VM and its helpers): a crash. Durable
+        queues and the persistent messages in them are back after `start`."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+        self._wait_closed()
+
+    def _wait_closed(self) -> None:
+        # The script exits before the Erlang VM it started has let go of the port.
+        _wait(lambda: not port_open("127.0.0.1", self.port), 30, "rabbitmq-server to exit")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+            self._wait_closed()
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def amqp_reachable(url: str) -> bool:
+    """An AMQP broker answers at `url` and lets its user in."""
+    from kombu import Connection  # type: ignore[attr-defined]
+
+    parts = urlsplit(url)
+    if not port_open(parts.hostname or "127.0.0.1", parts.port or 5672):
+        return False
+    try:
+        with Connection(url, connect_timeout=3) as conn:
+            conn.ensure_connection(max_retries=1)
+        return True
+    except Exception:
+        return False
+
+
+class VirtualHosts:
+    """Makes and removes RabbitMQ vhosts on the broker at `url` (whose user gets every
+    permission there): through `ctl` (a private node's rabbitmqctl), else the machine's
+    rabbitmqctl when the broker is on this machine, else the management API on :15672.
+    `add` returns "" when none of them may make one."""
+
+    def __init__(self, url: str, ctl: Callable[..., None] | None = None) -> None:
+        self.url = urlsplit(url)
+        self.user = unquote(self.url.username or "guest")
+        self.ctl = ctl or self._system_ctl()
+
+    def _system_ctl(self) -> Callable[..., None] | None:
+        binary = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin")
+        if binary is None or self.url.hostname not in ("127.0.0.1", "localhost", "::1"):
+            return None
+
+        def ctl(*args: str) -> None:
+            subprocess.run([binary, *args], check=True, capture_output=True, timeout=60)
+
+        return ctl
+
+    def _api(self, method: str, path: str, body: dict[str, str] | None = None) -> None:
+        import httpx
+
+        response = httpx.request(
+            method,
+            f"http://{self.url.hostname}:15672/api/{path}",
+            auth=(self.user, unquote(self.url.password or "guest")),
+            json=body,
+            timeout=10,
+        )
+        response.raise_for_status()
+
+    def add(self, name: str) -> str:
+        try:
+            if self.ctl is not None:
+                self.ctl("add_vhost", name)
+                self.ctl("set_permissions", "-p", name, self.user, ".*", ".*", ".*")
+            else:
+                self._api("PUT", f"vhosts/{name}")
+                self._api(
+                    "PUT",
+                    f"permissions/{name}/{quote(self.user, safe='')}",
+                    {"configure": ".*", "write": ".*", "read": ".*"},
+                )
+            return name
+        except Exception:
+            return ""
+
+    def delete(self, name: str) -> None:
+        try:
+            if self.ctl is not None:
+                self.ctl("delete_vhost", name)
+            else:
+                self._api("DELETE", f"vhosts/{name}")
+        except Exception:
+            pass
+
+
+def purge_queues(url: str) -> None:
+    """Empty memoryd's queues on the broker at `url` (one channel each: RabbitMQ closes a
+    channel that names a missing queue). Not deleted: a process's producers remember
+    what they declared on a connection (kombu's pools are per process) and would not
+    declare a deleted queue again, so what they sent would be dropped as unroutable."""
+    from kombu import Connection  # type: ignore[attr-defined]
+
+    from memoryd.worker.config import QUEUES
+
+    with Connection(url) as conn:
+        for name in QUEUES:
+            channel = conn.channel()
+            try:
+                channel.queue_purge(name)
+            except conn.channel_errors:
+                pass
+            finally:
+                channel.close()

@@ -1,4 +1,8 @@
-"""End to end with real Celery worker processes, a real broker and the fake LLM server."""
+"""End to end with real Celery worker processes, a real broker and the fake LLM server.
+
+Each test runs on PostgreSQL + Redis, SQLite + the filesystem broker, and PostgreSQL +
+RabbitMQ (quorum queues, publisher confirms; tests/conftest.py says where the broker
+comes from)."""
 
 from __future__ import annotations
 
@@ -18,11 +22,18 @@ from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus, Turn, T
 from memoryd.settings import Settings
 from memoryd.worker import make_celery
 from tests import fakellm
-from tests.conftest import make_settings, with_llm
+from tests.conftest import BACKENDS, make_settings, with_llm
 from tests.fakellm import FakeLLM
+from tests.services import purge_queues
 from tests.workers import start_beat, start_worker, turns_left, wait_until
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(params=[*BACKENDS, "rabbitmq"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
 
 AGENT = "bot"
 USERS = {
@@ -167,10 +178,14 @@ def test_dropped_broker_messages_are_recovered_by_the_sweep(
         make_settings(backend, tmp_path, request, flush_idle_seconds=1, sweep_interval_seconds=1),
         fake_llm,
     )
-    enqueue_all(MemoryClient(settings))
+    client = MemoryClient(settings)
+    enqueue_all(client)
+    client.flush()
     # Every message the client sent is lost before any worker runs.
     if backend == "postgres":
         redis.Redis.from_url(settings.broker_url).flushdb()
+    elif backend == "rabbitmq":
+        purge_queues(settings.broker_url)
     else:
         for f in (settings.broker_folder / "queue").glob("*"):
             f.unlink()
