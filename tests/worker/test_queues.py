@@ -1,6 +1,7 @@
 """Each queue has its own binding on the broker: a message sent to one queue's exchange
-with its routing key lands in that queue and no other (real Redis and filesystem brokers,
-a real worker)."""
+with its routing key lands in that queue and no other (real Redis, RabbitMQ and
+filesystem brokers, a real worker). On RabbitMQ the queues are quorum queues and every
+publish is confirmed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import amqp
 import pytest
 from celery import Celery
 from kombu import Connection, Exchange, Queue  # type: ignore[attr-defined]
@@ -20,10 +22,16 @@ from memoryd.worker import make_celery
 from memoryd.worker.app import TASK_MODULES
 from memoryd.worker.config import EXTRACTION_QUEUE, QUEUES
 from memoryd.worker.watchdog import PING_TASK
+from tests.conftest import BACKENDS
 from tests.factories import count_turns, turn_item
 from tests.workers import start_worker, wait_until
 
 INGEST_TASK = "memoryd.ingest_turns"
+
+
+@pytest.fixture(params=[*BACKENDS, "rabbitmq"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture
@@ -94,10 +102,12 @@ def test_every_task_sent_lands_in_its_own_queue_alone(app: Celery) -> None:
 
 
 def test_a_starting_worker_removes_the_bindings_older_versions_left(
-    settings: Settings, app: Celery, tmp_path: Path
+    backend: str, settings: Settings, app: Celery, tmp_path: Path
 ) -> None:
     """A turn sent to the extraction queue's exchange, as a producer in another language
     may send it, reaches extraction only, on a broker an older version declared."""
+    if backend == "rabbitmq":
+        pytest.skip("older versions declared classic queues: moving to quorum ones deletes them")
     with app.connection_for_write() as conn:
         declare(conn, as_older_versions_declared())
         conn.Producer().publish({}, exchange=EXTRACTION_QUEUE, routing_key=EXTRACTION_QUEUE)
@@ -132,3 +142,38 @@ def test_a_fresh_filesystem_broker_has_each_exchange_file_whole(tmp_path: Path) 
         f"{name}.exchange": "[]" for name in QUEUES
     }
     assert not [p for p in control.iterdir() if p.name.startswith(".")]  # no drafts left
+
+
+@pytest.mark.parametrize("backend", ["rabbitmq"])
+def test_on_rabbitmq_the_queues_are_durable_quorum_queues(app: Celery) -> None:
+    """The broker holds them as quorum queues: declaring one as a classic queue is refused."""
+    with app.connection_for_write() as conn:
+        declare(conn, list(app.amqp.queues.values()))
+        for name in QUEUES:
+            channel = conn.channel()
+            with pytest.raises(amqp.exceptions.PreconditionFailed, match="x-queue-type"):
+                channel.queue_declare(name, durable=True, auto_delete=False)
+    assert all(q.durable and not q.auto_delete for q in app.amqp.queues.values())
+    assert app.conf.task_acks_late and app.conf.task_reject_on_worker_lost
+
+
+@pytest.mark.parametrize("backend", ["rabbitmq"])
+def test_on_rabbitmq_a_publish_the_broker_refuses_raises(app: Celery) -> None:
+    """Publisher confirms: a message RabbitMQ does not take (here a queue that refuses
+    every message) fails at the sender instead of vanishing, so a trigger is either in a
+    queue or known to be missing (and the sweep sends it again)."""
+    full = Queue(
+        "memoryd_test_full",
+        Exchange("memoryd_test_full", type="direct"),
+        routing_key="full",
+        queue_arguments={"x-max-length": 0, "x-overflow": "reject-publish"},
+    )
+    with app.connection_for_write() as conn:
+        declare(conn, [full])
+        try:
+            with pytest.raises(amqp.exceptions.MessageNacked):
+                app.amqp.Producer(conn).publish(
+                    {}, exchange=full.exchange, routing_key="full", declare=[full]
+                )
+        finally:
+            full(conn.channel()).delete()
