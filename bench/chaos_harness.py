@@ -42,7 +42,7 @@ from memoryd.models.tables import (
 from memoryd.settings import Settings
 from memoryd.text import search_tokens
 from tests.fakellm import FakeLLM, parse_prompt
-from tests.services import PostgresCluster, RedisServer
+from tests.services import PostgresCluster, RabbitMQServer, RedisServer, purge_queues
 from tests.workers import Proc, start_beat, start_worker
 
 TAG = re.compile(r"\[(u\d+s\d+t\d+)\]")
@@ -156,7 +156,9 @@ class Outcome:
 
 
 class Harness:
-    """One scenario's world: a fresh database, an empty broker, the fake LLM, workers."""
+    """One scenario's world: a fresh database, an empty broker, the fake LLM, workers.
+    `backend`: postgres (with Redis), sqlite (with the filesystem broker) or rabbitmq
+    (PostgreSQL with RabbitMQ)."""
 
     def __init__(self, backend: str, servers: Servers, **overrides: Any) -> None:
         self.backend = backend
@@ -187,6 +189,10 @@ class Harness:
             base["database_url"] = servers.new_database()
             base["broker_url"] = servers.redis_url
             redis.Redis.from_url(servers.redis_url).flushdb()
+        elif backend == "rabbitmq":  # PostgreSQL with RabbitMQ
+            base["database_url"] = servers.new_database()
+            base["broker_url"] = servers.amqp_url
+            purge_queues(servers.amqp_url)
         self.settings = Settings(**{**base, **overrides})
         upgrade(self.settings)
         self.procs: list[Proc] = []
@@ -405,16 +411,29 @@ def _until_stored(call: Callable[..., object], *args: Any) -> None:
 
 
 class Servers:
-    """The bench's own PostgreSQL cluster and Redis server, which scenarios may kill."""
+    """The bench's own PostgreSQL cluster, Redis server and (started when a scenario first
+    asks for it) RabbitMQ node, which scenarios may kill."""
 
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="chaos-servers-"))
         self.postgres = PostgresCluster().start()
         self.redis = RedisServer(self.folder / "redis").start()
+        self._rabbitmq: RabbitMQServer | None = None
 
     @property
     def redis_url(self) -> str:
         return f"{self.redis.url}/0"
+
+    @property
+    def rabbitmq(self) -> RabbitMQServer:
+        """ServiceUnavailable (saying what to install) when rabbitmq-server is not."""
+        if self._rabbitmq is None:
+            self._rabbitmq = RabbitMQServer(self.folder / "rabbitmq").start()
+        return self._rabbitmq
+
+    @property
+    def amqp_url(self) -> str:
+        return f"{self.rabbitmq.url}/"
 
     def new_database(self) -> str:
         name = f"chaos_{uuid.uuid4().hex[:8]}"
@@ -425,6 +444,8 @@ class Servers:
         return f"{self.postgres.server_url}/{name}"
 
     def close(self) -> None:
+        if self._rabbitmq is not None:
+            self._rabbitmq.stop()
         self.redis.stop()
         self.postgres.remove()
         shutil.rmtree(self.folder, ignore_errors=True)

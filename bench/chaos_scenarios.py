@@ -93,6 +93,18 @@ def redis_restart(h: Harness, size: Size, convs: list[Conversation]) -> None:
         h.servers.redis.start()
 
 
+def rabbitmq_restart(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """RabbitMQ crashes (SIGKILL of the node) and comes back, twice. Unlike Redis it keeps
+    what its quorum queues held; what workers had taken and not yet acknowledged is
+    delivered again, and every publish in the gap fails (the sweep sends it anew)."""
+    h.run(convs=convs, seconds=size.feed_seconds, delay=0.3)
+    for _ in range(2):
+        time.sleep(size.feed_seconds / 2)
+        h.servers.rabbitmq.kill()
+        time.sleep(1.0)
+        h.servers.rabbitmq.start()
+
+
 def postgres_restart(h: Harness, size: Size, convs: list[Conversation]) -> None:
     """PostgreSQL crashes (immediate stop) and restarts mid-run, twice."""
     h.run(convs=convs, seconds=size.feed_seconds, delay=0.3)
@@ -330,6 +342,7 @@ SCENARIOS: dict[str, Scenario] = {
     "kill": Scenario(kill_workers, BOTH),
     "slow_llm": Scenario(slow_llm, BOTH, {"lease_seconds": 3.0, "llm_timeout_seconds": 30.0}),
     "redis_restart": Scenario(redis_restart),
+    "rabbitmq_restart": Scenario(rabbitmq_restart, ("rabbitmq",)),
     "postgres_restart": Scenario(postgres_restart),
     "llm_faults": Scenario(llm_faults),
     "outage": Scenario(outage, BOTH),
