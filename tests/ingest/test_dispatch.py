@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import redis
+from kombu import Connection, Queue  # type: ignore[attr-defined]
 
 from memoryd.ingest.dispatch import dispatch_extract
 from memoryd.models.keys import SessionKey
@@ -28,12 +29,30 @@ client.end_session("bot", "ann", "s1")
 """
 
 
+def queued_headers(broker_url: str) -> list[dict[str, Any]]:
+    """The headers of the messages in the extraction queue (taken off it)."""
+    if broker_url.startswith("redis"):
+        queued = redis.Redis.from_url(broker_url).lrange("extraction", 0, -1)
+        return [json.loads(m)["headers"] for m in queued]
+    with Connection(broker_url) as conn:
+        queue = Queue("extraction", no_declare=True)(conn.default_channel)
+        headers = []
+        while (message := queue.get(no_ack=True)) is not None:
+            headers.append(message.headers)
+        return headers
+
+
+# PostgreSQL with Redis, and with RabbitMQ (whose publishes wait for the broker's confirm).
+BROKERS = ["postgres", "rabbitmq"]
+
+
+@pytest.mark.parametrize("backend", BROKERS)
 def test_a_script_that_ends_right_after_its_last_call_still_sends_its_trigger(
-    tmp_path: Path, request: pytest.FixtureRequest
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """No flush() call: the trigger goes out from the background publisher before the
     interpreter finishes shutting down."""
-    settings = make_settings("postgres", tmp_path, request)
+    settings = make_settings(backend, tmp_path, request)
     script = SCRIPT.format(turn=json.dumps(turn_item(1)))
     out = subprocess.run(
         [sys.executable, "-c", script],
@@ -45,19 +64,19 @@ def test_a_script_that_ends_right_after_its_last_call_still_sends_its_trigger(
     )
     assert out.returncode == 0, out.stderr
     assert "could not publish" not in out.stderr
-    queued = redis.Redis.from_url(settings.broker_url).lrange("extraction", 0, -1)
-    tasks = [json.loads(m)["headers"] for m in queued]
+    tasks = queued_headers(settings.broker_url)
     assert [(t["task"], t["argsrepr"]) for t in tasks] == [
         ("memoryd.extract_session", "['bot', 'ann', 's1']")
     ]
 
 
+@pytest.mark.parametrize("backend", BROKERS)
 def test_each_trigger_is_a_task_flower_sees_as_sent(
-    tmp_path: Path, request: pytest.FixtureRequest
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """Flower builds its task list from events: a trigger published without a
     task-sent event would appear only once a worker starts it."""
-    settings = make_settings("postgres", tmp_path, request)
+    settings = make_settings(backend, tmp_path, request)
     app = make_celery(settings)
     events: list[dict[str, Any]] = []
     with app.connection_for_read() as connection:
