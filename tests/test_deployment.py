@@ -134,3 +134,22 @@ def test_the_connection_budget_fits_postgres() -> None:
             assert pool >= concurrency and overflow >= concurrency, name
         total += processes * 2 * (pool + overflow)
     assert total <= max_connections - 3  # superuser_reserved_connections
+
+
+def test_the_rabbitmq_profile_runs_memoryd_on_rabbitmq_and_the_default_stays_on_redis() -> None:
+    """README's "Which broker": `--profile rabbitmq` with MEMORYD_BROKER_URL=amqp://...
+    starts a healthchecked RabbitMQ with a volume for its quorum queues, and every
+    memoryd service that uses the broker waits for it; without the profile, Redis."""
+    rabbitmq = services()["rabbitmq"]
+    assert rabbitmq["profiles"] == ["rabbitmq"]
+    assert "rabbitmq-diagnostics" in rabbitmq["healthcheck"]["test"]
+    assert any(v.endswith(":/var/lib/rabbitmq") for v in rabbitmq["volumes"])
+    assert rabbitmq["environment"]["RABBITMQ_DEFAULT_PASS"] == "${RABBITMQ_PASSWORD:-}"
+    assert "RABBITMQ_DEFAULT_PASS" in " ".join(rabbitmq["entrypoint"])  # none: no start
+    assert all(not p.startswith(("5672", "0.0.0.0")) for p in rabbitmq.get("ports", []))
+    env = yaml.safe_load(COMPOSE.read_text())["x-memoryd-env"]
+    assert env["MEMORYD_BROKER_URL"] == "${MEMORYD_BROKER_URL:-redis://redis:6379/0}"
+    for name, service in services().items():
+        waits = service.get("depends_on", {})
+        if "redis" in waits:
+            assert waits["rabbitmq"] == {"condition": "service_healthy", "required": False}, name
