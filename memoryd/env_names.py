@@ -20,6 +20,7 @@ OTHER_VARIABLES = (
     "MEMORYD_TEST_PG",  # tests/conftest.py: the test suite's servers
     "MEMORYD_TEST_REDIS",
     "MEMORYD_TEST_REDIS_DB",
+    "MEMORYD_TEST_AMQP_URL",
     "MEMORYD_BENCH_PG",  # bench/common.py: the benches' servers
     "MEMORYD_BENCH_REDIS",
     "MEMORYD_PG_SHARED_BUFFERS",  # docker-compose.yml: PostgreSQL's own settings
