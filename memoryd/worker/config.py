@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import threading
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from kombu import Exchange, Queue  # type: ignore[attr-defined]
 
 from memoryd.settings import Settings
+from memoryd.worker.filesystem_broker import start_exchange_file, use_whole_files
 
 EXTRACTION_QUEUE = "extraction"
 MAINTENANCE_QUEUE = "maintenance"
@@ -76,23 +74,6 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
     }
 
 
-def _start_exchange_file(path: Path) -> None:
-    """The filesystem transport creates an exchange's bindings file empty and only then
-    locks and fills it: a worker starting at that moment reads "" and fails to start.
-    Each exchange's file is made here whole ("no bindings yet") in one step: a temporary
-    file linked into place, which fails harmlessly when the file is already there."""
-    if path.exists():
-        return
-    draft = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    draft.write_text("[]")
-    try:
-        os.link(draft, path)
-    except FileExistsError:
-        pass
-    finally:
-        draft.unlink()
-
-
 def celery_config(settings: Settings) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "broker_url": settings.broker_url,
@@ -126,11 +107,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_concurrency": settings.worker_concurrency,
     }
     if settings.broker_url.startswith("filesystem://"):
+        use_whole_files()
         folder = settings.broker_folder.resolve()
         for sub in ("queue", "processed", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         for name in QUEUES:
-            _start_exchange_file(folder / "control" / f"{name}.exchange")
+            start_exchange_file(folder / "control" / f"{name}.exchange")
         conf["broker_transport_options"] = {
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),

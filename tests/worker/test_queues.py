@@ -6,6 +6,7 @@ publish is confirmed."""
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,6 +143,47 @@ def test_a_fresh_filesystem_broker_has_each_exchange_file_whole(tmp_path: Path) 
         f"{name}.exchange": "[]" for name in QUEUES
     }
     assert not [p for p in control.iterdir() if p.name.startswith(".")]  # no drafts left
+
+
+def test_a_filesystem_message_is_read_whole_while_it_is_written(tmp_path: Path) -> None:
+    """kombu's filesystem transport creates a message's file under the name consumers
+    look for and only then writes it: a consumer listing the folder meanwhile took the
+    file empty (a lost trigger and a worker's error). memoryd's transport renames each
+    file into place once written. Here a consumer polls without pause while four
+    threads publish."""
+    settings = Settings(data_dir=tmp_path, broker_url="filesystem://")
+    options = {**make_celery(settings).conf.broker_transport_options, "polling_interval": 0}
+    sent = [f"message {i} " + "x" * 200 for i in range(4000)]
+    received: list[str] = []
+    errors: list[BaseException] = []
+
+    def consume() -> None:
+        with Connection(settings.broker_url, transport_options=options) as conn:
+            queue = conn.SimpleQueue("whole")
+            try:
+                while len(received) < len(sent):
+                    message = queue.get(timeout=30)
+                    received.append(message.payload)
+                    message.ack()
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+    def publish(share: list[str]) -> None:
+        with Connection(settings.broker_url, transport_options=options) as conn:
+            queue = conn.SimpleQueue("whole")
+            for body in share:
+                queue.put(body)
+
+    with Connection(settings.broker_url, transport_options=options) as conn:
+        conn.SimpleQueue("whole").close()  # its exchange's file, before the threads race
+    reader = threading.Thread(target=consume)
+    writers = [threading.Thread(target=publish, args=(sent[i::4],)) for i in range(4)]
+    for thread in [reader, *writers]:
+        thread.start()
+    for thread in [*writers, reader]:
+        thread.join(timeout=120)
+    assert not errors, errors
+    assert sorted(received) == sorted(sent)
 
 
 @pytest.mark.parametrize("backend", ["rabbitmq"])
