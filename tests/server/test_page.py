@@ -176,9 +176,10 @@ def test_the_profiles_panel_shows_and_edits_both_documents(
     page.click("form.filters button[type=submit]")
     user = page.locator("#profile-user")
     expect(user.locator("pre.prompt")).to_contain_text("Timezone: Europe/Lisbon")
-    # meta is shown, read-only: no field edits it, the people list's JSON leaves it out.
-    expect(user.locator(".meta-readonly", has_text="Rui")).to_contain_text("source extractor")
-    expect(user.locator("[name='j:people']")).not_to_contain_text("meta")
+    # meta is shown, read-only: no field edits it.
+    rui = user.locator("fieldset.record", has=page.locator("input[value='Rui']"))
+    expect(rui.locator(".meta-readonly")).to_contain_text("source extractor")
+    expect(user.locator("[name$='.meta']")).to_have_count(0)
     # A bad value is refused, naming the field; the document is unchanged.
     user.locator("[name='s:timezone']").fill("Mars/Olympus")
     user.locator("button[type=submit]").click()
@@ -196,6 +197,57 @@ def test_the_profiles_panel_shows_and_edits_both_documents(
     assert profile.content["interests"] == ["chess", "sailing"]
     assert profile.content["people"][0]["meta"]["source"] == "extractor"  # kept as stored
     expect(page.locator("#profile-work pre.prompt")).to_contain_text("nothing known yet")
+
+
+def test_records_are_edited_added_and_removed_as_fieldsets(
+    page: Page, api_settings: Settings
+) -> None:
+    client = MemoryClient(api_settings, dispatch=False)
+    rui = {"name": "Rui", "relationship": "brother", "meta": {"source": "extractor"}}
+    ana = {"name": "Ana", "meta": {"source": "extractor", "confidence": 0.6}}
+    client.patch_profile("bot", "ann", "user", {"people": [rui, ana]})
+    stored_meta = client.profile("bot", "ann", "user").content["people"][0]["meta"]
+    page.goto("/profiles?agent=bot&user=ann")
+    user = page.locator("#profile-user")
+    expect(user.locator("[name='r:people[1].name']")).to_have_value("Ana")
+    user.locator("[name='r:people[0].relationship']").fill("cousin")
+    user.locator("[name='x:people[1]']").check()
+    user.locator("[name='r:people[new].name']").fill("Lia")
+    user.locator("[name='r:people[new].role']").fill("doctor")
+    user.locator("[name='r:places[new].name']").fill("Home")
+    user.locator("[name='r:places[new].commute_minutes']").fill("soon")
+    user.locator("button[type=submit]").click()
+    # Refused naming the record's field; everything typed is still there.
+    error = page.locator("#profile-user .error")
+    expect(error).to_contain_text("places[0].commute_minutes")
+    user = page.locator("#profile-user")
+    expect(user.locator("[name='r:people[0].relationship']")).to_have_value("cousin")
+    expect(user.locator("[name='x:people[1]']")).to_be_checked()
+    expect(user.locator("[name='r:people[new].name']")).to_have_value("Lia")
+    expect(user.locator("[name='r:places[new].commute_minutes']")).to_have_value("soon")
+    assert client.profile("bot", "ann", "user").content["people"][0]["relationship"] == "brother"
+    user.locator("[name='r:places[new].commute_minutes']").fill("15")
+    user.locator("button[type=submit]").click()
+    expect(page.locator("#profile-user .ok")).to_be_visible()
+    content = client.profile("bot", "ann", "user").content
+    assert [(p["name"], p["relationship"], p["role"]) for p in content["people"]] == [
+        ("Rui", "cousin", None),
+        ("Lia", None, "doctor"),
+    ]
+    assert content["people"][0]["meta"] == stored_meta  # read-only: kept as stored
+    assert content["people"][1]["meta"]["source"] == "api"
+    assert [(p["name"], p["commute_minutes"]) for p in content["places"]] == [("Home", 15)]
+    expect(page.locator("#profile-user [name='r:places[0].name']")).to_have_value("Home")
+    # A list of records inside an object: the work profile's time windows.
+    work = page.locator("#profile-work")
+    field = "[name='r:work_habits.available_hours[new].{}']"
+    work.locator(field.format("weekdays")).fill("mon\ntue")
+    work.locator(field.format("start")).fill("09:00")
+    work.locator(field.format("end")).fill("17:00")
+    work.locator("button[type=submit]").click()
+    expect(page.locator("#profile-work .ok")).to_be_visible()
+    hours = client.profile("bot", "ann", "work").content["work_habits"]["available_hours"]
+    assert hours == [{"weekdays": ["mon", "tue"], "start": "09:00", "end": "17:00"}]
 
 
 def test_a_user_is_erased_from_the_profiles_screen_after_confirming(

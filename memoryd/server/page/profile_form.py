@@ -1,75 +1,126 @@
 """A profile document as a form and back: plain fields as inputs, lists of words as
-textareas of one item a line, lists of records (people, projects, time windows) as JSON
-without their `meta`, which the page shows read-only and keeps as stored.
+textareas of one item a line, lists of records (people, projects, time windows) as a
+fieldset per record (profile_records.py). `meta` is shown read-only and kept as stored.
 
 Field names carry their kind and path: "s:timezone", "l:interests",
-"s:preferences.communication_style", "j:people". The document the form makes is
-checked by the same validation as the API's PUT (MemoryClient.put_profile)."""
+"s:preferences.communication_style", "r:people[0].name". The document the form makes
+is checked by the same validation as the API's PUT (MemoryClient.put_profile)."""
 
 from __future__ import annotations
 
 import copy
-import json
-from dataclasses import dataclass, replace
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memoryd.models.profiles import ItemMeta
+from pydantic import BaseModel
+
+from memoryd.errors import ProfileRejected
+from memoryd.models.profiles import CONTENT_MODELS, ItemMeta, ProfileType
+from memoryd.server.page.profile_records import (
+    Record,
+    count_name,
+    is_list,
+    record_model,
+    records,
+    records_from_form,
+    sub_model,
+    typed_records,
+)
+
+ITEM_INDEX = re.compile(r"\.(\d+)(?=\.|$)")  # people.1.name: people[1].name
 
 
 @dataclass(frozen=True)
 class FormField:
     name: str  # kind:path, as the form sends it
     path: str  # dotted, as the label shows it
-    kind: str  # s (a value), l (a list, one a line), j (a list of records, JSON)
-    text: str
-    meta: list[dict[str, Any]]  # read-only: the field's or each item's meta
+    kind: str  # s (a value), l (a list, one a line), r (a list of records)
+    text: str  # for r: how many records the form shows
+    meta: list[dict[str, Any]]  # read-only: the field's meta
+    records: list[Record] = field(default_factory=list)
 
 
-def form_fields(content: dict[str, Any], field_meta: dict[str, ItemMeta]) -> list[FormField]:
+def form_fields(
+    kind: ProfileType, content: dict[str, Any], field_meta: dict[str, ItemMeta]
+) -> list[FormField]:
+    model = CONTENT_MODELS[kind]
     fields: list[FormField] = []
     for key, value in content.items():
         if isinstance(value, dict):
-            for sub, inner in value.items():
-                fields.append(_field(f"{key}.{sub}", inner, {}))
+            inner = sub_model(model, key)
+            fields += [_field(inner, f"{key}.", sub, v, {}) for sub, v in value.items()]
         else:
-            fields.append(_field(key, value, field_meta))
+            fields.append(_field(model, "", key, value, field_meta))
     return fields
 
 
-def _field(path: str, value: Any, field_meta: dict[str, ItemMeta]) -> FormField:
-    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
-        items = [{k: v for k, v in item.items() if k != "meta"} for item in value]
-        metas = [{"name": i.get("name", ""), **i["meta"]} for i in value if i.get("meta")]
-        text = json.dumps(items, ensure_ascii=False, indent=2)
-        return FormField(f"j:{path}", path, "j", text, metas)
-    if isinstance(value, list):
-        return FormField(f"l:{path}", path, "l", "\n".join(str(v) for v in value), [])
+def _field(
+    model: type[BaseModel] | None,
+    prefix: str,
+    key: str,
+    value: Any,
+    field_meta: dict[str, ItemMeta],
+) -> FormField:
+    path = f"{prefix}{key}"
+    item_model = record_model(model, key)
+    if item_model is not None:
+        items = value if isinstance(value, list) else []
+        shown = records(path, item_model, items)
+        return FormField(count_name(path), path, "r", str(len(items)), [], shown)
+    if isinstance(value, list) or is_list(model, key):
+        text = "\n".join(str(v) for v in value or [])
+        return FormField(f"l:{path}", path, "l", text, [])
     meta = [field_meta[path].model_dump(mode="json")] if path in field_meta else []
     return FormField(f"s:{path}", path, "s", "" if value is None else str(value), meta)
 
 
 def with_typed(fields: list[FormField], form: dict[str, str]) -> list[FormField]:
     """The fields as the form sent them, to show again beside an error."""
-    return [replace(f, text=form.get(f.name, f.text)) for f in fields]
+    return [
+        replace(
+            f,
+            text=form.get(f.name, f.text),
+            records=typed_records(f.path, f.records, form),
+        )
+        for f in fields
+    ]
 
 
-def document_from_form(stored: dict[str, Any], form: dict[str, str]) -> dict[str, Any]:
-    """The stored document with the form's values in place; items of record lists keep
-    their stored `meta` (matched by name). Raises ValueError naming a field whose JSON
-    is not a list."""
+def document_from_form(
+    kind: ProfileType, stored: dict[str, Any], form: dict[str, str]
+) -> dict[str, Any]:
+    """The stored document with the form's values in place; records keep their stored
+    `meta`. Raises ValueError naming a field whose text cannot be read."""
     document = copy.deepcopy(stored)
     for name, text in form.items():
-        kind, _, path = name.partition(":")
-        if kind not in ("s", "l", "j") or not path:
+        kind_of, _, path = name.partition(":")
+        if kind_of not in ("s", "l") or not path:
             continue
         parent, key = _slot(document, path)
-        if kind == "s":
+        if kind_of == "s":
             parent[key] = text.strip() or None
-        elif kind == "l":
-            parent[key] = [line.strip() for line in text.splitlines() if line.strip()]
         else:
-            parent[key] = _records(path, text, parent.get(key) or [])
+            parent[key] = [line.strip() for line in text.splitlines() if line.strip()]
+    for path, item_model in _record_lists(CONTENT_MODELS[kind]):
+        if count_name(path) in form:
+            parent, key = _slot(document, path)
+            parent[key] = records_from_form(path, item_model, parent.get(key) or [], form)
     return document
+
+
+def _record_lists(model: type[BaseModel]) -> Iterator[tuple[str, type[BaseModel]]]:
+    """(path, item model) of every list of records, top level and one object down."""
+    for key in model.model_fields:
+        item_model = record_model(model, key)
+        if item_model is not None:
+            yield key, item_model
+        inner = sub_model(model, key)
+        for sub in inner.model_fields if inner else ():
+            sub_items = record_model(inner, sub)
+            if sub_items is not None:
+                yield f"{key}.{sub}", sub_items
 
 
 def _slot(document: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:
@@ -82,18 +133,13 @@ def _slot(document: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:
     return inner, tail
 
 
-def _records(path: str, text: str, stored: list[Any]) -> list[Any]:
-    try:
-        items = json.loads(text or "[]")
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: {exc.msg} (line {exc.lineno})") from None
-    if not isinstance(items, list):
-        raise ValueError(f"{path}: a JSON list is needed")
-    meta = {i.get("name"): i["meta"] for i in stored if isinstance(i, dict) and "meta" in i}
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        item.pop("meta", None)
-        if item.get("name") in meta:
-            item["meta"] = meta[item["name"]]  # read-only on the page: kept as stored
-    return items
+def refusal(exc: ValueError | ProfileRejected) -> str:
+    """The error as the page shows it: list items as people[1].name, not people.1.name."""
+    problems = getattr(exc, "errors", None)
+    if not isinstance(exc, ProfileRejected) or not problems:
+        return str(exc)
+    return "; ".join(f"{_bracketed(p['field'])}: {p['message']}" for p in problems)
+
+
+def _bracketed(field: str) -> str:
+    return ITEM_INDEX.sub(r"[\1]", field)

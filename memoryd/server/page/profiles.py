@@ -13,7 +13,12 @@ from memoryd.errors import ProfileRejected
 from memoryd.memories.erasure import EraseRequest
 from memoryd.models.profiles import ProfileType
 from memoryd.models.tables import SHARED_USER
-from memoryd.server.page.profile_form import document_from_form, form_fields, with_typed
+from memoryd.server.page.profile_form import (
+    document_from_form,
+    form_fields,
+    refusal,
+    with_typed,
+)
 from memoryd.server.page.render import Page, PageAdmin
 from memoryd.server.state import State
 
@@ -56,12 +61,12 @@ def save(
     profile_type = ProfileType(kind)
     stored = state.client.profile(agent, user, profile_type)
     try:
-        document = document_from_form(stored.content, form)
+        document = document_from_form(profile_type, stored.content, form)
         state.client.put_profile(agent, user, profile_type, document, shared=user == SHARED_USER)
     except (ValueError, ProfileRejected) as exc:
         shown = _shown(state, profile_type, agent, user)
         shown["fields"] = with_typed(shown["fields"], form)  # type: ignore[arg-type]
-        return page.render("_profile.html", status=422, d=shown, error=str(exc))
+        return page.render("_profile.html", status=422, d=shown, error=refusal(exc))
     return page.render("_profile.html", d=_shown(state, profile_type, agent, user), saved=True)
 
 
@@ -88,6 +93,6 @@ def _shown(state: State, kind: ProfileType, agent: str, user: str) -> dict[str, 
         "user": user,
         "version": doc.version,
         "status": doc.status.value,
-        "fields": form_fields(doc.content, doc.field_meta),
+        "fields": form_fields(kind, doc.content, doc.field_meta),
         "prompt": state.client.build_profile_prompt(agent, user, kind, token_budget=800),
     }
