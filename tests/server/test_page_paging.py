@@ -31,6 +31,9 @@ def test_a_total_past_the_cap_reads_as_more_and_the_links_keep_the_filters(
     assert 'rel="next" href="/?limit=5&amp;q=memory&amp;lang=en&amp;offset=5"' in html
     html = api.get("/?limit=5&offset=10&q=memory").text
     assert "11–15 of 15" in html and 'rel="next"' not in html  # counted on from the page
+    monkeypatch.setattr(paging, "COUNT_CAP", 15)
+    html = api.get("/?limit=5&q=memory&lang=en").text
+    assert "1–5 of 15<" in html  # exactly the cap: no "+"
 
 
 @pytest.mark.parametrize("query", ["offset=-1", "limit=0", "limit=501", "offset=x"])

@@ -22,9 +22,10 @@ Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 
 
 def count_cap(offset: int) -> int:
-    """How far a total is counted: COUNT_CAP rows past the page's start, so the total
-    is never below the rows shown and costs the same on every page."""
-    return offset + COUNT_CAP
+    """How far a total is counted: COUNT_CAP rows past the page's start (so the total
+    is never below the rows shown and costs the same on every page), and one more, which
+    tells a list of exactly that many from a longer one."""
+    return offset + COUNT_CAP + 1
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ class Pager:
     @property
     def capped(self) -> bool:
         return self.total >= count_cap(self.offset)
+
+    @property
+    def counted(self) -> int:
+        """The total as shown: where the count stopped, when it did."""
+        return min(self.total, count_cap(self.offset) - 1)
 
     @property
     def has_prev(self) -> bool:
@@ -71,7 +77,7 @@ class Pager:
         def number(n: int) -> str:
             return format_decimal(n, locale=lang)
 
-        total = number(self.total) + ("+" if self.capped else "")
+        total = number(self.counted) + ("+" if self.capped else "")
         if self.shown == 0:
             return str(t("pager.none", total=total))
         first, last = number(self.offset + 1), number(self.offset + self.shown)

@@ -3,7 +3,7 @@ batches with dead letters, per-agent settings, and the sign-in form."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -157,7 +157,7 @@ def batches(
     request: Request,
     state: State,
     _admin: PageAdmin,
-    status: Annotated[BatchStatus | None, Query()] = None,
+    status: Annotated[BatchStatus | Literal[""] | None, Query()] = None,  # "": any
     offset: Offset = 0,
     dead_offset: Offset = 0,
     limit: Limit = PAGE_SIZE,
@@ -167,8 +167,8 @@ def batches(
     with session_scope(state.settings, readonly=True) as session:
         dead = dead_letters(session, limit=limit, offset=dead_offset)
         dead_total = count_dead_letters(session, cap=count_cap(dead_offset))
-        rows = list_batches(session, status=status, limit=limit, offset=offset)
-        total = count_batches(session, status=status, cap=count_cap(offset))
+        rows = list_batches(session, status=status or None, limit=limit, offset=offset)
+        total = count_batches(session, status=status or None, cap=count_cap(offset))
     return Page(request).render(
         "batches.html",
         batches=rows,
