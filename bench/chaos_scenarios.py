@@ -85,24 +85,23 @@ def slow_llm(h: Harness, size: Size, convs: list[Conversation]) -> None:
 
 def redis_restart(h: Harness, size: Size, convs: list[Conversation]) -> None:
     """Redis dies with every queued message and comes back empty, twice."""
-    h.run(convs=convs, seconds=size.feed_seconds, delay=0.3)
-    for _ in range(2):
-        time.sleep(size.feed_seconds / 2)
-        h.servers.redis.kill()
-        time.sleep(1.0)
-        h.servers.redis.start()
+    _broker_dies_twice(h, size, convs, h.servers.redis)
 
 
 def rabbitmq_restart(h: Harness, size: Size, convs: list[Conversation]) -> None:
     """RabbitMQ crashes (SIGKILL of the node) and comes back, twice. Unlike Redis it keeps
     what its quorum queues held; what workers had taken and not yet acknowledged is
     delivered again, and every publish in the gap fails (the sweep sends it anew)."""
+    _broker_dies_twice(h, size, convs, h.servers.rabbitmq)
+
+
+def _broker_dies_twice(h: Harness, size: Size, convs: list[Conversation], broker: Any) -> None:
     h.run(convs=convs, seconds=size.feed_seconds, delay=0.3)
     for _ in range(2):
         time.sleep(size.feed_seconds / 2)
-        h.servers.rabbitmq.kill()
+        broker.kill()
         time.sleep(1.0)
-        h.servers.rabbitmq.start()
+        broker.start()
 
 
 def postgres_restart(h: Harness, size: Size, convs: list[Conversation]) -> None:
