@@ -8,7 +8,7 @@ from typing import Any
 from kombu import Exchange, Queue  # type: ignore[attr-defined]
 
 from memoryd.settings import Settings
-from memoryd.worker.filesystem_broker import start_exchange_file, use_whole_files
+from memoryd.worker.filesystem_broker import filesystem_options
 
 EXTRACTION_QUEUE = "extraction"
 MAINTENANCE_QUEUE = "maintenance"
@@ -107,19 +107,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_concurrency": settings.worker_concurrency,
     }
     if settings.broker_url.startswith("filesystem://"):
-        use_whole_files()
-        folder = settings.broker_folder.resolve()
-        for sub in ("queue", "processed", "control"):
-            (folder / sub).mkdir(parents=True, exist_ok=True)
-        for name in QUEUES:
-            start_exchange_file(folder / "control" / f"{name}.exchange")
-        conf["broker_transport_options"] = {
-            "data_folder_in": str(folder / "queue"),
-            "data_folder_out": str(folder / "queue"),
-            "processed_folder": str(folder / "processed"),
-            "store_processed": False,
-            "control_folder": str(folder / "control"),
-        }
+        conf["broker_transport_options"] = filesystem_options(settings.broker_folder, QUEUES)
     elif settings.broker_url.startswith(("redis://", "rediss://")):
         # An unacknowledged message returns to the queue after this long.
         conf["broker_transport_options"] = {"visibility_timeout": 3600}

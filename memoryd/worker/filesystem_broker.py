@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from time import monotonic
 from typing import Any
@@ -39,6 +40,24 @@ class Channel(filesystem.Channel):
 
 class Transport(filesystem.Transport):
     Channel = Channel
+
+
+def filesystem_options(broker_folder: Path, queues: Sequence[str]) -> dict[str, Any]:
+    """The transport options of a filesystem broker in `broker_folder`, its folders made
+    and each queue's exchange file started whole; this module's Transport in use."""
+    use_whole_files()
+    folder = broker_folder.resolve()
+    for sub in ("queue", "processed", "control"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    for name in queues:
+        start_exchange_file(folder / "control" / f"{name}.exchange")
+    return {
+        "data_folder_in": str(folder / "queue"),
+        "data_folder_out": str(folder / "queue"),
+        "processed_folder": str(folder / "processed"),
+        "store_processed": False,
+        "control_folder": str(folder / "control"),
+    }
 
 
 def use_whole_files() -> None:
