@@ -1,21 +1,25 @@
 """The embedded default broker (kombu's filesystem transport), with its files written
 whole: kombu creates a file under its final name and only then writes it, so a consumer
 listing the folder at that moment takes the file and reads it empty or cut short (a
-message lost, and a worker's error). Here every file appears complete, in one rename or
-link, under the name a consumer looks for."""
+message lost, and a worker's error), and two processes binding to a fresh exchange both
+truncate its table and write over each other (a table ending in another's bytes, which
+every publish to that exchange then fails to read). Here every file appears complete, in
+one rename or link, under the name a reader looks for, and an exchange's table is
+changed by one process at a time."""
 
 from __future__ import annotations
 
 import os
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from time import monotonic
 from typing import Any
 
 from kombu.exceptions import ChannelError
-from kombu.transport import TRANSPORT_ALIASES, filesystem
+from kombu.transport import TRANSPORT_ALIASES, filesystem, virtual
 from kombu.utils.encoding import str_to_bytes
 from kombu.utils.json import dumps
 
@@ -36,6 +40,38 @@ class Channel(filesystem.Channel):
             os.replace(partial, final)
         except OSError as exc:
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+    def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
+        row = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        with self._changing_table(exchange) as rows:
+            if row not in rows:
+                rows.insert(0, row)
+
+    def _delete(
+        self, queue: str, exchange: str, routing_key: str, pattern: str, *args: Any, **kwargs: Any
+    ) -> None:
+        virtual.Channel._delete(self, queue)  # purges it; skips kombu's in-place rewrite
+        row = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        with self._changing_table(exchange) as rows:
+            if row in rows:
+                rows.remove(row)
+
+    @contextmanager
+    def _changing_table(self, exchange: str) -> Iterator[list[Any]]:
+        """The exchange's bindings to change, read and replaced whole under a lock of
+        its own (a lock on the table file itself would be left behind by the rename)."""
+        path = self._exchange_file(exchange)
+        self.control_folder.mkdir(exist_ok=True)
+        try:
+            with open(path.with_name(f".{path.name}.lock"), "ab") as guard:
+                filesystem.lock(guard, filesystem.LOCK_EX)
+                rows = self.get_table(exchange)
+                before = list(rows)
+                yield rows
+                if rows != before:
+                    path_written_whole(path, dumps(rows))
+        except OSError as exc:
+            raise ChannelError(f"Cannot change {path}") from exc
 
 
 class Transport(filesystem.Transport):
@@ -70,13 +106,21 @@ def start_exchange_file(path: Path) -> None:
     locks and fills it: a worker starting at that moment reads "" and fails to start.
     Each exchange's file is made here whole ("no bindings yet") in one step: a temporary
     file linked into place, which fails harmlessly when the file is already there."""
-    if path.exists():
-        return
+    if not path.exists():
+        path_written_whole(path, "[]", replace=False)
+
+
+def path_written_whole(path: Path, text: str, *, replace: bool = True) -> None:
+    """`text` appears at `path` complete: written to a draft beside it, then renamed over
+    it, or with `replace=False` linked into place unless a file is there already."""
     draft = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    draft.write_text("[]")
+    draft.write_text(text)
     try:
-        os.link(draft, path)
+        if replace:
+            os.replace(draft, path)
+        else:
+            os.link(draft, path)
     except FileExistsError:
         pass
     finally:
-        draft.unlink()
+        draft.unlink(missing_ok=True)

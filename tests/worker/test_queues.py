@@ -145,6 +145,57 @@ def test_a_fresh_filesystem_broker_has_each_exchange_file_whole(tmp_path: Path) 
     assert not [p for p in control.iterdir() if p.name.startswith(".")]  # no drafts left
 
 
+def test_workers_binding_to_a_fresh_filesystem_exchange_at_once_leave_its_table_whole(
+    tmp_path: Path,
+) -> None:
+    """Each worker binds its own queue to the broadcast (pidbox) exchange as it starts.
+    kombu's transport let two binders both truncate a fresh exchange's table and write
+    over each other, leaving one's bytes after the other's ("…pidbox"]]]"): every later
+    broadcast then failed to read it. Here four binders race on each of 100 fresh
+    exchanges, then unbind, while a reader reads the tables without pause."""
+    settings = Settings(data_dir=tmp_path, broker_url="filesystem://")
+    options = make_celery(settings).conf.broker_transport_options
+    exchanges = [f"pidbox{i}" for i in range(100)]
+    queues = [f"worker{i}@host" for i in range(4)]
+    problems: list[BaseException] = []
+    finished = threading.Event()
+
+    def bind_each(queue: str) -> None:
+        with Connection(settings.broker_url, transport_options=options) as conn:
+            channel = conn.channel()
+            try:
+                for exchange in exchanges:
+                    channel._queue_bind(exchange, "", "", queue)
+                for exchange in exchanges[::2]:
+                    channel._delete(queue, exchange, "", "")
+            except BaseException as exc:  # surfaced below
+                problems.append(exc)
+
+    def read_all() -> None:
+        with Connection(settings.broker_url, transport_options=options) as conn:
+            channel = conn.channel()
+            try:
+                while not finished.is_set():
+                    for exchange in exchanges:
+                        channel.get_table(exchange)
+            except BaseException as exc:  # surfaced below
+                problems.append(exc)
+
+    reader = threading.Thread(target=read_all)
+    binders = [threading.Thread(target=bind_each, args=(queue,)) for queue in queues]
+    for thread in [reader, *binders]:
+        thread.start()
+    for thread in binders:
+        thread.join(timeout=120)
+    finished.set()
+    reader.join(timeout=30)
+    assert not problems, problems[:3]
+    with Connection(settings.broker_url, transport_options=options) as conn:
+        channel = conn.channel()
+        tables = {e: sorted(row.queue for row in channel.get_table(e)) for e in exchanges}
+    assert tables == {e: [] if i % 2 == 0 else queues for i, e in enumerate(exchanges)}
+
+
 def test_a_filesystem_message_is_read_whole_while_it_is_written(tmp_path: Path) -> None:
     """kombu's filesystem transport creates a message's file under the name consumers
     look for and only then writes it: a consumer listing the folder meanwhile took the
