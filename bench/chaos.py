@@ -153,7 +153,7 @@ def main() -> None:
         for name in wanted:
             backends = SCENARIOS[name].backends if name in SCENARIOS else ("postgres", "sqlite")
             for backend in backends:
-                if backend == "rabbitmq" and not rabbitmq_available(servers):
+                if not backend_available(servers, backend):
                     skipped.append(f"{name}_{backend}")
                     continue
                 started = time.monotonic()
@@ -195,11 +195,16 @@ def main() -> None:
     sys.exit(0 if not totals["failed_scenarios"] else 1)
 
 
-def rabbitmq_available(servers: Servers) -> bool:
+def backend_available(servers: Servers, backend: str) -> bool:
+    """False, saying why on stderr, when the RabbitMQ node or the worker hosts a backend
+    needs cannot be had here."""
     try:
-        servers.rabbitmq  # noqa: B018 (started on first use)
+        if backend == "rabbitmq":
+            servers.rabbitmq  # noqa: B018 (started on first use)
+        elif backend == "hosts":
+            servers.network  # noqa: B018
     except ServiceUnavailable as exc:
-        print(f"  skipped on rabbitmq: {exc}", file=sys.stderr)
+        print(f"  skipped on {backend}: {exc}", file=sys.stderr)
         return False
     return True
 

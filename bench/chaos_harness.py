@@ -41,8 +41,15 @@ from memoryd.models.tables import (
 )
 from memoryd.settings import Settings
 from memoryd.text import search_tokens
+from tests import hosts
 from tests.fakellm import FakeLLM, parse_prompt
-from tests.services import PostgresCluster, RabbitMQServer, RedisServer, purge_queues
+from tests.services import (
+    PostgresCluster,
+    RabbitMQServer,
+    RedisServer,
+    ServiceUnavailable,
+    purge_queues,
+)
 from tests.workers import Proc, start_beat, start_worker
 
 TAG = re.compile(r"\[(u\d+s\d+t\d+)\]")
@@ -157,14 +164,21 @@ class Outcome:
 
 class Harness:
     """One scenario's world: a fresh database, an empty broker, the fake LLM, workers.
-    `backend`: postgres (with Redis), sqlite (with the filesystem broker) or rabbitmq
-    (PostgreSQL with RabbitMQ)."""
+    `backend`: postgres (with Redis), sqlite (with the filesystem broker), rabbitmq
+    (PostgreSQL with RabbitMQ) or hosts (PostgreSQL with Redis, each worker and beat on a
+    host of its own, tests/hosts.py, reaching them over a virtual network)."""
 
     def __init__(self, backend: str, servers: Servers, **overrides: Any) -> None:
         self.backend = backend
         self.folder = Path(tempfile.mkdtemp(prefix=f"chaos-{backend}-"))
-        self.llm = FakeLLM(responder=chaos_answer).__enter__()
         self.servers = servers
+        self.network = servers.network if backend == "hosts" else None
+        listen = self.network.gateway if self.network else "127.0.0.1"
+        self.llm = FakeLLM(responder=chaos_answer, listen=listen).__enter__()
+        # The hosts the next workers go to, in turn (a hosts scenario may set them).
+        self.worker_hosts: list[hosts.Host] = []
+        self.beat_host: hosts.Host | None = None
+        self.cut_off: hosts.Host | None = None  # the host the partition scenario cut
         base: dict[str, Any] = {
             "data_dir": self.folder / "data",
             "llm_base_url": self.llm.base_url,
@@ -185,7 +199,7 @@ class Harness:
             "consumer_watchdog_seconds": 10.0,
             "worker_concurrency": 8,
         }
-        if backend == "postgres":
+        if backend in ("postgres", "hosts"):
             base["database_url"] = servers.new_database()
             base["broker_url"] = servers.redis_url
             redis.Redis.from_url(servers.redis_url).flushdb()
@@ -197,6 +211,7 @@ class Harness:
         upgrade(self.settings)
         self.procs: list[Proc] = []
         self.replaced: set[int] = set()  # pids of exited workers already replaced
+        self.hosted: dict[str, hosts.Host] = {}  # worker name -> the host it ran on
         self.stopping = threading.Event()
         self.feeder: threading.Thread | None = None
         self.conversations: list[Conversation] = []
@@ -217,7 +232,7 @@ class Harness:
     def start_workers(self, n: int = 2) -> None:
         for _ in range(n):
             self.add_worker()
-        self.procs.append(start_beat(self.settings, self.folder))
+        self.procs.append(start_beat(self.settings, self.folder, self.beat_host))
         threading.Thread(target=self._supervise, name="chaos-supervisor", daemon=True).start()
 
     def _supervise(self) -> None:
@@ -231,11 +246,24 @@ class Harness:
 
     def add_worker(self) -> Proc:
         name = f"w{uuid.uuid4().hex[:6]}"
+        host = None
+        if self.worker_hosts:  # round the hosts; a replacement takes its place's host
+            host = self.worker_hosts[len(self.procs) % len(self.worker_hosts)]
+            self.hosted[name] = host
         proc = start_worker(
-            self.settings, self.folder, name=name, concurrency=self.settings.worker_concurrency
+            self.settings,
+            self.folder,
+            name=name,
+            concurrency=self.settings.worker_concurrency,
+            host=host,
         )
         self.procs.append(proc)
         return proc
+
+    def logs_on(self, host: hosts.Host) -> str:
+        """What the workers that ran on `host` logged."""
+        names = {name for name, on in self.hosted.items() if on is host}
+        return "".join(p.log() for p in self.procs if p.log_path.stem in names)
 
     def workers(self, alive: bool = True) -> list[Proc]:
         return [
@@ -248,8 +276,11 @@ class Harness:
         for proc in self.procs:
             proc.stop()
         self.llm.__exit__()
+        for host in self.worker_hosts:
+            host.restore()  # a scenario that failed mid-cut leaves the next one whole
         dispose_engines()
         if keep_logs_in is not None:
+            shutil.rmtree(keep_logs_in, ignore_errors=True)  # an earlier run's
             keep_logs_in.mkdir(parents=True, exist_ok=True)
             for log in self.folder.glob("*.log"):
                 shutil.copy(log, keep_logs_in / log.name)
@@ -412,13 +443,29 @@ def _until_stored(call: Callable[..., object], *args: Any) -> None:
 
 class Servers:
     """The bench's own PostgreSQL cluster, Redis server and (started when a scenario first
-    asks for it) RabbitMQ node, which scenarios may kill."""
+    asks for it) RabbitMQ node, which scenarios may kill. Where network namespaces can
+    be made, the first two also listen on a virtual network's gateway, for the hosts."""
 
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="chaos-servers-"))
-        self.postgres = PostgresCluster().start()
-        self.redis = RedisServer(self.folder / "redis").start()
+        self.hosts_unavailable = hosts.unavailable()
+        self._network = None if self.hosts_unavailable else hosts.Network().start()
+        gateway, cidr = (self._network.gateway, self._network.cidr) if self._network else ("", "")
+        self.postgres = PostgresCluster(also_on=gateway, trusting=cidr).start()
+        self.redis = RedisServer(self.folder / "redis", also_on=gateway).start()
         self._rabbitmq: RabbitMQServer | None = None
+
+    @property
+    def network(self) -> hosts.Network:
+        if self._network is None:
+            raise ServiceUnavailable(f"no worker hosts: {self.hosts_unavailable}")
+        return self._network
+
+    def hosts(self, count: int) -> list[hosts.Host]:
+        """The network's first `count` hosts, made when first asked for."""
+        while len(self.network.hosts) < count:
+            self.network.add_host()
+        return self.network.hosts[:count]
 
     @property
     def redis_url(self) -> str:
@@ -448,6 +495,8 @@ class Servers:
             self._rabbitmq.stop()
         self.redis.stop()
         self.postgres.remove()
+        if self._network is not None:
+            self._network.remove()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

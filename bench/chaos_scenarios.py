@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+import re
 import threading
 import time
 import uuid
@@ -326,6 +328,56 @@ def every_other_memory_embedded(h: Harness, outcome: Outcome) -> None:
     outcome.must_be_zero["unembedded"] = len(waiting) - len(refused)
 
 
+def partition(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """Two worker hosts; the first loses its network for three leases just after its
+    worker sent an LLM call. The lease runs out on the database's clock, the sweep gives
+    the turns to the other host, which extracts them; when the link comes back, the
+    first host's call returns and its write must be refused."""
+    h.worker_hosts = h.servers.hosts(2)
+    h.run(convs=convs, seconds=size.feed_seconds, delay=1.0)
+    cut_off = h.worker_hosts[0]
+    deadline = time.monotonic() + 60
+    while cut_off.address not in h.llm.senders and time.monotonic() < deadline:
+        time.sleep(0.05)
+    cut_off.cut()
+    time.sleep(3 * h.settings.lease_seconds)
+    cut_off.restore()
+    h.cut_off = cut_off
+
+
+LATE_WRITE_REFUSED = re.compile(r"batch \d+: (lease lost|its turns are no longer claimed)")
+
+
+def late_write_refused(h: Harness, outcome: Outcome) -> None:
+    """Waits (at most two minutes) for the cut-off host's call to return: its connection
+    resumes only at TCP's next retransmission, after the other host took over."""
+    deadline = time.monotonic() + 120
+    while True:
+        refused = len(LATE_WRITE_REFUSED.findall(h.logs_on(h.cut_off))) if h.cut_off else 0
+        if refused or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    outcome.notes.append(f"{refused} late writes of the cut-off host refused")
+    outcome.must_be_zero["late_write_not_refused"] = int(refused == 0)
+
+
+def clock_ahead(h: Harness, size: Size, convs: list[Conversation]) -> None:
+    """Two worker hosts, and beat (whose sweep takes back expired leases) on a third
+    whose clock runs 10 minutes ahead, as does the first worker host's: if any lease
+    were judged by a host's clock, every live batch would look expired to them and be
+    taken over, its LLM call made twice. Calls outlive the lease, so only renewals keep
+    batches."""
+    first, second, third = h.servers.hosts(3)
+    h.worker_hosts = [dataclasses.replace(first, clock_ahead_minutes=10), second]
+    h.beat_host = dataclasses.replace(third, clock_ahead_minutes=10)
+    h.run(convs=convs, seconds=size.feed_seconds, delay=2.0)
+
+
+def each_batch_called_once(h: Harness, outcome: Outcome) -> None:
+    outcome.notes.append(f"{outcome.llm_calls} LLM calls for {outcome.batches} batches")
+    outcome.must_be_zero["calls_made_twice"] = max(outcome.llm_calls - outcome.batches, 0)
+
+
 @dataclass(frozen=True)
 class Scenario:
     run: Run
@@ -360,6 +412,20 @@ SCENARIOS: dict[str, Scenario] = {
     "recall_during_extraction": Scenario(recall_during_extraction, BOTH),
     "embedding_refusal": Scenario(
         embedding_refusal, overrides=CHAOS_EMBEDDINGS, verify=every_other_memory_embedded
+    ),
+    "partition": Scenario(
+        partition,
+        ("hosts",),
+        # The call waits out the cut (its answer comes when the link does), and the
+        # cut-off worker is not ended by its consumer watchdog first.
+        {"llm_timeout_seconds": 60.0, "consumer_watchdog_seconds": 120.0},
+        verify=late_write_refused,
+    ),
+    "clock_ahead": Scenario(
+        clock_ahead,
+        ("hosts",),
+        {"lease_seconds": 1.5, "llm_timeout_seconds": 30.0},
+        verify=each_batch_called_once,
     ),
     "kill_defaults": Scenario(kill_with_defaults, overrides=DEFAULT_RECOVERY),
     "outage_defaults": Scenario(outage_with_defaults, overrides=DEFAULT_RECOVERY),

@@ -172,6 +172,7 @@ class FakeLLM:
         self,
         delay: float = 0.0,
         responder: Callable[[list[dict[str, Any]]], str] = default_extractor_answer,
+        listen: str = "127.0.0.1",
     ) -> None:
         self.delay = delay  # applied to every default answer (benchmarks: slow LLM)
         self.responder = responder
@@ -185,8 +186,9 @@ class FakeLLM:
         self.script: deque[Action] = deque()
         self.requests: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each request
+        self.senders: list[str] = []  # the address each request came from
         self.lock = threading.Lock()
-        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
+        self._server = _QuietServer((listen, 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -213,10 +215,11 @@ class FakeLLM:
         self._server.shutdown()
         self._server.server_close()
 
-    def _next_action(self, body: dict[str, Any]) -> Action:
+    def _next_action(self, body: dict[str, Any], sender: str) -> Action:
         with self.lock:
             self.requests.append(body)
             self.arrivals.append(time.monotonic())
+            self.senders.append(sender)
             if self.script:
                 return self.script.popleft()
         if self.down:
@@ -237,7 +240,7 @@ class FakeLLM:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if self.path.endswith("/embeddings"):
-                    action = fake._next_action(body)
+                    action = fake._next_action(body, self.client_address[0])
                     if action.status != 200:
                         self._send(action.status, action.body or {}, action.headers)
                         return
@@ -262,7 +265,7 @@ class FakeLLM:
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
-                action = fake._next_action(body)
+                action = fake._next_action(body, self.client_address[0])
                 if action.delay:
                     time.sleep(action.delay)
                 if action.status != 200:

@@ -53,7 +53,7 @@ def _wait(predicate: object, seconds: float, what: str) -> None:
 class RedisServer:
     """`redis-server` on a spare port, keeping nothing on disk."""
 
-    def __init__(self, folder: Path, port: int | None = None) -> None:
+    def __init__(self, folder: Path, port: int | None = None, also_on: str = "") -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise ServiceUnavailable(
@@ -64,6 +64,7 @@ class RedisServer:
         self.binary = binary
         self.folder = folder
         self.port = port or spare_port()
+        self.also_on = also_on  # another address to listen on (tests/hosts.py's gateway)
         self.process: subprocess.Popen[bytes] | None = None
         folder.mkdir(parents=True, exist_ok=True)
 
@@ -79,7 +80,9 @@ class RedisServer:
                 "--port",
                 str(self.port),
                 "--bind",
-                "127.0.0.1",
+                *filter(None, ["127.0.0.1", self.also_on]),
+                "--protected-mode",
+                "no" if self.also_on else "yes",
                 "--save",
                 "",
                 "--appendonly",
@@ -125,8 +128,12 @@ class PostgresCluster:
     spare port. Run as root, the server runs as the `postgres` user, so the folder sits
     directly in the system's temporary directory where that user can reach it."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, also_on: str = "", trusting: str = "") -> None:
+        """`also_on`: another address to listen on; `trusting`: a network (a CIDR) whose
+        clients are let in (tests/hosts.py's gateway and its hosts)."""
         self.bin = _pg_bin()
+        self.also_on = also_on
+        self.trusting = trusting
         self.folder = Path(tempfile.mkdtemp(prefix="memoryd-pg-"))
         self.data = self.folder / "pgdata"
         self.port = port or spare_port()
@@ -158,6 +165,10 @@ class PostgresCluster:
                 "--encoding=UTF8",
                 "--locale=C",
             )
+            if self.trusting:
+                with (self.data / "pg_hba.conf").open("a") as hba:
+                    hba.write(f"host all all {self.trusting} trust\n")
+        listen = ",".join(filter(None, ["127.0.0.1", self.also_on]))
         self._run(
             str(self.bin / "pg_ctl"),
             "-D",
@@ -170,7 +181,7 @@ class PostgresCluster:
             "-o",
             # fsync=off is safe for what the tests do (the server crashes, the machine does
             # not); a commit must survive a crash, so synchronous_commit stays on.
-            f"-p {self.port} -h 127.0.0.1 -k {self.folder} -c fsync=off -c max_connections=300",
+            f"-p {self.port} -h {listen} -k {self.folder} -c fsync=off -c max_connections=300",
             "start",
         )
         _wait(lambda: port_open("127.0.0.1", self.port), 30, "PostgreSQL")

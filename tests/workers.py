@@ -17,6 +17,7 @@ from memoryd.models.db import session_scope
 from memoryd.models.tables import Turn, TurnStatus
 from memoryd.settings import Settings
 from memoryd.worker.config import QUEUES
+from tests.hosts import Host
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,12 +63,15 @@ class Proc:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-def _spawn(args: list[str], settings: Settings, log_path: Path) -> Proc:
+def _spawn(args: list[str], settings: Settings, log_path: Path, host: Host | None = None) -> Proc:
+    """A celery process, on this machine or in `host` (tests/hosts.py)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     handle = log_path.open("ab")
+    argv = [sys.executable, "-m", "celery", "-A", "memoryd.worker", *args]
+    env = settings_env(settings)
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memoryd.worker", *args],
-        env=settings_env(settings),
+        host.command(argv) if host else argv,
+        env=host.environment(env) if host else env,
         stdout=handle,
         stderr=subprocess.STDOUT,
         cwd=REPO_ROOT,
@@ -82,6 +86,7 @@ def start_worker(
     name: str = "w1",
     concurrency: int = 4,
     queues: str = ",".join(QUEUES),
+    host: Host | None = None,
 ) -> Proc:
     return _spawn(
         [
@@ -97,14 +102,16 @@ def start_worker(
         ],
         settings,
         tmp_path / f"{name}.log",
+        host,
     )
 
 
-def start_beat(settings: Settings, tmp_path: Path) -> Proc:
+def start_beat(settings: Settings, tmp_path: Path, host: Host | None = None) -> Proc:
     return _spawn(
         ["beat", "--loglevel=INFO", f"--schedule={tmp_path / 'beat-schedule'}", "--max-interval=1"],
         settings,
         tmp_path / "beat.log",
+        host,
     )
 
 
