@@ -196,13 +196,15 @@ def main() -> None:
 
 
 def backend_available(servers: Servers, backend: str) -> bool:
-    """False, saying why on stderr, when the RabbitMQ node or the worker hosts a backend
-    needs cannot be had here."""
+    """False, saying why on stderr, when the RabbitMQ node, PgBouncer or the worker hosts
+    a backend needs cannot be had here."""
     try:
         if backend == "rabbitmq":
             servers.rabbitmq  # noqa: B018 (started on first use)
         elif backend == "hosts":
             servers.network  # noqa: B018
+        elif backend == "pgbouncer":
+            servers.pgbouncer  # noqa: B018
     except ServiceUnavailable as exc:
         print(f"  skipped on {backend}: {exc}", file=sys.stderr)
         return False

@@ -44,6 +44,7 @@ from memoryd.text import search_tokens
 from tests import hosts
 from tests.fakellm import FakeLLM, parse_prompt
 from tests.services import (
+    PgBouncer,
     PostgresCluster,
     RabbitMQServer,
     RedisServer,
@@ -165,7 +166,8 @@ class Outcome:
 class Harness:
     """One scenario's world: a fresh database, an empty broker, the fake LLM, workers.
     `backend`: postgres (with Redis), sqlite (with the filesystem broker), rabbitmq
-    (PostgreSQL with RabbitMQ) or hosts (PostgreSQL with Redis, each worker and beat on a
+    (PostgreSQL with RabbitMQ), pgbouncer (PostgreSQL through a transaction-pooling
+    PgBouncer, with Redis) or hosts (PostgreSQL with Redis, each worker and beat on a
     host of its own, tests/hosts.py, reaching them over a virtual network)."""
 
     def __init__(self, backend: str, servers: Servers, **overrides: Any) -> None:
@@ -199,7 +201,7 @@ class Harness:
             "consumer_watchdog_seconds": 10.0,
             "worker_concurrency": 8,
         }
-        if backend in ("postgres", "hosts"):
+        if backend in ("postgres", "hosts", "pgbouncer"):
             base["database_url"] = servers.new_database()
             base["broker_url"] = servers.redis_url
             redis.Redis.from_url(servers.redis_url).flushdb()
@@ -208,7 +210,15 @@ class Harness:
             base["broker_url"] = servers.amqp_url
             purge_queues(servers.amqp_url)
         self.settings = Settings(**{**base, **overrides})
-        upgrade(self.settings)
+        upgrade(self.settings)  # on PostgreSQL itself, as README says to migrate
+        if backend == "pgbouncer":
+            database = self.settings.database_url.rsplit("/", 1)[1]
+            self.settings = self.settings.model_copy(
+                update={
+                    "database_url": f"{servers.pgbouncer.server_url()}/{database}",
+                    "db_transaction_pooler": True,
+                }
+            )
         self.procs: list[Proc] = []
         self.replaced: set[int] = set()  # pids of exited workers already replaced
         self.hosted: dict[str, hosts.Host] = {}  # worker name -> the host it ran on
@@ -454,6 +464,16 @@ class Servers:
         self.postgres = PostgresCluster(also_on=gateway, trusting=cidr).start()
         self.redis = RedisServer(self.folder / "redis", also_on=gateway).start()
         self._rabbitmq: RabbitMQServer | None = None
+        self._pgbouncer: PgBouncer | None = None
+
+    @property
+    def pgbouncer(self) -> PgBouncer:
+        """Started on first use, before PostgreSQL's server connections (10) run short;
+        ServiceUnavailable (saying what to install) when pgbouncer is not installed."""
+        if self._pgbouncer is None:
+            upstream = ("127.0.0.1", self.postgres.port)
+            self._pgbouncer = PgBouncer(upstream, server_connections=10).start()
+        return self._pgbouncer
 
     @property
     def network(self) -> hosts.Network:
@@ -493,6 +513,8 @@ class Servers:
     def close(self) -> None:
         if self._rabbitmq is not None:
             self._rabbitmq.stop()
+        if self._pgbouncer is not None:
+            self._pgbouncer.stop()
         self.redis.stop()
         self.postgres.remove()
         if self._network is not None:

@@ -390,7 +390,7 @@ class Scenario:
 BOTH = ("postgres", "sqlite")
 SCENARIOS: dict[str, Scenario] = {
     "baseline": Scenario(baseline),
-    "kill": Scenario(kill_workers, BOTH),
+    "kill": Scenario(kill_workers, (*BOTH, "pgbouncer")),
     "slow_llm": Scenario(slow_llm, BOTH, {"lease_seconds": 3.0, "llm_timeout_seconds": 30.0}),
     "redis_restart": Scenario(redis_restart),
     "rabbitmq_restart": Scenario(rabbitmq_restart, ("rabbitmq",)),
