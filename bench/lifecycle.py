@@ -6,10 +6,13 @@ which leases use, is left alone, and PostgreSQL's batch stamps are moved to the 
 share of the users chats: one session of real conversation text (RealMem's session
 memories, said as "please remember that …", bench/data/NOTICE), extracted at once by
 the offline extractor; each of them recalls, one in twenty deletes a memory, and the
-day ends with beat's maintenance cycle. Row counts
-of every table are read every 30 days. Retention keeps `--retention-days` (14) of turns,
-usage, batches and deleted memories, so the tables it governs reach their plateau
-before day 30, the baseline (with the defaults, 90 days, they reach it on day 90).
+day ends with beat's maintenance cycle. Row counts of every table are read every 30
+days (`--check-every`). Retention keeps `--retention-days` (14) of turns, usage,
+batches and deleted memories, so the tables it governs reach their plateau before day
+30, the baseline (with the defaults, 90 days, they reach it on day 90).
+Each check also reads every table's size, and the bench prints each table's rows and
+bytes per user-day (bench/growth.py) while the tables fill and at the plateau: checks
+every 10 days (`--check-every 10`) give both windows within 30 days.
 
 Two recall figures: every chatting user's recall, whose cost follows that user's
 memories (they grow all along: each session adds new facts), and a probe user with a
@@ -22,6 +25,7 @@ meanwhile against their median before it (the baseline), beside the slowest befo
 
     .venv/bin/python bench/lifecycle.py                                  # 1,000 users, 180 days
     .venv/bin/python bench/lifecycle.py --users 200 --days 60 --databases sqlite
+    .venv/bin/python bench/lifecycle.py --days 60 --check-every 10 --databases postgres
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
 
 from freezegun import freeze_time
-from sqlalchemy import func, select, update
+from sqlalchemy import update
 
+from bench import growth
 from bench.common import Analyzer, bench_database, emit, percentile, print_table
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
@@ -51,12 +56,12 @@ from memoryd.memories.store import create_memory
 from memoryd.models.db import dispose_engines, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.proposals import Fact
-from memoryd.models.tables import Actor, Base, ExtractionBatch
+from memoryd.models.tables import Actor, ExtractionBatch
 from memoryd.settings import Settings
 
 DATA = Path(__file__).resolve().parent / "data"
 AGENT = "bench"
-CHECK_EVERY = 30
+CHECK_EVERY = 30  # days between checks of every table, by default; the baseline's day
 TURNS = 3  # the user's, each answered: six turns a session
 WEEK = 7
 PROBE = Scope(AGENT, "probe")
@@ -74,7 +79,7 @@ def texts() -> list[str]:
 
 @dataclass
 class Run:
-    counts: dict[int, dict[str, int]] = field(default_factory=dict)
+    checks: dict[int, growth.Check] = field(default_factory=dict)
     cycle_ms: dict[int, float] = field(default_factory=dict)
     recall_ms: dict[int, list[float]] = field(default_factory=dict)
     probe_ms: dict[int, list[float]] = field(default_factory=dict)
@@ -154,35 +159,36 @@ def add_probe(settings: Settings, pool: list[str]) -> None:
             create_memory(session, settings, PROBE, fact, utcnow(), actor=Actor.API)
 
 
-def row_counts(settings: Settings) -> dict[str, int]:
-    with session_scope(settings, readonly=True) as session:
-        return {
-            table.name: int(session.scalar(select(func.count()).select_from(table)) or 0)
-            for table in Base.metadata.sorted_tables
-        }
+def chatting(users: int, share: float) -> int:
+    """How many users chat each day."""
+    return max(1, int(users * share))
 
 
-def simulate(settings: Settings, users: int, days: int, share: float, run: Run) -> None:
+def simulate(
+    settings: Settings, users: int, days: int, share: float, run: Run, check_every: int
+) -> None:
     client = MemoryClient(settings, dispatch=False)
     pool = texts()
     everyone = [f"user-{i}" for i in range(users)]
     start = datetime.now().astimezone() - timedelta(days=days + 1)
     with freeze_time(start, tick=True):
         add_probe(settings, pool)
+        run.checks[0] = growth.read(settings, PROBE)
     # PostgreSQL: the statistics autovacuum would keep (this machine's server may run
     # without it): otherwise the planner plans for the empty tables of day one.
     postgres = settings.resolved_database_url.startswith("postgresql")
     analyzer = Analyzer(settings.resolved_database_url) if postgres else None
     for day in range(1, days + 1):
-        active = random.Random(-day).sample(everyone, max(1, int(users * share)))
+        active = random.Random(-day).sample(everyone, chatting(users, share))
         with freeze_time(start + timedelta(days=day), tick=True):
             one_day(client, day, active, pool, run)
-            if day % CHECK_EVERY == 0 or day == days:
-                run.counts[day] = row_counts(settings)
+            if day % check_every == 0 or day == days:
+                run.checks[day] = growth.read(settings, PROBE)
         if analyzer is not None:
             analyzer.wrote(len(active) * TURNS * 3)  # turns said and memories learnt
         if day % 10 == 0:
-            print(f"  day {day}: {run.counts.get(day) or ''}", file=sys.stderr, flush=True)
+            counts = run.checks[day].total if day in run.checks else ""
+            print(f"  day {day}: {counts}", file=sys.stderr, flush=True)
     if analyzer is not None:
         analyzer.close()
 
@@ -283,10 +289,12 @@ def report(kind: str, run: Run, days: int) -> dict[str, float | None]:
         *erase_rows(run),
     ]
     print_table(f"{kind}: retention over {days} days", rows)
-    print(f"\n{'table':<22}" + "".join(f"{'day ' + str(d):>12}" for d in sorted(run.counts)))
-    for table in sorted(next(iter(run.counts.values()))):
-        print(f"{table:<22}" + "".join(f"{run.counts[d][table]:>12}" for d in sorted(run.counts)))
-    last, previous = sorted(run.counts)[-1], sorted(run.counts)[-2:][0]
+    counts = {day: check.total for day, check in sorted(run.checks.items())}
+    print(f"\n{'table':<22}" + "".join(f"{'day ' + str(d):>12}" for d in counts))
+    for table in sorted(counts[0]):
+        print(f"{table:<22}" + "".join(f"{counts[d][table]:>12}" for d in counts))
+    last = max(counts)
+    previous = max([d for d in counts if d <= last - CHECK_EVERY] or [min(counts)])
     return {
         f"{kind}_cycle_ratio": cycle_late / cycle_early,
         f"{kind}_probe_recall_p95_ratio": probe_late / probe_early,
@@ -297,8 +305,8 @@ def report(kind: str, run: Run, days: int) -> dict[str, float | None]:
         f"{kind}_others_max_while_erasing_ms": max(run.others_during_ms or [0.0]),
         f"{kind}_others_max_before_ms": max(run.others_before_ms or [0.0]),
         **{
-            f"{kind}_{table}_growth_last_30_days": run.counts[last][table]
-            / max(run.counts[previous][table], 1)
+            f"{kind}_{table}_growth_last_30_days": counts[last][table]
+            / max(counts[previous][table], 1)
             for table in ("turns", "memory_usage", "extraction_batches", "memory_events")
         },
     }
@@ -314,6 +322,9 @@ def main() -> None:
     parser.add_argument("--erase-memories", type=int, default=5000)
     parser.add_argument("--retention-days", type=int, default=14)
     parser.add_argument("--databases", default="sqlite,postgres")
+    parser.add_argument(
+        "--check-every", type=int, default=CHECK_EVERY, help="days between table checks"
+    )
     args = parser.parse_args()
     figures: dict[str, float | None] = {}
     for kind in [d for d in args.databases.split(",") if d]:
@@ -332,9 +343,11 @@ def main() -> None:
                 batch_retention_days=days,
                 deleted_retention_days=days,
             )
-            simulate(settings, args.users, args.days, args.share, run)
+            simulate(settings, args.users, args.days, args.share, run, args.check_every)
             erase_under_load(settings, args.erase_memories, run)
             figures |= report(kind, run, args.days)
+            per_day = chatting(args.users, args.share)
+            figures |= growth.report(kind, run.checks, per_day, args.retention_days)
             dispose_engines()
     emit(figures)
 
