@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -103,6 +104,7 @@ class Network:
         return f"10.213.{self.subnet}.0/24"
 
     def start(self) -> Network:
+        remove_orphans()
         _ip("link", "add", self.bridge, "type", "bridge")
         self._made = True
         atexit.register(self.remove)
@@ -138,3 +140,26 @@ class Network:
         if self._made:
             subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)
             self._made = False
+
+
+def remove_orphans() -> None:
+    """Delete the hosts and bridges of runs that were killed before they could (their
+    process is gone): left behind, a bridge would hold its gateway's address."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    for name in re.findall(r"^(md\d+h\d+)\b", listed, re.M):
+        if not _running(name):
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+    for name in re.findall(r"^\d+: (md(?:br|v)\d+(?:h\d+)?)[:@]", links, re.M):
+        if not _running(name):
+            subprocess.run(["ip", "link", "delete", name], capture_output=True)
+
+
+def _running(name: str) -> bool:
+    """Whether the process whose id a host's or bridge's name carries is alive."""
+    pid = int(re.findall(r"\d+", name)[0])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
