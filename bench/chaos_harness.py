@@ -41,6 +41,7 @@ from memoryd.models.tables import (
 )
 from memoryd.settings import Settings
 from memoryd.text import search_tokens
+from memoryd.worker.config import QUEUES
 from tests import hosts
 from tests.fakellm import FakeLLM, parse_prompt
 from tests.services import (
@@ -254,17 +255,20 @@ class Harness:
                     self.replaced.add(proc.process.pid)
                     self.add_worker()
 
-    def add_worker(self) -> Proc:
+    def add_worker(self, host: hosts.Host | None = None, queues: str = ",".join(QUEUES)) -> Proc:
+        """A worker on `host`, else on the next of `worker_hosts` in turn (a replacement
+        takes its place's), else on this machine."""
         name = f"w{uuid.uuid4().hex[:6]}"
-        host = None
-        if self.worker_hosts:  # round the hosts; a replacement takes its place's host
+        if host is None and self.worker_hosts:
             host = self.worker_hosts[len(self.procs) % len(self.worker_hosts)]
+        if host is not None:
             self.hosted[name] = host
         proc = start_worker(
             self.settings,
             self.folder,
             name=name,
             concurrency=self.settings.worker_concurrency,
+            queues=queues,
             host=host,
         )
         self.procs.append(proc)

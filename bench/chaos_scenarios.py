@@ -30,7 +30,9 @@ from memoryd.models.db import session_scope
 from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus
 from memoryd.settings import Settings
 from memoryd.worker import make_celery
+from memoryd.worker.config import EXTRACTION_QUEUE
 from tests import fakellm
+from tests.workers import start_beat
 
 
 @dataclass(frozen=True)
@@ -361,16 +363,22 @@ def late_write_refused(h: Harness, outcome: Outcome) -> None:
     outcome.must_be_zero["late_write_not_refused"] = int(refused == 0)
 
 
+AHEAD = {"clock_ahead_minutes": 10}
+
+
 def clock_ahead(h: Harness, size: Size, convs: list[Conversation]) -> None:
-    """Two worker hosts, and beat (whose sweep takes back expired leases) on a third
-    whose clock runs 10 minutes ahead, as does the first worker host's: if any lease
-    were judged by a host's clock, every live batch would look expired to them and be
-    taken over, its LLM call made twice. Calls outlive the lease, so only renewals keep
-    batches."""
+    """Beat and one of two worker hosts run ten minutes ahead; that host's worker alone
+    takes the maintenance queue, so every sweep (which takes back expired leases) runs
+    on the fast clock. If any lease were judged by a host's clock, the other host's
+    live batches would look expired to it and be taken over, their LLM calls made
+    twice. Calls outlive the lease, so only renewals keep batches."""
     first, second, third = h.servers.hosts(3)
-    h.worker_hosts = [dataclasses.replace(first, clock_ahead_minutes=10), second]
-    h.beat_host = dataclasses.replace(third, clock_ahead_minutes=10)
-    h.run(convs=convs, seconds=size.feed_seconds, delay=2.0)
+    fast = dataclasses.replace(first, **AHEAD)
+    h.llm.delay = 4.0
+    h.add_worker(fast)
+    h.add_worker(second, queues=EXTRACTION_QUEUE)
+    h.procs.append(start_beat(h.settings, h.folder, dataclasses.replace(third, **AHEAD)))
+    h.feed(convs, size.feed_seconds)
 
 
 def each_batch_called_once(h: Harness, outcome: Outcome) -> None:
@@ -424,7 +432,7 @@ SCENARIOS: dict[str, Scenario] = {
     "clock_ahead": Scenario(
         clock_ahead,
         ("hosts",),
-        {"lease_seconds": 1.5, "llm_timeout_seconds": 30.0},
+        {"lease_seconds": 3.0, "llm_timeout_seconds": 30.0},  # slow_llm's margins
         verify=each_batch_called_once,
     ),
     "kill_defaults": Scenario(kill_with_defaults, overrides=DEFAULT_RECOVERY),

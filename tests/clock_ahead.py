@@ -21,6 +21,9 @@ def main() -> None:
     if flag != "-m":
         sys.exit("usage: python -m tests.clock_ahead MINUTES -m MODULE [ARGS...]")
     ahead = datetime.now(UTC) + timedelta(minutes=float(minutes))
+    # By default freezegun gives the real time to code called from `threading` (every
+    # task of a thread pool): here every thread reads the host's clock.
+    freezegun.configure(default_ignore_list=[])
     freezegun.freeze_time(ahead, tick=True).start()
     sys.argv = [module, *args]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
