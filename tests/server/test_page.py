@@ -4,12 +4,14 @@ switch to Chinese; the health panel's screenshot is saved for README."""
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from sqlalchemy import select, update
@@ -19,7 +21,7 @@ from memoryd.models.db import session_scope, utcnow
 from memoryd.models.tables import MemoryStatus, Tier, Turn, TurnStatus
 from memoryd.settings import Settings
 from tests.factories import add_turns, make_memory
-from tests.server.conftest import LiveServer, make_key
+from tests.server.conftest import LiveServer, bearer, make_key
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -248,6 +250,70 @@ def test_records_are_edited_added_and_removed_as_fieldsets(
     expect(page.locator("#profile-work .ok")).to_be_visible()
     hours = client.profile("bot", "ann", "work").content["work_habits"]["available_hours"]
     assert hours == [{"weekdays": ["mon", "tue"], "start": "09:00", "end": "17:00"}]
+
+
+ROUTINE = {
+    "name": "gym",
+    "cadence": "weekly",
+    "time_windows": [{"weekdays": ["mon", "wed"], "start": "07:00", "end": "08:00"}],
+}
+PROJECT = {
+    "name": "Atlas",
+    "status": "active",
+    "key_milestones": [{"name": "Alpha", "due_date": "2026-01-15"}, {"name": "Beta"}],
+}
+USER_DOC = {"timezone": "Europe/Lisbon", "interests": ["chess"], "recurring_routines": [ROUTINE]}
+
+
+def test_records_inside_records_are_fieldsets_too(
+    page: Page, api_settings: Settings, live: LiveServer
+) -> None:
+    """A routine's time windows and a project's milestones: edited, added and removed as
+    fieldsets inside their record, and nothing else of either document changes."""
+    key = bearer(make_key(api_settings, "reader", admin=True))
+    api = httpx.Client(base_url=f"{live.url}/v1/profiles/bot/ann/", headers=key)
+    assert api.put("user", json={"content": USER_DOC}).is_success
+    assert api.put("work", json={"content": {"current_projects": [PROJECT]}}).is_success
+    before = {kind: api.get(kind).json() for kind in ("user", "work")}
+    page.goto("/profiles?agent=bot&user=ann")
+    user = page.locator("#profile-user")
+    window = "[name='r:recurring_routines[0].time_windows[0].{}']"
+    expect(user.locator(window.format("start"))).to_have_value("07:00")
+    user.locator(window.format("start")).fill("6.30")
+    user.locator(window.format("weekdays")).fill("mon\nfri")
+    user.locator("button[type=submit]").click()
+    # Refused naming the nested field; what was typed is still there.
+    expect(page.locator("#profile-user .error")).to_contain_text(
+        "recurring_routines[0].time_windows[0].start"
+    )
+    expect(user.locator(window.format("weekdays"))).to_have_value("mon\nfri")
+    user.locator(window.format("start")).fill("06:30")
+    user.locator("button[type=submit]").click()
+    expect(page.locator("#profile-user .ok")).to_be_visible()
+    work = page.locator("#profile-work")
+    milestone = "[name='r:current_projects[0].key_milestones[new].{}']"
+    work.locator(milestone.format("name")).fill("Gamma")
+    work.locator(milestone.format("due_date")).fill("2026-03-01")
+    work.locator("[name='x:current_projects[0].key_milestones[1]']").check()
+    work.locator("button[type=submit]").click()
+    expect(page.locator("#profile-work .ok")).to_be_visible()
+
+    after = {kind: api.get(kind).json() for kind in ("user", "work")}
+    api.close()
+    expected_user = copy.deepcopy(before["user"]["content"])
+    expected_user["recurring_routines"][0]["time_windows"] = [
+        {"weekdays": ["mon", "fri"], "start": "06:30", "end": "08:00"}
+    ]
+    expected_work = copy.deepcopy(before["work"]["content"])
+    expected_work["current_projects"][0]["key_milestones"] = [
+        {"name": "Alpha", "due_date": "2026-01-15", "status": None, "notes": None},
+        {"name": "Gamma", "due_date": "2026-03-01", "status": None, "notes": None},
+    ]
+    assert after["user"]["content"] == expected_user
+    assert after["work"]["content"] == expected_work
+    for kind in ("user", "work"):
+        assert after[kind]["field_meta"] == before[kind]["field_meta"]
+        assert after[kind]["version"] == before[kind]["version"] + 1
 
 
 def test_a_user_is_erased_from_the_profiles_screen_after_confirming(

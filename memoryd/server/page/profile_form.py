@@ -1,9 +1,11 @@
 """A profile document as a form and back: plain fields as inputs, lists of words as
 textareas of one item a line, lists of records (people, projects, time windows) as a
-fieldset per record (profile_records.py). `meta` is shown read-only and kept as stored.
+fieldset per record, and a record's own records (a project's milestones) as fieldsets
+inside it (profile_records.py). `meta` is shown read-only and kept as stored.
 
 Field names carry their kind and path: "s:timezone", "l:interests",
-"s:preferences.communication_style", "r:people[0].name". The document the form makes
+"s:preferences.communication_style", "r:people[0].name",
+"r:current_projects[0].key_milestones[1].due_date". The document the form makes
 is checked by the same validation as the API's PUT (MemoryClient.put_profile)."""
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def with_typed(fields: list[FormField], form: dict[str, str]) -> list[FormField]
         replace(
             f,
             text=form.get(f.name, f.text),
-            records=typed_records(f.path, f.records, form),
+            records=typed_records(f.records, form),
         )
         for f in fields
     ]
