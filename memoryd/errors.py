@@ -1,13 +1,37 @@
-"""Typed errors whose messages tell the caller what to fix."""
+"""Typed errors whose messages tell the caller what to fix.
+
+An error a person may meet on the page is keyed: `Worded.keyed(code, **params)` makes
+its message from ERROR_TEXTS (the API's English, unchanged) and keeps the code and the
+params, from which a reader in another language can word the same sentence anew."""
 
 from __future__ import annotations
 
 import logging
 import os
 import traceback
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Self
 
 from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError
+
+# What each keyed error says; {name}s are its params.
+ERROR_TEXTS: dict[str, str] = {
+    "memory.missing": "no memory {id}",
+    "memory.missing_in_scope": "no memory {id} for {agent!r}/{user!r}",
+    "memory.not_active": "memory {id} is {status}; restore it first",
+    "memory.superseded": "memory {id} was superseded by {by}; restore or edit that one instead",
+    "conflict.missing": "memory {id} is not a superseded memory",
+    "conflict.side_not_active": "memory {id} is {status}: restore it before choosing",
+    "text.nul": "{field} contains a NUL byte (\\x00); strip it before sending",
+    "text.surrogate": "{field} is not valid Unicode (lone surrogate at position {position})",
+    "text.blank": "content is blank",
+    "zone.unknown": "{value!r} is not a time zone: use an IANA name such as 'Europe/Lisbon'"
+    " or an offset such as 'UTC+8' or 'UTC-03:30'",
+    "language.unknown": "{value!r} is not a language tag: use a BCP 47 tag such as 'en',"
+    " 'pt-BR' or 'zh-CN'",
+}
 
 
 def error_text(exc: BaseException) -> str:
@@ -43,7 +67,24 @@ def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
     ]
 
 
-class MemorydError(Exception):
+class Worded(Exception):
+    """An error that may be keyed: its message ERROR_TEXTS[code] filled with `params`."""
+
+    code: str | None = None
+    params: Mapping[str, object] = MappingProxyType({})
+
+    @classmethod
+    def keyed(cls, code: str, **params: object) -> Self:
+        error = cls(ERROR_TEXTS[code].format(**params))
+        error.code, error.params = code, params
+        return error
+
+
+class RefusedValue(Worded, ValueError):
+    """A value a check refuses (in a pydantic validator: its `value_error`), keyed."""
+
+
+class MemorydError(Worded):
     """Base of every error memoryd raises on purpose."""
 
 
@@ -55,20 +96,27 @@ class TurnRejected(MemorydError):
         self.errors = errors or []
 
 
-class ProfileRejected(MemorydError):
-    """A profile document or patch failed validation; `errors` names each bad field."""
+class _Rejected(MemorydError):
+    """A value failed validation; `errors` names each bad field, and `invalid` is the
+    validation's own error, for a reader that words each anew (the page)."""
 
-    def __init__(self, message: str, errors: list[dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        errors: list[dict[str, str]] | None = None,
+        invalid: ValidationError | None = None,
+    ) -> None:
         super().__init__(message)
         self.errors = errors or []
+        self.invalid = invalid
 
 
-class MemoryRejected(MemorydError):
-    """A memory's text failed validation (blank, NUL …); `errors` names each bad field."""
+class ProfileRejected(_Rejected):
+    """A profile document or patch failed validation."""
 
-    def __init__(self, message: str, errors: list[dict[str, str]] | None = None) -> None:
-        super().__init__(message)
-        self.errors = errors or []
+
+class MemoryRejected(_Rejected):
+    """A memory's text failed validation (blank, NUL …)."""
 
 
 class TaskFailed(MemorydError):

@@ -7,16 +7,14 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ValidationError
 
-from memoryd.errors import MemoryRejected, field_errors
+from memoryd.errors import MemoryRejected, RefusedValue, field_errors
 from memoryd.models.checks import check_text
-
-BLANK_CONTENT = "content is blank"
 
 
 def not_blank(value: str) -> str:
     """A memory of only spaces says nothing, and every blank one would dedup as one."""
     if not value.strip():
-        raise ValueError(BLANK_CONTENT)
+        raise RefusedValue.keyed("text.blank")
     return value
 
 
@@ -38,5 +36,5 @@ def checked_content(content: str) -> str:
     except ValidationError as exc:
         errors = [{"field": f, "message": m} for f, m in field_errors(exc)]
         raise MemoryRejected(
-            "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors
+            "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors, exc
         ) from None

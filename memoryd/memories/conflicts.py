@@ -75,7 +75,7 @@ def _locked_pair(session: Session, old_id: int) -> tuple[Memory, Memory]:
     by ascending id: the order every path locks memories in."""
     old = session.get(Memory, old_id)
     if old is None or old.status != MemoryStatus.SUPERSEDED or old.superseded_by_id is None:
-        raise NotFound(f"memory {old_id} is not a superseded memory")
+        raise NotFound.keyed("conflict.missing", id=old_id)
     pair = lock_rows(
         session,
         select(Memory)
@@ -86,7 +86,7 @@ def _locked_pair(session: Session, old_id: int) -> tuple[Memory, Memory]:
     by_id = {m.id: m for m in session.scalars(pair)}
     old = by_id[old_id]
     if old.status != MemoryStatus.SUPERSEDED or old.superseded_by_id not in by_id:
-        raise NotFound(f"memory {old_id} is not a superseded memory")
+        raise NotFound.keyed("conflict.missing", id=old_id)
     return old, by_id[old.superseded_by_id]
 
 
@@ -107,7 +107,7 @@ def resolve(
         return Conflict(old=MemoryOut.from_memory(old), new=MemoryOut.from_memory(new))
     if keep == "old":
         if new.status != MemoryStatus.ACTIVE:
-            raise InvalidState(f"memory {new.id} is {new.status}: restore it before choosing")
+            raise InvalidState.keyed("conflict.side_not_active", id=new.id, status=new.status)
         old.status = MemoryStatus.ACTIVE
         old.superseded_by_id = None
         old.updated_at = now

@@ -51,7 +51,9 @@ def _owned(
         stmt = lock_rows(session, stmt)
     memory = session.scalars(stmt).first()
     if memory is None or (writable and memory.user_id != scope.user_id):
-        raise NotFound(f"no memory {memory_id} for {scope.agent_id!r}/{scope.user_id!r}")
+        raise NotFound.keyed(
+            "memory.missing_in_scope", id=memory_id, agent=scope.agent_id, user=scope.user_id
+        )
     return memory
 
 
@@ -123,7 +125,7 @@ def update(
     lock_scope(session, scope)
     memory = _owned(session, scope, memory_id, writable=True)
     if memory.status != MemoryStatus.ACTIVE:
-        raise NotFound(f"memory {memory_id} is {memory.status}; restore it first")
+        raise NotFound.keyed("memory.not_active", id=memory_id, status=memory.status)
     new_content = content if content is not None else memory.content
     if name is None and new_content != memory.content and is_copied_title(memory):
         name = ""  # the old text as a title would be shown and searched after the edit

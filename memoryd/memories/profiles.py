@@ -121,7 +121,7 @@ def validated(kind: ProfileType, content: Any) -> dict[str, Any]:
     except ValidationError as exc:
         problems = [{"field": f or "content", "message": m} for f, m in field_errors(exc)]
         raise ProfileRejected(
-            "; ".join(f"{p['field']}: {p['message']}" for p in problems), problems
+            "; ".join(f"{p['field']}: {p['message']}" for p in problems), problems, exc
         ) from None
 
 

@@ -49,7 +49,7 @@ def _scope_of(session: Session, memory_id: int) -> Scope:
         select(Memory.agent_id, Memory.user_id).where(Memory.id == memory_id)
     ).first()
     if row is None:
-        raise NotFound(f"no memory {memory_id}")
+        raise NotFound.keyed("memory.missing", id=memory_id)
     return Scope(row.agent_id, row.user_id)
 
 
@@ -58,7 +58,7 @@ def approve(session: Session, settings: Settings, memory_id: int, now: datetime)
     lock_scope(session, _scope_of(session, memory_id))
     memory = session.scalars(lock_rows(session, select(Memory).where(Memory.id == memory_id))).one()
     if memory.status != MemoryStatus.ACTIVE:
-        raise InvalidState(f"memory {memory_id} is {memory.status}; restore it first")
+        raise InvalidState.keyed("memory.not_active", id=memory_id, status=memory.status)
     memory.confidence = max(memory.confidence, settings.long_term_confidence)
     if memory.tier == Tier.SHORT:
         promote_memory(session, settings, memory, now, actor=Actor.API, reason="approved")

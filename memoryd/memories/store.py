@@ -279,10 +279,7 @@ def restore_memory(
     if memory.status == MemoryStatus.ACTIVE:
         return
     if memory.status == MemoryStatus.SUPERSEDED:
-        raise InvalidState(
-            f"memory {memory.id} was superseded by {memory.superseded_by_id}; "
-            "restore or edit that one instead"
-        )
+        raise InvalidState.keyed("memory.superseded", id=memory.id, by=memory.superseded_by_id)
     before = memory.status
     memory.status = MemoryStatus.ACTIVE
     memory.archived_at = None

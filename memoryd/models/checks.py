@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, ValidationInfo
 
+from memoryd.errors import RefusedValue
 from memoryd.zones import parse_zone
 
 MAX_METADATA_DEPTH = 20
@@ -21,13 +22,11 @@ _LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*")
 def check_text(value: str, field: str) -> str:
     """Reject NUL bytes and lone surrogates, which no database stores faithfully."""
     if "\x00" in value:
-        raise ValueError(f"{field} contains a NUL byte (\\x00); strip it before sending")
+        raise RefusedValue.keyed("text.nul", field=field)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(
-            f"{field} is not valid Unicode (lone surrogate at position {exc.start})"
-        ) from None
+        raise RefusedValue.keyed("text.surrogate", field=field, position=exc.start) from None
     return value
 
 
@@ -73,10 +72,7 @@ def time_zone_name(value: str) -> str:
     """An IANA zone name or a UTC offset: what extraction and the context block can read."""
     check_text(value, "the time zone")
     if parse_zone(value) is None:
-        raise ValueError(
-            f"{value[:60]!r} is not a time zone: use an IANA name such as 'Europe/Lisbon' "
-            "or an offset such as 'UTC+8' or 'UTC-03:30'"
-        )
+        raise RefusedValue.keyed("zone.unknown", value=value[:60])
     return value
 
 
@@ -84,10 +80,7 @@ def language_tag(value: str) -> str:
     """A BCP 47 language tag such as 'en', 'pt-BR' or 'zh-CN'."""
     check_text(value, "the language")
     if not _LANGUAGE_TAG.fullmatch(value):
-        raise ValueError(
-            f"{value[:60]!r} is not a language tag: use a BCP 47 tag such as 'en', 'pt-BR' "
-            "or 'zh-CN'"
-        )
+        raise RefusedValue.keyed("language.unknown", value=value[:60])
     return value
 
 

@@ -64,5 +64,5 @@ def _matching(f: BrowseFilter) -> Any:  # Select of Memory
 def get_any(session: Session, memory_id: int) -> MemoryOut:
     memory = session.get(Memory, memory_id)
     if memory is None:
-        raise NotFound(f"no memory {memory_id}")
+        raise NotFound.keyed("memory.missing", id=memory_id)
     return MemoryOut.from_memory(memory)
