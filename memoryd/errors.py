@@ -2,7 +2,8 @@
 
 An error a person may meet on the page is keyed: `Worded.keyed(code, **params)` makes
 its message from ERROR_TEXTS (the API's English, unchanged) and keeps the code and the
-params, from which a reader in another language can word the same sentence anew."""
+params, from which the page words the same sentence in its own language
+(server/i18n_errors.py, server/page/wording.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ ERROR_TEXTS: dict[str, str] = {
     " or an offset such as 'UTC+8' or 'UTC-03:30'",
     "language.unknown": "{value!r} is not a language tag: use a BCP 47 tag such as 'en',"
     " 'pt-BR' or 'zh-CN'",
+    "form.out_of_date": "{path}: the form is out of date; reload the page",
+    "form.not_object": "{path}: not an object",
 }
 
 

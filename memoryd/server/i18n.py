@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from memoryd.server.i18n_errors import ERROR_WORDS
 from memoryd.server.i18n_labels import LABELS
 
 LANGUAGES = ("en", "zh")
@@ -237,7 +238,7 @@ MESSAGES: dict[str, dict[str, str]] = {
 
 
 for _lang in LANGUAGES:
-    MESSAGES[_lang] |= LABELS[_lang]
+    MESSAGES[_lang] |= LABELS[_lang] | ERROR_WORDS[_lang]
 
 
 def translator(lang: str) -> Callable[..., str]:

@@ -1,18 +1,20 @@
 """The page's totals stop counting past a cap ("1,000+"), the pager's links keep the
 filters, bad paging parameters are refused readably, and every word of the page exists
-in both languages, every stored value with a label."""
+in both languages, every stored value with a label and every error with its sentence."""
 
 from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
 
+from memoryd.errors import ERROR_TEXTS
 from memoryd.models.base import BatchStatus, FailureKind
 from memoryd.models.db import session_scope
 from memoryd.models.profiles import ProfileStatus
 from memoryd.models.tables import Actor, Category, EventKind, MemoryStatus, Tier
 from memoryd.server.i18n import LANGUAGES, MESSAGES
 from memoryd.server.page import paging
+from memoryd.server.page.wording import MISTAKES, TEXT_LENGTHS
 from memoryd.settings import Settings
 from tests.factories import make_memory
 from tests.server.conftest import Keys, bearer, sign_in
@@ -69,3 +71,20 @@ def test_every_word_and_every_stored_value_exists_in_both_languages() -> None:
         for value in values:
             for lang in LANGUAGES:
                 assert f"{kind}.{value}" in MESSAGES[lang], (lang, kind, value)
+    for lang in LANGUAGES:
+        assert {f"problem.{code}" for code in ERROR_TEXTS} <= set(MESSAGES[lang])
+        for mistake in {*MISTAKES.values(), *TEXT_LENGTHS.values()}:
+            assert f"invalid.{mistake}" in MESSAGES[lang], (lang, mistake)
+
+
+def test_the_api_keeps_its_english_where_the_chinese_page_words_an_error_anew(
+    api: TestClient, keys: Keys
+) -> None:
+    answer = api.get("/v1/memories/bot/ann/999", headers=bearer(keys.admin))
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.json()["detail"] == "no memory 999 for 'bot'/'ann'"
+    sign_in(api, keys.admin)
+    sentences = {"zh": "未找到：没有编号为 999 的记忆", "en": "Not found: no memory 999"}
+    for lang, sentence in sentences.items():
+        fragment = api.get(f"/memories/999/edit?lang={lang}", headers={"hx-request": "true"})
+        assert fragment.status_code == 404 and f">{sentence}</p>" in fragment.text

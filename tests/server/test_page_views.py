@@ -1,7 +1,8 @@
 """Every screen of the page in a real Chromium, in both languages, at a phone's width
 with 200-character ids: no sideways scrolling, nothing left in English on the Chinese
 page; lists page through their totals, batches filter by status, a destructive action
-asks first, an error reads as a sentence. Screenshots go to the test's tmp_path."""
+asks first, an error reads as a sentence in the page's language, the server's detail
+included. Screenshots go to the test's tmp_path."""
 
 from __future__ import annotations
 
@@ -276,6 +277,52 @@ def test_an_error_reads_as_a_sentence_not_json(open_page: OpenPage, api_settings
     assert response is not None and response.status == 422
     expect(page.locator("h1")).to_have_text("出错了")
     expect(page.locator("main")).not_to_contain_text('"type"')
+
+
+def test_the_chinese_page_words_the_servers_errors_in_chinese(
+    open_page: OpenPage, api_settings: Settings
+) -> None:
+    """The server's English detail (no memory 5, …) never reaches the Chinese page: each
+    error is worded again from its code, a validation error from its type."""
+    client = MemoryClient(api_settings, dispatch=False)
+    tea = client.remember("bot", "ann", "Prefers tea")
+    with session_scope(api_settings) as session:
+        jazz = make_memory(session, api_settings, "Maybe likes jazz", confidence=0.6).id
+    page = open_page({"width": 1200, "height": 900})
+    page.goto("/?lang=zh")
+    with session_scope(api_settings) as session:  # gone behind the page's back
+        session.delete(session.get(Memory, tea.id))
+    page.locator(f"#memory-{tea.id}").get_by_role("button", name="编辑").click()
+    expect(page.locator("#page-error")).to_have_text(f"未找到：没有编号为 {tea.id} 的记忆")
+    kept = client.remember("bot", "ann", "Likes jazz")
+    page.reload()
+    page.locator(f"#memory-{kept.id}").get_by_role("button", name="编辑").click()
+    page.fill(f"#memory-{kept.id} textarea[name=content]", "x" * 5000)
+    page.click(f"#memory-{kept.id} button[type=submit]")
+    expect(page.locator(f"#memory-{kept.id} .message.error")).to_have_text(
+        "content：最多 4000 个字符"
+    )
+    page.goto("/review")
+    client.forget("bot", "ann", jazz)  # deleted since the queue was shown
+    page.locator(f"#review-{jazz}").get_by_role("button", name="通过").click()
+    expect(page.locator("#page-error")).to_have_text(
+        f"当前状态下无法执行：记忆 {jazz} 当前为「已删除」，请先恢复"
+    )
+    page.goto("/profiles?agent=bot&user=ann")
+    user = page.locator("#profile-user")
+    user.locator("[name='s:timezone']").fill("Mars/Olympus")
+    user.locator("[name='r:places[new].name']").fill("家")
+    user.locator("[name='r:places[new].commute_minutes']").fill("很快")
+    user.locator("button[type=submit]").click()
+    expect(page.locator("#profile-user .error")).to_have_text(
+        "timezone：'Mars/Olympus' 不是时区：请填写 IANA 时区名（如 'Asia/Shanghai'）"
+        "或 UTC 偏移（如 'UTC+8'、'UTC-03:30'）；places[0].commute_minutes：应为整数"
+    )
+    response = page.goto("/?offset=-1")
+    assert response is not None and response.status == 422
+    expect(page.locator("main .message.error")).to_have_text("请求无效：offset：应不小于 0")
+    for shown in (page.locator("main"), page.locator("#page-error")):
+        expect(shown).not_to_contain_text("Input should")
 
 
 def status_of(settings: Settings, memory_id: int) -> str:

@@ -16,7 +16,7 @@ from memoryd.client import MemoryClient
 from memoryd.memories import conflicts, review
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.schemas import MemoryOut
-from memoryd.server.page.render import Page, PageAdmin, invalid_fields, memory_by_id
+from memoryd.server.page.render import Page, PageAdmin, memory_by_id
 from memoryd.server.routes.ops import DeadLetterAction, settle_failed
 from memoryd.server.schemas import AgentPath, MemoryIdPath, MemoryUpdate
 from memoryd.server.state import State
@@ -53,8 +53,9 @@ def save(
             tags=[t.strip() for t in tags.split(",") if t.strip()],
         )
     except ValidationError as exc:
-        error = invalid_fields(exc)  # shown in the form, beside what was typed
-        return Page(request).render("_edit.html", status=422, m=stored, error=error)
+        page = Page(request)
+        error = page.invalid_fields(exc)  # shown in the form, beside what was typed
+        return page.render("_edit.html", status=422, m=stored, error=error)
     memory = state.client.update(
         stored.agent_id,
         stored.user_id,

@@ -3,7 +3,9 @@
 The API answers every error as problem JSON (server/problems.py). The page's own
 requests get the same answer as HTML in the page's language: an htmx request a
 fragment that htmx puts in the page's error line (HX-Retarget #page-error, never into
-the card that asked), a page opened in the browser (a bad ?offset=) an error page."""
+the card that asked), a page opened in the browser (a bad ?offset=) an error page. The
+detail is worded from the error itself (wording.py), not copied from the problem's
+English."""
 
 from __future__ import annotations
 
@@ -40,17 +42,18 @@ def _readable(handler: Handler, page_endpoints: set[Any]) -> Callable[..., Await
         opened = endpoint in page_endpoints and "text/html" in request.headers.get("accept", "")
         if not (htmx or opened):
             return response
-        return _as_html(request, response, htmx)
+        return _as_html(request, response, htmx, exc)
 
     return handle
 
 
-def _as_html(request: Request, problem: Response, htmx: bool) -> Response:
+def _as_html(request: Request, problem: Response, htmx: bool, exc: BaseException) -> Response:
     body = json.loads(bytes(problem.body))
     slug = str(body.get("type", "")).rsplit("/", 1)[-1]
     template = "_error.html" if htmx else "error.html"
     page = Page(request)
-    html = page.render(template, status=problem.status_code, slug=slug, detail=body.get("detail"))
+    detail = page.wording.of(exc, body.get("detail"))
+    html = page.render(template, status=problem.status_code, slug=slug, detail=detail)
     for name in KEPT_HEADERS:
         if name in problem.headers:
             html.headers[name] = problem.headers[name]

@@ -11,14 +11,13 @@ is checked by the same validation as the API's PUT (MemoryClient.put_profile).""
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel
 
-from memoryd.errors import ProfileRejected
+from memoryd.errors import RefusedValue
 from memoryd.models.profiles import CONTENT_MODELS, ItemMeta, ProfileType
 from memoryd.server.page.profile_records import (
     Record,
@@ -30,8 +29,6 @@ from memoryd.server.page.profile_records import (
     sub_model,
     typed_records,
 )
-
-ITEM_INDEX = re.compile(r"\.(\d+)(?=\.|$)")  # people.1.name: people[1].name
 
 
 @dataclass(frozen=True)
@@ -131,17 +128,5 @@ def _slot(document: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:
         return document, head
     inner = document.setdefault(head, {})
     if not isinstance(inner, dict):
-        raise ValueError(f"{head}: not an object")
+        raise RefusedValue.keyed("form.not_object", path=head)
     return inner, tail
-
-
-def refusal(exc: ValueError | ProfileRejected) -> str:
-    """The error as the page shows it: list items as people[1].name, not people.1.name."""
-    problems = getattr(exc, "errors", None)
-    if not isinstance(exc, ProfileRejected) or not problems:
-        return str(exc)
-    return "; ".join(f"{_bracketed(p['field'])}: {p['message']}" for p in problems)
-
-
-def _bracketed(field: str) -> str:
-    return ITEM_INDEX.sub(r"[\1]", field)

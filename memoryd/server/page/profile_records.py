@@ -18,6 +18,8 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
+from memoryd.errors import RefusedValue
+
 NEW = "new"  # the index of the blank fieldset
 
 
@@ -127,7 +129,7 @@ def records_from_form(
     try:
         count = int(form[count_name(path)])
     except ValueError:
-        raise ValueError(f"{path}: the form is out of date; reload the page") from None
+        raise RefusedValue.keyed("form.out_of_date", path=path) from None
     kept: list[Any] = []
     for i in range(count):
         if remove_name(path, str(i)) in form:

@@ -16,7 +16,6 @@ from memoryd.models.tables import SHARED_USER
 from memoryd.server.page.profile_form import (
     document_from_form,
     form_fields,
-    refusal,
     with_typed,
 )
 from memoryd.server.page.render import Page, PageAdmin
@@ -66,7 +65,8 @@ def save(
     except (ValueError, ProfileRejected) as exc:
         shown = _shown(state, profile_type, agent, user)
         shown["fields"] = with_typed(shown["fields"], form)  # type: ignore[arg-type]
-        return page.render("_profile.html", status=422, d=shown, error=refusal(exc))
+        error = page.wording.of(exc, str(exc)) or page.wording.t("error.title")
+        return page.render("_profile.html", status=422, d=shown, error=error)
     return page.render("_profile.html", d=_shown(state, profile_type, agent, user), saved=True)
 
 

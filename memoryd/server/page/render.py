@@ -14,7 +14,6 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 
-from memoryd.errors import field_errors
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Category, MemoryStatus, Tier
@@ -22,6 +21,7 @@ from memoryd.monitoring.browse import get_any
 from memoryd.server.auth import page_principal
 from memoryd.server.i18n import pick_language, translator
 from memoryd.server.keys import Principal
+from memoryd.server.page.wording import Wording
 from memoryd.server.state import State
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent.parent / "templates")
@@ -42,11 +42,6 @@ def memory_by_id(state: State, memory_id: int) -> MemoryOut:
     """Any memory (the page is for admins), with its scope for the calls that need one."""
     with session_scope(state.settings, readonly=True) as session:
         return get_any(session, memory_id)
-
-
-def invalid_fields(exc: ValidationError) -> str:
-    """A form's validation error as the one line the page shows: "field: reason; …"."""
-    return "; ".join(f"{f}: {m}" for f, m in field_errors(exc))
 
 
 class LoginRequired(Exception):
@@ -119,6 +114,17 @@ class Page:
             response.set_cookie(LANG_COOKIE, lang, max_age=365 * 86400, samesite="strict")
         return response
 
+    @property
+    def wording(self) -> Wording:
+        """Errors in the page's language."""
+        return Wording(self.lang)
+
+    def invalid_fields(self, exc: ValidationError) -> str:
+        """A form's validation error as the one line the page shows: "field: reason; …"."""
+        return self.wording.invalid(exc.errors(include_url=False))
+
     def invalid(self, exc: ValidationError) -> HTMLResponse:
         """The error message fragment (422) naming each invalid field of a form."""
-        return self.render("_message.html", status=422, message=invalid_fields(exc), error=True)
+        return self.render(
+            "_message.html", status=422, message=self.invalid_fields(exc), error=True
+        )
