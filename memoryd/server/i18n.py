@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from memoryd.server.i18n_errors import ERROR_WORDS
 from memoryd.server.i18n_labels import LABELS
+from memoryd.server.i18n_profile import PROFILE_WORDS
 
 LANGUAGES = ("en", "zh")
 
@@ -238,7 +239,7 @@ MESSAGES: dict[str, dict[str, str]] = {
 
 
 for _lang in LANGUAGES:
-    MESSAGES[_lang] |= LABELS[_lang] | ERROR_WORDS[_lang]
+    MESSAGES[_lang] |= LABELS[_lang] | ERROR_WORDS[_lang] | PROFILE_WORDS[_lang]
 
 
 def translator(lang: str) -> Callable[..., str]:
