@@ -217,18 +217,20 @@ def test_records_are_edited_added_and_removed_as_fieldsets(
     user.locator("[name='r:people[new].name']").fill("Lia")
     user.locator("[name='r:people[new].role']").fill("doctor")
     user.locator("[name='r:places[new].name']").fill("Home")
-    user.locator("[name='r:places[new].commute_minutes']").fill("soon")
+    user.locator("[name='r:places[new].commute_minutes']").fill("15")
+    user.locator("[name='r:places[new].timezone']").fill("Mars/Olympus")
     user.locator("button[type=submit]").click()
     # Refused naming the record's field; everything typed is still there.
     error = page.locator("#profile-user .error")
-    expect(error).to_contain_text("places[0].commute_minutes")
+    expect(error).to_contain_text("places[0].timezone")
     user = page.locator("#profile-user")
     expect(user.locator("[name='r:people[0].relationship']")).to_have_value("cousin")
     expect(user.locator("[name='x:people[1]']")).to_be_checked()
     expect(user.locator("[name='r:people[new].name']")).to_have_value("Lia")
-    expect(user.locator("[name='r:places[new].commute_minutes']")).to_have_value("soon")
+    expect(user.locator("[name='r:places[new].commute_minutes']")).to_have_value("15")
+    expect(user.locator("[name='r:places[new].timezone']")).to_have_value("Mars/Olympus")
     assert client.profile("bot", "ann", "user").content["people"][0]["relationship"] == "brother"
-    user.locator("[name='r:places[new].commute_minutes']").fill("15")
+    user.locator("[name='r:places[new].timezone']").fill("")
     user.locator("button[type=submit]").click()
     expect(page.locator("#profile-user .ok")).to_be_visible()
     content = client.profile("bot", "ann", "user").content
@@ -243,7 +245,8 @@ def test_records_are_edited_added_and_removed_as_fieldsets(
     # A list of records inside an object: the work profile's time windows.
     work = page.locator("#profile-work")
     field = "[name='r:work_habits.available_hours[new].{}']"
-    work.locator(field.format("weekdays")).fill("mon\ntue")
+    for day in ("mon", "tue"):
+        work.locator(field.format("weekdays") + f"[value={day}]").check()
     work.locator(field.format("start")).fill("09:00")
     work.locator(field.format("end")).fill("17:00")
     work.locator("button[type=submit]").click()
@@ -269,7 +272,9 @@ def test_records_inside_records_are_fieldsets_too(
     page: Page, api_settings: Settings, live: LiveServer
 ) -> None:
     """A routine's time windows and a project's milestones: edited, added and removed as
-    fieldsets inside their record, and nothing else of either document changes."""
+    fieldsets inside their record, and nothing else of either document changes. Dates,
+    numbers, clock times and choices are the browser's own inputs, and what they send is
+    stored as the API stores it."""
     key = bearer(make_key(api_settings, "reader", admin=True))
     api = httpx.Client(base_url=f"{live.url}/v1/profiles/bot/ann/", headers=key)
     assert api.put("user", json={"content": USER_DOC}).is_success
@@ -278,23 +283,40 @@ def test_records_inside_records_are_fieldsets_too(
     page.goto("/profiles?agent=bot&user=ann")
     user = page.locator("#profile-user")
     window = "[name='r:recurring_routines[0].time_windows[0].{}']"
-    expect(user.locator(window.format("start"))).to_have_value("07:00")
-    user.locator(window.format("start")).fill("6.30")
-    user.locator(window.format("weekdays")).fill("mon\nfri")
+    day = window.format("weekdays") + "[value={}]"
+    start = user.locator(window.format("start"))
+    expect(start).to_have_value("07:00")
+    expect(start).to_have_attribute("type", "time")
+    start.fill("")  # a window needs its start
+    user.locator(day.format("wed")).uncheck()
+    user.locator(day.format("fri")).check()
+    meetings = user.locator("[name='s:scheduling_preferences.max_meetings_per_day']")
+    expect(meetings).to_have_attribute("type", "number")
+    expect(meetings).to_have_attribute("min", "0")
+    meetings.fill("4")
     user.locator("button[type=submit]").click()
     # Refused naming the nested field; what was typed is still there.
     expect(page.locator("#profile-user .error")).to_contain_text(
         "recurring_routines[0].time_windows[0].start"
     )
-    expect(user.locator(window.format("weekdays"))).to_have_value("mon\nfri")
+    expect(user.locator(day.format("fri"))).to_be_checked()
+    expect(user.locator(day.format("wed"))).not_to_be_checked()
+    expect(meetings).to_have_value("4")
     user.locator(window.format("start")).fill("06:30")
     user.locator("button[type=submit]").click()
     expect(page.locator("#profile-user .ok")).to_be_visible()
     work = page.locator("#profile-work")
     milestone = "[name='r:current_projects[0].key_milestones[new].{}']"
     work.locator(milestone.format("name")).fill("Gamma")
-    work.locator(milestone.format("due_date")).fill("2026-03-01")
+    due = work.locator(milestone.format("due_date"))
+    expect(due).to_have_attribute("type", "date")
+    due.fill("2026-03-01")
     work.locator("[name='x:current_projects[0].key_milestones[1]']").check()
+    status = work.locator("select[name='r:current_projects[0].status']")
+    expect(status.locator("option:checked")).to_have_text("Active")
+    expect(status.locator("option").first).to_have_attribute("value", "")
+    status.select_option("paused")
+    work.locator("[name='r:current_projects[0].deadline']").fill("2026-06-30")
     work.locator("button[type=submit]").click()
     expect(page.locator("#profile-work .ok")).to_be_visible()
 
@@ -304,13 +326,18 @@ def test_records_inside_records_are_fieldsets_too(
     expected_user["recurring_routines"][0]["time_windows"] = [
         {"weekdays": ["mon", "fri"], "start": "06:30", "end": "08:00"}
     ]
+    expected_user["scheduling_preferences"]["max_meetings_per_day"] = 4
     expected_work = copy.deepcopy(before["work"]["content"])
+    expected_work["current_projects"][0] |= {"status": "paused", "deadline": "2026-06-30"}
     expected_work["current_projects"][0]["key_milestones"] = [
         {"name": "Alpha", "due_date": "2026-01-15", "status": None, "notes": None},
         {"name": "Gamma", "due_date": "2026-03-01", "status": None, "notes": None},
     ]
     assert after["user"]["content"] == expected_user
     assert after["work"]["content"] == expected_work
+    # The one plain field set gains its meta; the others keep theirs.
+    new_meta = after["user"]["field_meta"].pop("scheduling_preferences.max_meetings_per_day")
+    assert new_meta["source"] == "api"
     for kind in ("user", "work"):
         assert after[kind]["field_meta"] == before[kind]["field_meta"]
         assert after[kind]["version"] == before[kind]["version"] + 1

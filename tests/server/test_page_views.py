@@ -9,14 +9,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
+from pydantic import BaseModel
 from sqlalchemy import update
 
 from memoryd.client import MemoryClient
 from memoryd.models.base import BatchStatus
 from memoryd.models.db import session_scope, utcnow
+from memoryd.models.profiles import CONTENT_MODELS, ProfileType
 from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus, Turn, TurnStatus
 from memoryd.server.i18n_labels import LABELS
 from memoryd.settings import Settings
@@ -311,18 +314,71 @@ def test_the_chinese_page_words_the_servers_errors_in_chinese(
     page.goto("/profiles?agent=bot&user=ann")
     user = page.locator("#profile-user")
     user.locator("[name='s:timezone']").fill("Mars/Olympus")
-    user.locator("[name='r:places[new].name']").fill("家")
-    user.locator("[name='r:places[new].commute_minutes']").fill("很快")
+    user.locator("[name='l:scheduling_preferences.preferred_meeting_duration_minutes']").fill(
+        "很快"
+    )
     user.locator("button[type=submit]").click()
     expect(page.locator("#profile-user .error")).to_have_text(
         "timezone：'Mars/Olympus' 不是时区：请填写 IANA 时区名（如 'Asia/Shanghai'）"
-        "或 UTC 偏移（如 'UTC+8'、'UTC-03:30'）；places[0].commute_minutes：应为整数"
+        "或 UTC 偏移（如 'UTC+8'、'UTC-03:30'）；"
+        "scheduling_preferences.preferred_meeting_duration_minutes[0]：应为整数"
     )
     response = page.goto("/?offset=-1")
     assert response is not None and response.status == 422
     expect(page.locator("main .message.error")).to_have_text("请求无效：offset：应不小于 0")
     for shown in (page.locator("main"), page.locator("#page-error")):
         expect(shown).not_to_contain_text("Input should")
+
+
+def test_the_chinese_profile_form_labels_its_fields_in_chinese(
+    open_page: OpenPage, api_settings: Settings, tmp_path: Path
+) -> None:
+    """No schema key is left as a label, a legend or a choice on the Chinese page, down
+    to a project's milestones and a routine's time windows; keys stay in names only."""
+    client = MemoryClient(api_settings, dispatch=False)
+    client.put_profile("bot", "ann", ProfileType.USER, PROFILE_USER)
+    client.put_profile("bot", "ann", ProfileType.WORK, PROFILE_WORK)
+    page = open_page()
+    page.goto("/profiles?agent=bot&user=ann&lang=zh")
+    forms = page.locator(".profile-form")
+    expect(forms).to_have_count(2)
+    expect(forms.first.locator("[name='r:places[0].preference'] option:checked")).to_have_text(
+        "避开"
+    )
+    expect(page.locator("[data-field='work_habits.available_hours']").first).to_be_visible()
+    page.screenshot(path=str(tmp_path / "zh-profiles.png"), full_page=True)
+    width = page.evaluate("document.scrollingElement.scrollWidth")
+    assert width <= PHONE["width"], f"the profile form is {width} px wide"
+    keys = {k for m in CONTENT_MODELS.values() for k in schema_keys(m)}
+    shown = " ".join(forms.locator("label, legend, dt, option, small, span").all_inner_texts())
+    left = sorted(k for k in keys if re.search(rf"(?<![\w.]){k}(?![\w])", shown))
+    assert left == []
+    assert forms.locator("[name='r:places[0].commute_minutes']").count() == 1
+
+
+PROFILE_USER = {
+    "places": [{"name": "Gym", "commute_minutes": 10, "preference": "avoid"}],
+    "recurring_routines": [
+        {"name": "Swim", "time_windows": [{"weekdays": ["mon"], "start": "07:00", "end": "08:00"}]}
+    ],
+    "scheduling_preferences": {"no_meeting_windows": [{"start": "12:00", "end": "13:00"}]},
+}
+PROFILE_WORK = {
+    "current_projects": [
+        {"name": "Atlas", "status": "active", "key_milestones": [{"name": "Alpha"}]}
+    ],
+    "work_habits": {"available_hours": [{"weekdays": ["tue"], "start": "09:00", "end": "17:00"}]},
+    "team_members": [{"name": "Rui"}],
+}
+
+
+def schema_keys(model: type[BaseModel]) -> Iterator[str]:
+    """Every field of `model` and of the records in it, down."""
+    for key, info in model.model_fields.items():
+        yield key
+        for kind in (info.annotation, *get_args(info.annotation)):
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                yield from schema_keys(kind)
 
 
 def status_of(settings: Settings, memory_id: int) -> str:

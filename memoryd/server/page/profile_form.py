@@ -1,7 +1,10 @@
 """A profile document as a form and back: plain fields as inputs, lists of words as
 textareas of one item a line, lists of records (people, projects, time windows) as a
 fieldset per record, and a record's own records (a project's milestones) as fieldsets
-inside it (profile_records.py). `meta` is shown read-only and kept as stored.
+inside it (profile_records.py). `meta` is shown read-only and kept as stored. Each
+value's input follows its type (profile_inputs.py: dates, numbers, clock times, choices),
+and each field is labelled in the page's language (i18n_profile.py), its path the label's
+tooltip.
 
 Field names carry their kind and path: "s:timezone", "l:interests",
 "s:preferences.communication_style", "r:people[0].name",
@@ -19,6 +22,7 @@ from pydantic import BaseModel
 
 from memoryd.errors import RefusedValue
 from memoryd.models.profiles import CONTENT_MODELS, ItemMeta, ProfileType
+from memoryd.server.page.profile_inputs import TEXT, Input, input_of
 from memoryd.server.page.profile_records import (
     Record,
     count_name,
@@ -39,6 +43,7 @@ class FormField:
     text: str  # for r: how many records the form shows
     meta: list[dict[str, Any]]  # read-only: the field's meta
     records: list[Record] = field(default_factory=list)
+    input: Input = TEXT  # for s and l: what the schema's type asks for
 
 
 def form_fields(
@@ -68,11 +73,13 @@ def _field(
         items = value if isinstance(value, list) else []
         shown = records(path, item_model, items)
         return FormField(count_name(path), path, "r", str(len(items)), [], shown)
+    control = input_of(model, key)
     if isinstance(value, list) or is_list(model, key):
         text = "\n".join(str(v) for v in value or [])
-        return FormField(f"l:{path}", path, "l", text, [])
+        return FormField(f"l:{path}", path, "l", text, [], input=control)
     meta = [field_meta[path].model_dump(mode="json")] if path in field_meta else []
-    return FormField(f"s:{path}", path, "s", "" if value is None else str(value), meta)
+    text = "" if value is None else str(value)
+    return FormField(f"s:{path}", path, "s", text, meta, input=control)
 
 
 def with_typed(fields: list[FormField], form: dict[str, str]) -> list[FormField]:

@@ -1,9 +1,10 @@
 """Lists of records in the profile form (people, places, projects, time windows, …):
 one fieldset per stored record with an input per field of its model, a "remove" box,
 and one blank fieldset to add a record. A record's `meta` is shown read-only and kept
-as stored; inside a record, a list of words is a textarea of one item a line and a list
-of records (a project's milestones, a routine's time windows) is fieldsets again, the
-same way down to any depth.
+as stored; inside a record, a list of words is a textarea of one item a line (a list of
+choices, a window's weekdays, a box per choice, sent a line each), and a list of records
+(a project's milestones, a routine's time windows) is fieldsets again, the same way down
+to any depth.
 
 Names carry the list's path, the record's index and the field:
 "r:people[1].name", "x:people[1]" (remove), "n:people" (how many records the form
@@ -19,6 +20,7 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel
 
 from memoryd.errors import RefusedValue
+from memoryd.server.page.profile_inputs import TEXT, Input, input_of
 
 NEW = "new"  # the index of the blank fieldset
 
@@ -31,6 +33,7 @@ class RecordField:
     kind: str  # s (a value), l (a list, one a line), r (a list of records)
     text: str  # for r: how many records the form shows
     records: list[Record] = field(default_factory=list)  # for r
+    input: Input = TEXT  # for s and l: what the schema's type asks for
 
 
 @dataclass(frozen=True)
@@ -96,9 +99,12 @@ def _field(at: str, model: type[BaseModel], key: str, value: Any) -> RecordField
         items = value if isinstance(value, list) else []
         shown = records(path, item_model, items)
         return RecordField(count_name(path), key, path, "r", str(len(items)), shown)
+    control = input_of(model, key)
     if is_list(model, key):
-        return RecordField(f"r:{path}", key, path, "l", "\n".join(str(v) for v in value or []))
-    return RecordField(f"r:{path}", key, path, "s", "" if value is None else str(value))
+        text = "\n".join(str(v) for v in value or [])
+        return RecordField(f"r:{path}", key, path, "l", text, input=control)
+    text = "" if value is None else str(value)
+    return RecordField(f"r:{path}", key, path, "s", text, input=control)
 
 
 def typed_records(shown: list[Record], form: dict[str, str]) -> list[Record]:

@@ -40,9 +40,11 @@ def profiles(
 
 
 async def form_values(request: Request) -> dict[str, str]:
-    """Every text field of the posted form (the profile form's names are its paths)."""
+    """Every text field of the posted form (the profile form's names are its paths). A
+    name sent more than once (a list's checkboxes, after the empty hidden value that
+    stands for none ticked) is its values a line each, as a list's textarea sends them."""
     form = await request.form()
-    return {k: v for k, v in form.items() if isinstance(v, str)}
+    return {k: "\n".join(v for v in form.getlist(k) if isinstance(v, str)) for k in form}
 
 
 @router.post("/profiles/{kind}", response_class=HTMLResponse)
