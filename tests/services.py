@@ -205,9 +205,12 @@ class PostgresCluster:
 class PgBouncer:
     """Debian's PgBouncer on a spare port in transaction pooling mode, in front of the
     PostgreSQL server at `upstream` (host, port), with few server connections, so that
-    the transactions of many clients take turns on each of them, as in production."""
+    the transactions of many clients take turns on each of them, as in production.
+    `also_on`: another address to listen on (tests/hosts.py's gateway)."""
 
-    def __init__(self, upstream: tuple[str, int], server_connections: int = 3) -> None:
+    def __init__(
+        self, upstream: tuple[str, int], server_connections: int = 3, also_on: str = ""
+    ) -> None:
         binary = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin")
         if binary is None:
             raise ServiceUnavailable(
@@ -217,6 +220,7 @@ class PgBouncer:
         self.binary = binary
         self.upstream = upstream
         self.server_connections = server_connections
+        self.also_on = also_on
         self.folder = Path(tempfile.mkdtemp(prefix="memoryd-pgbouncer-"))
         self.port = spare_port()
         self.process: subprocess.Popen[bytes] | None = None
@@ -233,11 +237,12 @@ class PgBouncer:
         host, port = self.upstream
         (self.folder / "users.txt").write_text('"postgres" ""\n')
         config = self.folder / "pgbouncer.ini"
+        listen = ",".join(filter(None, ["127.0.0.1", self.also_on]))
         config.write_text(
             "[databases]\n"
             f"* = host={host} port={port}\n"
             "[pgbouncer]\n"
-            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"listen_addr = {listen}\nlisten_port = {self.port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {self.folder / 'users.txt'}\n"
             "pool_mode = transaction\n"
             f"default_pool_size = {self.server_connections}\nmax_client_conn = 1000\n"
