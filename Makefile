@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: install demo test lint bench bench-quality bench-lifecycle chaos worker beat flower migrate clean
+.PHONY: install demo test lint bench bench-quality bench-lifecycle bench-scale chaos worker beat flower migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,10 @@ bench-quality: $(STAMP)
 # Six simulated months of 1,000 users with retention on, then an erasure under load.
 bench-lifecycle: $(STAMP)
 	$(BIN)/python bench/lifecycle.py
+
+# 1, 2 and 4 worker hosts (network namespaces: needs root), direct and through PgBouncer.
+bench-scale: $(STAMP)
+	$(BIN)/python bench/scale.py
 
 migrate: $(STAMP)
 	$(BIN)/memoryd migrate

@@ -7,7 +7,9 @@ bench always does, because it kills and restarts them. Each is a real server bin
 
 from __future__ import annotations
 
+import csv
 import glob
+import io
 import os
 import pwd
 import shutil
@@ -244,7 +246,7 @@ class PgBouncer:
             "[pgbouncer]\n"
             f"listen_addr = {listen}\nlisten_port = {self.port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {self.folder / 'users.txt'}\n"
-            "pool_mode = transaction\n"
+            "pool_mode = transaction\nstats_users = postgres\n"
             f"default_pool_size = {self.server_connections}\nmax_client_conn = 1000\n"
             f"logfile = {self.folder / 'pgbouncer.log'}\n"
         )
@@ -256,6 +258,24 @@ class PgBouncer:
         )
         _wait(lambda: port_open("127.0.0.1", self.port), 20, "pgbouncer")
         return self
+
+    def stats(self, database: str) -> dict[str, int]:
+        """Its counters for `database` since it started (SHOW STATS on its console):
+        transactions, queries, and the microseconds clients waited for a server
+        connection (`total_wait_time`). Empty when it never served that database."""
+        psql = shutil.which("psql") or str(_pg_bin() / "psql")
+        console = ["-h", "127.0.0.1", "-p", str(self.port), "-U", POSTGRES_USER, "-d", "pgbouncer"]
+        out = subprocess.run(
+            [psql, *console, "--csv", "-c", "SHOW STATS"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout
+        for row in csv.DictReader(io.StringIO(out)):
+            if row["database"] == database:
+                return {k: int(v) for k, v in row.items() if k != "database"}
+        return {}
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -1,0 +1,83 @@
+"""CPU time of the processes a bench runs, from /proc (Linux), to tell a run bound by
+the CPU from one bound by waiting: how many seconds of CPU each part used, and how busy
+the whole machine was meanwhile (other work on it included)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command's name (state first), None once gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def process_seconds(pid: int, children: bool = False) -> float:
+    """CPU seconds `pid` used; with `children`, also those of its children that ended."""
+    fields = _stat(pid)
+    if fields is None:
+        return 0.0
+    used = int(fields[11]) + int(fields[12])  # utime, stime
+    if children:
+        used += int(fields[13]) + int(fields[14])  # cutime, cstime: children waited for
+    return used / TICK
+
+
+def tree_seconds(parent: int) -> float:
+    """CPU seconds of `parent`, its children alive now, and those that ended (a
+    server's connections, which come and go)."""
+    total = process_seconds(parent, children=True)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields is not None and int(fields[1]) == parent:
+                total += process_seconds(int(entry.name))
+    return total
+
+
+def machine_busy() -> tuple[float, float]:
+    """The machine's busy and total CPU seconds since boot, all cores (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return (sum(fields) - idle) / TICK, sum(fields) / TICK
+
+
+def own_seconds() -> float:
+    """This process's CPU seconds, every thread."""
+    times = os.times()
+    return times.user + times.system
+
+
+class CpuUse:
+    """CPU seconds of named parts between `start()` and `stop()`. A part is a function
+    giving its seconds so far; the machine's busy share is measured alongside."""
+
+    def __init__(self, parts: dict[str, Callable[[], float]]) -> None:
+        self.parts = parts
+        self.used: dict[str, float] = {}
+        self.busy = 0.0  # share of the machine's CPU time that was busy, 0 to 1
+
+    def start(self) -> CpuUse:
+        self._begin = {name: read() for name, read in self.parts.items()}
+        self._machine = machine_busy()
+        return self
+
+    def stop(self) -> CpuUse:
+        self.used = {name: read() - self._begin[name] for name, read in self.parts.items()}
+        busy, total = machine_busy()
+        self.busy = (busy - self._machine[0]) / max(total - self._machine[1], 1e-9)
+        return self
+
+
+def summed(read: Callable[[int], float], pids: Iterable[int]) -> Callable[[], float]:
+    """A part made of several processes, fixed when the part is made."""
+    fixed = list(pids)
+    return lambda: sum(read(pid) for pid in fixed)
