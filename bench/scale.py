@@ -47,7 +47,14 @@ from sqlalchemy.engine import make_url
 from bench.chaos_harness import Harness, Outcome, Servers, generate
 from bench.chaos_scenarios import each_batch_called_once
 from bench.common import emit
-from bench.cpu import CpuUse, own_seconds, process_seconds, summed, tree_seconds
+from bench.usage import (
+    ConnectionPeak,
+    CpuUse,
+    own_seconds,
+    process_seconds,
+    summed,
+    tree_seconds,
+)
 from memoryd.models.db import dispose_engines, session_scope
 from memoryd.models.tables import BatchStatus, ExtractionBatch
 from memoryd.settings import Settings
@@ -100,6 +107,7 @@ batch s: a batch's mean time from its claim to its write (the LLM call in it)
 write s: from a batch's write to its session's next claim (the write in it)
 slots busy: the share of the slots' time from claim to write
 pool wait s: seconds all clients waited for one of PgBouncer's server connections
+pg conns: the most connections PostgreSQL held for the run's database at once
 cores: CPU of the bench's processes (workers, PostgreSQL, Redis, PgBouncer, the fake
 LLM) per second; machine: the share of both cores busy, other work on it included"""
 
@@ -115,6 +123,7 @@ class Run:
     fed: float  # seconds the feeder took
     cpu: CpuUse  # from the feed's start until settled
     pool_wait: float | None = None  # seconds clients waited for PgBouncer's connections
+    connections: int = 0  # the most PostgreSQL held for the run's database at once
 
     @property
     def window(self) -> float:
@@ -212,6 +221,7 @@ def measure(servers: Servers, count: int, size: Size, bouncer: PgBouncer | None)
     convs = generate(size.users, size.sessions, size.turns)
     h = Harness("hosts", servers, worker_concurrency=size.concurrency, **SETTINGS)
     outcome = None
+    connections = ConnectionPeak(h.settings.resolved_database_url)  # PostgreSQL's, directly
     try:
         if bouncer is not None:
             h.settings = through(bouncer, h.settings)
@@ -220,6 +230,7 @@ def measure(servers: Servers, count: int, size: Size, bouncer: PgBouncer | None)
         h.start_workers(count)
         wait_ready(h, count)
         cpu, started = cpu_parts(h, bouncer).start(), time.monotonic()
+        connections.start()
         h.feed(convs, seconds=0)
         assert h.feeder is not None
         h.feeder.join()
@@ -227,13 +238,15 @@ def measure(servers: Servers, count: int, size: Size, bouncer: PgBouncer | None)
         if not h.wait_settled(size.settle_seconds):
             print(f"  {count} hosts: not settled in {size.settle_seconds:.0f} s", file=sys.stderr)
         cpu.stop()
+        peak = connections.stop()
         waited = pool_wait(bouncer, h.settings)
         outcome = h.check(f"{count} hosts")
         each_batch_called_once(h, outcome)
         turns, spans = batch_spans(h.settings)
         slots = count * size.concurrency
-        return Run(count, slots, bouncer is not None, outcome, turns, spans, fed, cpu, waited)
+        return Run(count, slots, bouncer is not None, outcome, turns, spans, fed, cpu, waited, peak)
     finally:
+        connections.stop()
         kept = None
         if outcome is None or not outcome.ok:
             kept = LOGS / f"{count}-hosts{'-pgbouncer' if bouncer else ''}"
@@ -304,7 +317,7 @@ def print_runs(runs: list[Run], size: Size) -> None:
     header = (
         f"{'database':<14} {'hosts':>5} {'seconds':>7} {'msg/s':>6} {'vs 1 host':>9} "
         f"{'of bound':>8} {'batch s':>7} {'write s':>7} {'slots busy':>10} {'lost/dup/strand':>15} "
-        f"{'pool wait s':>11} {'cores':>5} {'machine':>7}"
+        f"{'pool wait s':>11} {'pg conns':>8} {'cores':>5} {'machine':>7}"
     )
     print(header)
     print("-" * len(header))
@@ -318,7 +331,7 @@ def print_runs(runs: list[Run], size: Size) -> None:
             f"{run.batch_seconds:>7.2f} {run.write_seconds:>7.2f} {run.slots_busy:>10.0%} "
             f"{f'{o.lost}/{o.duplicated}/{o.stranded}':>15} "
             f"{'-' if run.pool_wait is None else f'{run.pool_wait:.1f}':>11} "
-            f"{run.cores:>5.2f} {run.cpu.busy:>7.0%}"
+            f"{run.connections:>8} {run.cores:>5.2f} {run.cpu.busy:>7.0%}"
         )
     print(LEGEND)
 
@@ -336,6 +349,11 @@ def figures(runs: list[Run]) -> dict[str, float | None]:
         out[f"{prefix}_msgs_per_s"] = run.msgs_per_s
         out[f"{prefix}_ratio"] = run.msgs_per_s / base if base else None
         out[f"{prefix}_cores"] = run.cores
+        out[f"{prefix}_batches_per_s"] = len(run.spans) / run.window if run.window else None
+        out[f"{prefix}_postgres_cores"] = (
+            run.cpu.used["postgres"] / run.window if run.window else None
+        )
+        out[f"{prefix}_connections"] = run.connections
     outcomes = [r.outcome for r in runs]
     return {
         **out,

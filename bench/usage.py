@@ -1,12 +1,16 @@
-"""CPU time of the processes a bench runs, from /proc (Linux), to tell a run bound by
-the CPU from one bound by waiting: how many seconds of CPU each part used, and how busy
-the whole machine was meanwhile (other work on it included)."""
+"""What a bench's processes used, to tell a run bound by the CPU from one bound by
+waiting: CPU seconds of each part from /proc (Linux) and how busy the whole machine was
+meanwhile (other work on it included), and the most connections PostgreSQL held."""
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -81,3 +85,37 @@ def summed(read: Callable[[int], float], pids: Iterable[int]) -> Callable[[], fl
     """A part made of several processes, fixed when the part is made."""
     fixed = list(pids)
     return lambda: sum(read(pid) for pid in fixed)
+
+
+class ConnectionPeak:
+    """The most connections PostgreSQL had open to the database at `url` (its own left
+    out), sampled every `every` seconds in the background from `start()` to `stop()`."""
+
+    def __init__(self, url: str, every: float = 0.5) -> None:
+        self.engine = create_engine(url, poolclass=NullPool)
+        self.every = every
+        self.peak = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="connections", daemon=True)
+
+    def start(self) -> ConnectionPeak:
+        self._thread.start()
+        return self
+
+    def stop(self) -> int:
+        """The peak; stops sampling (again, or never started: no harm)."""
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.engine.dispose()
+        return self.peak
+
+    def _sample(self) -> None:
+        count = text(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        with self.engine.connect() as conn:
+            while not self._done.wait(self.every):
+                self.peak = max(self.peak, int(conn.execute(count).scalar_one()))
+                conn.rollback()
