@@ -19,7 +19,7 @@ from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embedders import Vectors
 from memoryd.recall.embeddings import embed_query
 from memoryd.recall.rank import Hit, recall
-from memoryd.recall.search import bm25_ranked, reused_stats
+from memoryd.recall.search import ScopeStats, bm25_ranked, reused_stats
 from memoryd.settings import Settings
 from memoryd.text import content_hash, query_tokens
 
@@ -99,9 +99,11 @@ def _own(
 def nearby(
     session: Session, settings: Settings, scope: Scope, facts: Sequence[Fact]
 ) -> dict[str, list[int]]:
-    """For each fact (by content hash), the memories where a near duplicate may be."""
+    """For each fact (by content hash), the memories where a near duplicate may be. The
+    scope is counted once for the whole batch: its facts are searched in one snapshot."""
+    stats = _own_stats(session, settings, scope)
     return {
-        content_hash(fact.content): near(session, settings, scope, fact.content) for fact in facts
+        content_hash(fact.content): _near(session, scope, fact.content, stats) for fact in facts
     }
 
 
@@ -113,12 +115,19 @@ def near(session: Session, settings: Settings, scope: Scope, text: str) -> list[
     the write checks the category (reconcile._near_duplicate), and asking for one here
     joined every posting of the fact's words to its memory (40 ms for "Favourite book
     is Acme" among 50,000 memories; 7 ms from the postings alone)."""
-    terms = query_tokens(text)
-    if not terms:
+    if not query_tokens(text):
         return []  # an exact duplicate is still found by its hash
+    return _near(session, scope, text, _own_stats(session, settings, scope))
+
+
+def _own_stats(session: Session, settings: Settings, scope: Scope) -> ScopeStats:
     where = [Memory.readable_by(scope), Memory.status == MemoryStatus.ACTIVE]
     key = ("near", settings.resolved_database_url, scope.agent_id, scope.user_id)
-    stats = reused_stats(session, where, key)
+    return reused_stats(session, where, key)
+
+
+def _near(session: Session, scope: Scope, text: str, stats: ScopeStats) -> list[int]:
+    terms = query_tokens(text)
     ranked = bm25_ranked(
         session, scope, None, None, terms, stats, limit=NEARBY_LIMIT, own_only=True
     )
