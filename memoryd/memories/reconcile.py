@@ -31,14 +31,13 @@ from memoryd.memories.store import (
     as_day_start,
     confirm_memory,
     create_memory,
-    find_by_hash,
     lock_memory,
+    lock_rows,
     record_event,
     set_content,
     supersede_memory,
 )
-from memoryd.memories.subjects import key_for, same_key_memories
-from memoryd.models.db import is_sqlite
+from memoryd.memories.subjects import SAME_KEY_LIMIT, key_for
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus
@@ -72,6 +71,19 @@ class _Run:
     metadata: dict[str, Any] | None
     writer: dict[str, Any]  # actor, batch_id and source_turn_ids of every write
     counts: ReconcileCounts = field(default_factory=ReconcileCounts)
+    # Every memory the facts may find or change, read (and locked) once before the
+    # writes, by id; and those this call created. Held by this transaction from the
+    # read on, they are matched here in memory, without a statement per fact.
+    read: dict[int, Memory] = field(default_factory=dict)
+    created: list[Memory] = field(default_factory=list)
+
+    def known(self) -> list[Memory]:
+        """The memories read and those created, oldest first."""
+        return sorted([*self.read.values(), *self.created], key=lambda m: m.id)
+
+    def holds(self, memory: Memory) -> bool:
+        """Whether this transaction already holds `memory` as read: no re-read needed."""
+        return memory.id in self.read or memory in self.created
 
 
 def reconcile_facts(
@@ -100,22 +112,40 @@ def reconcile_facts(
     """
     writer = {"actor": actor, "batch_id": batch_id, "source_turn_ids": source_turn_ids}
     run = _Run(session, settings, scope, aliases, now, nearby or {}, said_at, metadata, writer)
-    _lock_in_order(run, facts)
-    for fact in facts:
-        if refused is None:
+    _read_in_order(run, facts)
+    if refused is None:
+        for fact in facts:
             _reconcile(run, fact)
-        else:
+    elif not _reconciled_at_once(run, facts):
+        for fact in facts:
             _reconcile_or_refuse(run, fact, refused)
     return run.counts
 
 
-def _lock_in_order(run: _Run, facts: Sequence[Fact]) -> None:
-    """Lock every existing memory the facts may change, in one statement, by ascending
-    id: the order recall's feedback, the embedding fill and the clean-up lock rows in,
-    so no two of them can each hold a row the other waits for. The scope lock keeps
-    other writers of the scope out, so the set cannot grow before the writes."""
-    if not facts or is_sqlite(run.session):
-        return  # SQLite: the write transaction already holds the database lock
+def _reconciled_at_once(run: _Run, facts: Sequence[Fact]) -> bool:
+    """Every fact written under one savepoint: two statements, where one per fact costs
+    two each. False, with nothing written, when the database refused one of them: the
+    caller then writes them one by one, each under its own savepoint."""
+    try:
+        with run.session.begin_nested():
+            for fact in facts:
+                _reconcile(run, fact)
+    except DataError:
+        run.counts, run.created = ReconcileCounts(), []
+        return False
+    return True
+
+
+def _read_in_order(run: _Run, facts: Sequence[Fact]) -> None:
+    """Read every existing memory the facts may find or change, in one statement: those
+    the extractor named, those the search found (`nearby`), exact duplicates and the
+    memories of the facts' keys. On PostgreSQL they are locked by ascending id: the
+    order recall's feedback, the embedding fill and the clean-up lock rows in, so no two
+    of them can each hold a row the other waits for. The scope lock keeps other writers
+    of the scope out, so the set cannot grow before the writes. (SQLite: the write
+    transaction already holds the database lock.)"""
+    if not facts:
+        return
     aliased = (a for f in facts for a in (f.same_as, f.replaces) if a is not None)
     ids = {run.aliases[a] for a in aliased if a in run.aliases}
     ids.update(i for f in facts for i in run.nearby.get(content_hash(f.content), ()))
@@ -127,8 +157,8 @@ def _lock_in_order(run: _Run, facts: Sequence[Fact]) -> None:
         for f in facts
         if (key := key_for(f.name, f.content))
     ]
-    run.session.execute(
-        select(Memory.id)
+    candidates = (
+        select(Memory)
         .where(
             Memory.of(run.scope),
             or_(
@@ -136,20 +166,21 @@ def _lock_in_order(run: _Run, facts: Sequence[Fact]) -> None:
             ),
         )
         .order_by(Memory.id)
-        .with_for_update()
-    ).all()
+        .execution_options(populate_existing=True)
+    )
+    run.read = {m.id: m for m in run.session.scalars(lock_rows(run.session, candidates))}
 
 
 def _reconcile_or_refuse(run: _Run, fact: Fact, refused: Counter[str]) -> None:
     """A fact the database refuses to store (DataError: a value outside what a column
     holds) costs that fact alone: its writes roll back to a savepoint, counted as
     `refused_by_database`, and the batch's other facts are written."""
-    counts = replace(run.counts, kept=list(run.counts.kept))
+    counts, created = replace(run.counts, kept=list(run.counts.kept)), list(run.created)
     try:
         with run.session.begin_nested():
             _reconcile(run, fact)
     except DataError as exc:
-        run.counts = counts
+        run.counts, run.created = counts, created
         refused["refused_by_database"] += 1
         # The error's text holds the statement's parameters, the user's words: not logged.
         log.warning("the database refused a proposed fact (%s)", type(exc.orig).__name__)
@@ -157,10 +188,10 @@ def _reconcile_or_refuse(run: _Run, fact: Fact, refused: Counter[str]) -> None:
 
 def _reconcile(run: _Run, fact: Fact) -> None:
     key = key_for(fact.name, fact.content)
-    same_key = same_key_memories(run.session, run.scope, key, fact.category)
+    same_key = _same_key(run, key, fact.category)
     same = (
         _in_scope(run, fact.same_as)
-        or find_by_hash(run.session, run.scope, fact.content)
+        or _same_text(run, fact.content)
         or _near_duplicate(_candidates(run, fact, same_key), fact, run.settings)
     )
     retired = [m for m in (_in_scope(run, fact.replaces),) if m is not None]
@@ -169,9 +200,9 @@ def _reconcile(run: _Run, fact: Fact) -> None:
         # "short" or a mood, never retires a lasting value unasked.)
         retired += [m for m in same_key if m not in retired]
     # Every row changed below is changed from what was read: lock and re-read it first.
-    if same is not None and not lock_memory(run.session, same):
+    if same is not None and not _locked_active(run, same):
         same = None
-    retired = [m for m in retired if lock_memory(run.session, m)]
+    retired = [m for m in retired if _locked_active(run, m)]
     if same is not None and same in retired:
         if same.content_hash == content_hash(fact.content):
             retired.remove(same)  # said again, not changed: a confirmation
@@ -203,6 +234,7 @@ def _create(run: _Run, fact: Fact) -> Memory:
         **run.writer,
     )
     run.counts.created += 1
+    run.created.append(memory)
     return memory
 
 
@@ -237,17 +269,33 @@ def _candidates(run: _Run, fact: Fact, same_key: Sequence[Memory]) -> list[Memor
     """Where a near duplicate of `fact` may be: its key's memories, the memories the
     caller's search found for it, and those this call created."""
     ids = set(run.nearby.get(content_hash(fact.content), ())) - {m.id for m in same_key}
-    found: list[Memory] = []
-    if ids:
-        found = list(
-            run.session.scalars(
-                select(Memory).where(
-                    Memory.id.in_(sorted(ids)),
-                    Memory.of(run.scope),
-                )
-            )
-        )
+    found = [run.read[i] for i in sorted(ids) if i in run.read]  # the scope's own
     return [*same_key, *found, *run.counts.kept]
+
+
+def _same_key(run: _Run, key: str, category: str) -> list[Memory]:
+    """The scope's active memories of one key and category, oldest first
+    (subjects.same_key_memories, over what was read and created)."""
+    if not key:
+        return []
+    same = (m for m in run.known() if m.name_key == key and m.category == category)
+    return [m for m in same if m.status == MemoryStatus.ACTIVE][:SAME_KEY_LIMIT]
+
+
+def _same_text(run: _Run, content: str) -> Memory | None:
+    """The scope's oldest active memory of exactly this text (store.find_by_hash, over
+    what was read and created)."""
+    digest = content_hash(content)
+    same = (m for m in run.known() if m.content_hash == digest)
+    return next((m for m in same if m.status == MemoryStatus.ACTIVE), None)
+
+
+def _locked_active(run: _Run, memory: Memory) -> bool:
+    """Whether `memory`, re-read under its row lock unless this transaction holds it
+    already, is still active."""
+    if run.holds(memory):
+        return memory.status == MemoryStatus.ACTIVE
+    return lock_memory(run.session, memory)
 
 
 def said_time(memory: Memory) -> datetime:
