@@ -145,6 +145,14 @@ class Settings(BaseSettings):
     deleted_retention_days: float = Field(
         30.0, ge=0, description="Days a deleted memory can be restored before its text is purged"
     )
+    # Archiving already means long unused (a new fact left alone decays to the threshold
+    # in 299 days by default), so a further year to restore it is ample.
+    archived_retention_days: float = Field(
+        365.0,
+        ge=0,
+        description="Days an archived memory (unused for months: decayed below "
+        "archive_threshold) can be restored before it is purged; 0: forever",
+    )
     promote_access_count: int = Field(3, ge=1)
     reinforce_retrieved: float = Field(0.05, ge=0)
     reinforce_referenced: float = Field(0.15, ge=0)

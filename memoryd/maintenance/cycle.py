@@ -39,6 +39,7 @@ class CycleCounts:
     expired: int = 0
     archived: int = 0
     purged: int = 0  # deleted memories past deleted_retention_days
+    archived_purged: int = 0  # archived memories past archived_retention_days
     turns_purged: int = 0
     usage_purged: int = 0
     batches_purged: int = 0

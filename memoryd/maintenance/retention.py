@@ -9,8 +9,10 @@
 - Extraction batches finished more than `batch_retention_days` ago, except those whose
   error a dead-lettered turn still shows; their figures are added to the pipeline's
   totals first (memoryd/models/batch_totals.py).
-- Memories deleted (`forget`) more than `deleted_retention_days` ago, with their events
-  and usage, read through the partial index of deleted memories.
+- Memories deleted (`forget`) more than `deleted_retention_days` ago, and memories
+  archived more than `archived_retention_days` ago, with their events and usage (foreign
+  keys' cascades; their search postings went when they left the active status), each
+  read through its partial index (of deleted, of archived memories).
 
 The others are read oldest first by primary key up to the first row younger than its cutoff, so
 a run reads the rows it removes and the old ones it keeps (dead letters and their
@@ -25,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, select, true
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from memoryd.models import batch_totals
 from memoryd.models.db import rowcount
@@ -155,27 +157,50 @@ def purge_batches(session: Session, settings: Settings, now: datetime, limit: in
 def purge_deleted(session: Session, settings: Settings, now: datetime, limit: int) -> int:
     """Remove memories deleted (`forget`) more than `deleted_retention_days` ago, with
     their events and usage: until then a deletion can be undone, after it the text is
-    gone. Read through a partial index of deleted memories: the cost follows the rows
-    purged, not the store."""
-    if not settings.deleted_retention_days:
+    gone."""
+    days = settings.deleted_retention_days
+    return _purge_memories(session, MemoryStatus.DELETED, Memory.updated_at, days, now, limit)
+
+
+def purge_archived(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+    """Remove memories archived (decayed unused) more than `archived_retention_days`
+    ago, with their events and usage: until then `restore` brings one back."""
+    days = settings.archived_retention_days
+    return _purge_memories(session, MemoryStatus.ARCHIVED, Memory.archived_at, days, now, limit)
+
+
+def _purge_memories(
+    session: Session,
+    status: MemoryStatus,
+    since: InstrumentedAttribute[Any],
+    days: float,
+    now: datetime,
+    limit: int,
+) -> int:
+    """Up to `limit` memories of `status` whose `since` is more than `days` before `now`,
+    oldest first, removed with what cascades from them (0 days: none). Read through the
+    partial index of that status on `since`: the cost follows the rows purged, not the
+    store."""
+    if not days:
         return 0
-    cutoff = now - timedelta(days=settings.deleted_retention_days)
+    cutoff = now - timedelta(days=days)
     due = (
         select(Memory.id)
-        .where(Memory.status == MemoryStatus.DELETED, Memory.updated_at < cutoff)
-        .order_by(Memory.updated_at)
+        .where(Memory.status == status, since < cutoff)
+        .order_by(since)
         .limit(limit)
     )
     ids = list(session.scalars(due))
     if not ids:
         return 0
     # Checked again as it goes: a memory restored meanwhile stays.
-    still = (Memory.id.in_(ids), Memory.status == MemoryStatus.DELETED, Memory.updated_at < cutoff)
+    still = (Memory.id.in_(ids), Memory.status == status, since < cutoff)
     return rowcount(session.execute(delete(Memory).where(*still)))
 
 
 RETENTION_STEPS: dict[str, Callable[[Session, Settings, datetime, int], int]] = {
     "purged": purge_deleted,
+    "archived_purged": purge_archived,
     "turns_purged": purge_turns,
     "usage_purged": purge_usage,
     "batches_purged": purge_batches,

@@ -138,6 +138,13 @@ class Memory(Scoped, Base):
             postgresql_where=text("status = 'deleted'"),
             sqlite_where=text("status = 'deleted'"),
         ),
+        # Archived memories due for purging (maintenance/retention.py).
+        Index(
+            "ix_memories_archived",
+            "archived_at",
+            postgresql_where=text("status = 'archived'"),
+            sqlite_where=text("status = 'archived'"),
+        ),
         # What the embedding fill reads (recall/backfill.py), without a scan.
         Index(
             "ix_memories_unembedded",

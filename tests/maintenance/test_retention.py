@@ -101,6 +101,7 @@ def test_zero_days_keeps_everything(settings: Settings) -> None:
             "usage_retention_days": 0,
             "batch_retention_days": 0,
             "deleted_retention_days": 0,
+            "archived_retention_days": 0,
         }
     )
     client = MemoryClient(forever, dispatch=False)
