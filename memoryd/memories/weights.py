@@ -104,9 +104,15 @@ def restarted_ttl(
     expires_at as it is, and a memory never expires sooner than its TTL after use."""
     if tier != Tier.SHORT or expires_at is None:
         return expires_at
+    return max(expires_at, ttl_restarted_at(now, settings))
+
+
+def ttl_restarted_at(now: datetime, settings: Settings) -> datetime:
+    """When a short-tier memory used at `now` expires, at the earliest: its TTL from
+    now, rounded up to the whole hour."""
     restarted = now + timedelta(days=settings.short_ttl_days)
     hour = restarted.replace(minute=0, second=0, microsecond=0)
-    return max(expires_at, hour if hour == restarted else hour + TTL_STEP)
+    return hour if hour == restarted else hour + TTL_STEP
 
 
 def reinforce_observed(memory: Memory, now: datetime, settings: Settings) -> None:

@@ -168,17 +168,20 @@ def dispose_engines() -> None:
         _factories.clear()
 
 
-_factories: dict[tuple[str, bool, float, float, int, int, bool], sessionmaker[Session]] = {}
+_factories: dict[tuple[str, bool, bool, float, float, int, int, bool], sessionmaker[Session]] = {}
 
 
-def session_factory(settings: Settings, readonly: bool = False) -> sessionmaker[Session]:
+def session_factory(
+    settings: Settings, readonly: bool = False, autocommit: bool = False
+) -> sessionmaker[Session]:
     timeouts = (settings.db_statement_timeout_seconds, settings.db_lock_timeout_seconds)
     pool = (settings.db_pool_size, settings.db_max_overflow)
     pooler = settings.db_transaction_pooler
-    key = (settings.resolved_database_url, readonly, *timeouts, *pool, pooler)  # as get_engine's
+    url = settings.resolved_database_url
+    key = (url, readonly, autocommit, *timeouts, *pool, pooler)  # as get_engine's
     factory = _factories.get(key)  # dispose_engines() empties this with the engines
     if factory is None:
-        engine = get_engine(settings)
+        engine = get_engine(settings, autocommit=autocommit and not readonly)
         bind = engine
         if readonly:
             # One snapshot for the whole read (an export streamed in chunks stays
@@ -192,11 +195,15 @@ def session_factory(settings: Settings, readonly: bool = False) -> sessionmaker[
 
 
 @contextmanager
-def session_scope(settings: Settings, *, readonly: bool = False) -> Iterator[Session]:
+def session_scope(
+    settings: Settings, *, readonly: bool = False, autocommit: bool = False
+) -> Iterator[Session]:
     """Open a session, commit on success, roll back on error. `readonly` sessions must not
     write; they read one consistent snapshot and never hold up writers (on SQLite they do
-    not take the database write lock)."""
-    session = session_factory(settings, readonly)()
+    not take the database write lock). `autocommit` sessions, on PostgreSQL, run each
+    statement as its own transaction, without BEGIN and COMMIT round trips: for work
+    whose every write is one statement (recall); on SQLite they are ordinary ones."""
+    session = session_factory(settings, readonly, autocommit)()
     try:
         yield session
         session.commit()

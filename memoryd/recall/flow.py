@@ -1,8 +1,9 @@
 """Recall's two flows as a chat backend meets them, whoever calls (MemoryClient, the
 HTTP routes through it, the agent tools): a ranked list, and the `<memory-context>`
-block. Each reads the agent's settings, ranks, and logs the usage feedback in the same
-transaction as its row locks; an embedding call, when on, happens before any
-transaction opens."""
+block. Each reads the agent's settings, ranks, and logs the usage feedback, which
+locks the hits' rows: on SQLite in one transaction, on PostgreSQL as statements that
+each commit alone (the feedback is one of them); an embedding call, when on, happens
+before any of it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from sqlalchemy.orm import Session
 from memoryd import tracing
 from memoryd.agents import config as agent_config
 from memoryd.memories import profiles
-from memoryd.models.db import session_scope, utcnow
+from memoryd.models.db import is_sqlite, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.recall import embeddings, inject
 from memoryd.recall.context import dated
@@ -44,7 +45,7 @@ def ranked(
     with tracing.span(base, "memoryd.recall", **ids, k=k) as span:  # ids, never the query
         vector = embeddings.embed_query(base, query)  # before any transaction opens
         now = utcnow()
-        with session_scope(base) as session:
+        with session_scope(base, autocommit=True) as session:  # see log_retrieval
             # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories.
             settings = agent_config.for_agent(session, base, agent_id)
             categories = agent_config.categories_for(settings, categories)
@@ -97,7 +98,7 @@ def _context_block(
             return "", 0
         vector = embeddings.embed_query(base, query)
     now = utcnow()
-    with session_scope(base) as session:
+    with session_scope(base, autocommit=True) as session:  # see log_retrieval
         rules = rules or block_rules(session, base, agent_id, query, key)
         if rules is None:
             return "", 0
@@ -123,8 +124,9 @@ def _locked(
     vector: Vectors | None,
     k: int | None = None,
 ) -> list[Hit]:
-    """recall, its hits read under their row locks for the usage feedback that follows
-    in the same transaction."""
+    """recall, for the usage feedback that follows: on SQLite, in the same transaction,
+    its hits read with the columns it computes from (PostgreSQL's feedback statement
+    locks and reads them itself)."""
     return recall(
         session,
         settings,
@@ -135,7 +137,7 @@ def _locked(
         tiers=tiers,
         now=now,
         query_vector=vector,
-        lock_hits=True,
+        lock_hits=is_sqlite(session),
     )
 
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, func, insert, select, true, update
+from sqlalchemy import Table, bindparam, select, text, update
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.expression import Executable
 
 from memoryd.memories.store import lock_rows
-from memoryd.memories.weights import reinforced, restarted_ttl
-from memoryd.models.bulk import json_rows, json_table, pg_update, write_rows
+from memoryd.memories.weights import MAX_WEIGHT, reinforced, restarted_ttl, ttl_restarted_at
+from memoryd.models.bulk import write_rows
 from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryUsage, Tier
@@ -47,10 +45,15 @@ def log_retrieval(
     erasing that user removes it); access counted, weight reinforced a little, TTL
     restarted.
 
-    Hits that recall read under their row locks (`recall(lock_hits=True)`) carry the
-    columns the new values are computed from; others are locked and read here. On
-    PostgreSQL the rows' changes and the usage rows then go in one statement."""
+    On PostgreSQL all of it is one statement that locks the rows and computes their new
+    values from what it locked (_FEEDBACK), so a recall needs no transaction of its
+    own. On SQLite, hits that recall read with the columns the new values are computed
+    from (`recall(lock_hits=True)`) carry them; others are read here."""
     if not hits:
+        return
+    if not is_sqlite(session):
+        asked = {"agent_id": scope.agent_id, "user_id": scope.user_id, "session_id": session_id}
+        _feedback_on_postgres(session, settings, hits, asked | {"query": logged_query(query)}, now)
         return
     read = {hit.id: hit.feedback for hit in hits}
     if all(row is not None for row in read.values()):
@@ -68,19 +71,76 @@ def log_retrieval(
         "agent_id": [scope.agent_id] * n,
         "user_id": [scope.user_id] * n,
         "session_id": [session_id] * n,
-        "query": [query[:2000].replace("\x00", "")] * n,  # PostgreSQL text holds no NUL
+        "query": [logged_query(query)] * n,
         "score": [hit.score for hit in hits],
         "referenced": [False] * n,
         "created_at": [now] * n,
     }
-    if changes and not is_sqlite(session):
-        statement = _feedback_statement(tuple(changes), tuple(usage))
-        params = {"changes": json_rows(changes), "usage": json_rows(usage)}
-        session.connection().execute(statement, params)
-        return
     if changes:
         write_rows(session, _MEMORIES, changes, key="id")
     write_rows(session, _USAGE, usage, key=None)
+
+
+def logged_query(query: str) -> str:
+    """What a usage row keeps of the query: its start (PostgreSQL text holds no NUL)."""
+    return query[:2000].replace("\x00", "")
+
+
+# A retrieval's feedback on PostgreSQL, in one statement and so one round trip: the hits
+# locked in id order (the order every writer of many memories locks them in), their
+# new weight (decayed, plus the reinforcement, within 0..max), access columns and TTL
+# computed from the locked rows as weights.reinforced and _retrieved compute them, and
+# a usage row for each hit still there. synchronous_commit is off for it: usage rows and
+# access counts are feedback, not user data, so losing the last instant of them in a
+# server crash is harmless, and recall does not wait for a WAL flush (the tail of its
+# latency on a busy disk).
+_FEEDBACK = text("""
+WITH locked AS (
+    SELECT id FROM memories WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id FOR UPDATE
+), reinforced AS (
+    UPDATE memories AS m SET
+        weight = least(greatest(
+            m.weight * power(0.5, greatest(
+                extract(epoch FROM CAST(:now AS timestamptz) - m.weight_at), 0
+            ) / 86400.0 / CASE WHEN m.tier = 'long' THEN :long_days ELSE :short_days END)
+            + :amount, 0), :max_weight),
+        weight_at = :now,
+        last_accessed_at = :now,
+        expires_at = CASE WHEN m.tier = 'short' AND m.expires_at IS NOT NULL
+            THEN greatest(m.expires_at, :ttl_restarted) ELSE m.expires_at END,
+        access_count = m.access_count + 1,
+        promotable_at = coalesce(m.promotable_at, CASE
+            WHEN m.tier = 'short' AND m.access_count + 1 >= :promote_count THEN :now END)
+    FROM locked WHERE m.id = locked.id
+    RETURNING m.id
+), relaxed AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+)
+INSERT INTO memory_usage
+    (memory_id, agent_id, user_id, session_id, query, score, referenced, created_at)
+SELECT hit.id, :agent_id, :user_id, :session_id, :query, hit.score, false, :now
+FROM unnest(CAST(:ids AS bigint[]), CAST(:scores AS float8[])) AS hit(id, score)
+JOIN reinforced ON reinforced.id = hit.id
+CROSS JOIN relaxed
+""")
+
+
+def _feedback_on_postgres(
+    session: Session, settings: Settings, hits: Sequence[Hit], logged: dict[str, Any], now: datetime
+) -> None:
+    """_FEEDBACK for `hits`; `logged`: the usage rows' agent, user, session and query."""
+    params = logged | {
+        "ids": [hit.id for hit in hits],
+        "scores": [hit.score for hit in hits],
+        "now": now,
+        "long_days": settings.half_life_long_days,
+        "short_days": settings.half_life_short_days,
+        "amount": settings.reinforce_retrieved,
+        "max_weight": MAX_WEIGHT,
+        "ttl_restarted": ttl_restarted_at(now, settings),
+        "promote_count": settings.promote_access_count,
+    }
+    session.connection().execute(_FEEDBACK, params)
 
 
 def _reinforce(
@@ -130,22 +190,6 @@ def _reinforced(
     columns = {"id": [row.id for row in fresh]}
     columns.update({c: [change[c] for change in changes] for c in changes[0]})
     return columns
-
-
-@functools.cache
-def _feedback_statement(changed: tuple[str, ...], logged: tuple[str, ...]) -> Executable:
-    """A retrieval's feedback on PostgreSQL in one round trip: the hits' new columns (a
-    data-modifying CTE), their usage rows, and synchronous_commit off for the
-    transaction. Usage rows and access counts are feedback, not user data: losing the
-    last instant of them in a server crash is harmless, and recall then does not wait
-    for a WAL flush (the tail of its latency on a busy disk)."""
-    reinforce = pg_update(_MEMORIES, changed, "id", "changes").cte("reinforced")
-    relaxed = select(func.set_config("synchronous_commit", "off", true()).label("setting")).cte(
-        "relaxed"
-    )
-    usage = json_table(_USAGE, logged, "usage")
-    rows = select(*usage.c).select_from(usage).join(relaxed, true())
-    return insert(_USAGE).from_select(list(logged), rows).add_cte(reinforce)
 
 
 def _retrieved(settings: Settings, row: Any, now: datetime) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def test_recall_reads_by_index_in_a_new_users_scope(
     client.recall("warm the scope's caches", "bench", "newcomer")
 
     sent: list[tuple[str, Any]] = []
-    engine = get_engine(settings)
+    engine = get_engine(settings, autocommit=True)  # recall's, on PostgreSQL
 
     def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
         sent.append((statement, parameters))
@@ -63,6 +63,6 @@ def test_recall_reads_by_index_in_a_new_users_scope(
     assert "Join Filter" not in prefix_plan, prefix_plan
     assert f"loops={len(prefixes(QUESTION))})" in prefix_plan, prefix_plan
     # The usage feedback: the hits' rows by key, never a scan of the store.
-    feedback_plan = plan_of("WITH reinforced AS")
+    feedback_plan = plan_of("WITH locked AS")
     assert "Seq Scan on memories" not in feedback_plan, feedback_plan
     assert "pk_memories" in feedback_plan, feedback_plan

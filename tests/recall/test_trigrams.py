@@ -87,7 +87,7 @@ def test_postgres_searches_with_one_statement_text_whatever_the_querys_length(
     client = MemoryClient(settings, dispatch=False)
     store_filler(settings, ANN, search.SCAN_LIMIT + 50, seed=3)
     sent: list[str] = []
-    engine = get_engine(settings)
+    engine = get_engine(settings, autocommit=True)  # recall's, on PostgreSQL
 
     def keep(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         if "memory_terms" in statement:

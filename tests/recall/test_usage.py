@@ -10,11 +10,9 @@ from sqlalchemy import event, select, text
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
-from memoryd.models.db import get_engine, session_scope, utcnow
-from memoryd.models.keys import Scope
+from memoryd.memories.weights import reinforced, restarted_ttl
+from memoryd.models.db import get_engine, utcnow
 from memoryd.models.tables import Memory, MemoryUsage, Tier
-from memoryd.recall.rank import recall
-from memoryd.recall.usage import log_retrieval
 from memoryd.settings import Settings
 from tests.factories import make_memory, retrieve
 
@@ -108,37 +106,92 @@ def test_a_query_is_logged_exactly_as_asked(settings: Settings, db: Session) -> 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_a_recall_writes_its_feedback_in_one_statement(settings: Settings, db: Session) -> None:
-    """Recall reads its hits under their row locks with what the feedback is computed
-    from, so the feedback reads nothing again: the new counts and weights, the usage rows
-    and synchronous_commit off for the transaction go as one statement."""
+    """On PostgreSQL a recall needs no transaction of its own: its reads and its
+    feedback each commit alone, and the feedback (the hits locked, their new counts and
+    weights computed from the locked rows, the usage rows, synchronous_commit off) is
+    one statement. No BEGIN or COMMIT round trip, no read under a lock before it."""
     for text_ in ("Prefers green tea", "Bought a clay teapot for green tea", "Lives in Porto"):
         make_memory(db, settings, text_)
     db.commit()
-    statements: list[str] = []
+    statements: dict[str, list[str]] = {"transactional": [], "autocommit": []}
 
-    def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        statements.append(" ".join(statement.split()))
+    def recorder(kind: str) -> Any:
+        def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            statements[kind].append(" ".join(statement.split()))
 
-    engine = get_engine(settings)
-    event.listen(engine, "before_cursor_execute", record)
+        return record
+
+    engines = {
+        "transactional": get_engine(settings),
+        "autocommit": get_engine(settings, autocommit=True),
+    }
+    listeners = {kind: recorder(kind) for kind in engines}
+    for kind, engine in engines.items():
+        event.listen(engine, "before_cursor_execute", listeners[kind])
     try:
         hits = MemoryClient(settings).recall("green tea", "bot", "ann")
     finally:
-        event.remove(engine, "before_cursor_execute", record)
+        for kind, engine in engines.items():
+            event.remove(engine, "before_cursor_execute", listeners[kind])
     assert len(hits) == 2
+    assert statements["transactional"] == []  # nothing ran inside BEGIN ... COMMIT
+    ran = statements["autocommit"]
     # The agent's settings, the scope (small: read whole), BM25, the hits, the feedback.
-    assert len(statements) == 5, statements
-    locked = [s for s in statements if "FOR UPDATE" in s]
-    markers = ("UPDATE memories", "INSERT INTO", "SET LOCAL")
-    writes = [s for s in statements if any(m in s for m in markers)]
-    assert len(locked) == 1 and "memories.content" in locked[0]  # the hits' own read
-    assert len(writes) == 1 and "UPDATE memories" in writes[0]
-    assert "INSERT INTO memory_usage" in writes[0]
-
-    with session_scope(settings) as session:  # the statement relaxes its transaction
-        found = recall(session, settings, Scope("bot", "ann"), "tea", now=utcnow(), lock_hits=True)
-        log_retrieval(session, settings, Scope("bot", "ann"), found, "tea", None, utcnow())
-        assert session.execute(text("SHOW synchronous_commit")).scalar_one() == "off"
+    assert len(ran) == 5, ran
+    markers = ("FOR UPDATE", "UPDATE memories", "INSERT INTO", "set_config")
+    writes = [s for s in ran if any(m in s for m in markers)]
+    assert len(writes) == 1 and all(m in writes[0] for m in markers), writes
     db.expire_all()
     counts = db.scalars(select(Memory.access_count).order_by(Memory.id)).all()
-    assert counts == [2, 2, 0]  # each hit counted once per recall, nothing else
+    assert counts == [1, 1, 0]  # each hit counted once per recall, nothing else
+
+
+def test_the_feedback_computes_what_the_weight_rules_say(settings: Settings, db: Session) -> None:
+    """Whichever way a database computes a recall's feedback (PostgreSQL in its one
+    statement, SQLite in Python), each row gets what weights.reinforced and the access
+    rules give for what it held: decay by its tier's half-life from its own weight_at,
+    the reinforcement, the ceiling, the TTL restarted to the hour, promotion at the
+    count."""
+    settings = settings.model_copy(update={"promote_access_count": 3})
+    now = utcnow()
+    rows = [
+        make_memory(db, settings, "Prefers green tea", weight=1.2),  # long, fresh
+        make_memory(
+            db, settings, "Green tea at dawn", weight=0.7, weight_at=now - timedelta(days=45)
+        ),
+        make_memory(db, settings, "Green tea daily", weight=4.99),  # capped at MAX_WEIGHT
+        make_memory(
+            db,
+            settings,
+            "Trying green tea this week",
+            confidence=0.7,
+            weight=0.9,
+            weight_at=now - timedelta(days=3, hours=5),
+            access_count=2,  # this recall reaches promote_access_count
+            expires_at=now + timedelta(hours=2),  # restarted
+        ),
+        make_memory(
+            db,
+            settings,
+            "Green tea sample box",
+            confidence=0.7,
+            access_count=0,
+            expires_at=now + timedelta(days=30),  # later than a restart: kept
+        ),
+    ]
+    db.commit()
+    before = {m.id: (m.tier, m.weight, m.weight_at, m.expires_at, m.access_count) for m in rows}
+    retrieve(db, settings, rows, now + timedelta(minutes=1))
+    db.commit()
+    db.expire_all()
+    at = now + timedelta(minutes=1)
+    for memory in db.scalars(select(Memory).order_by(Memory.id)):
+        tier, weight, weight_at, expires_at, count = before[memory.id]
+        expected = reinforced(tier, weight, weight_at, settings.reinforce_retrieved, at, settings)
+        assert memory.weight == pytest.approx(expected["weight"], rel=1e-12), memory.content
+        assert (memory.weight_at, memory.last_accessed_at) == (at, at)
+        assert memory.access_count == count + 1
+        assert memory.expires_at == restarted_ttl(tier, expires_at, at, settings)
+        promoted = tier == Tier.SHORT and count + 1 >= 3
+        assert memory.promotable_at == (at if promoted else None), memory.content
+    assert {m.tier for m in rows} == {Tier.LONG, Tier.SHORT}
