@@ -160,6 +160,10 @@ def import_memory(
         said_at=record.said_at,
     )
     memory.status = record.status
+    if record.status == MemoryStatus.ARCHIVED:
+        # When the original was archived is not exported: its retention
+        # (archived_retention_days) counts from the import, never from nothing.
+        memory.archived_at = now
     if record.tier == Tier.SHORT:
         memory.expires_at = record.expires_at or memory.expires_at
     if record.history:

@@ -4,6 +4,7 @@ memories it removes, through their partial index, however many others are stored
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from bench.replacement import analyze, store_filler
 from memoryd.client import MemoryClient
 from memoryd.maintenance.cycle import run_cycle
 from memoryd.maintenance.retention import purge_archived
+from memoryd.memories.transfer import import_memories
 from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import (
@@ -193,3 +195,22 @@ def plan(session: Session, statement: str, parameters: Any) -> str:
     explain = "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)"
     rows = conn.exec_driver_sql(f"{explain} {statement}", parameters)
     return "\n".join(row[0] for row in rows)
+
+
+def test_an_imported_archived_memory_is_purged_a_retention_after_its_import(
+    store: Settings,
+) -> None:
+    """An export does not say when a memory was archived: the copy's retention counts
+    from the import, so it neither stays for good nor goes at once."""
+    line = {"agent_id": AGENT, "user_id": USER, "content": "Once lived in Lisbon"}
+    imported = utcnow()
+    result = import_memories(store, [json.dumps(line | {"status": "archived"})], imported)
+    assert result["imported"] == 1
+    with session_scope(store, readonly=True) as session:
+        memory = session.scalars(select(Memory).where(Memory.user_id == USER)).one()
+        memory_id = memory.id
+        assert (memory.status, memory.archived_at) == (MemoryStatus.ARCHIVED, imported)
+    for days, kept in ((RETENTION - DAY, 1), (RETENTION + DAY, 0)):
+        with session_scope(store) as session:
+            purge_archived(session, store, imported + days, 100)
+        assert left(store, memory_id)["memories"] == kept
