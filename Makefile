@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/mypy memoryd
 
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py
