@@ -181,7 +181,6 @@ class Harness:
         # The hosts the next workers go to, in turn (a hosts scenario may set them).
         self.worker_hosts: list[hosts.Host] = []
         self.beat_host: hosts.Host | None = None
-        self.cut_off: hosts.Host | None = None  # the host the partition scenario cut
         base: dict[str, Any] = {
             "data_dir": self.folder / "data",
             "llm_base_url": self.llm.base_url,

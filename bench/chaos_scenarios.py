@@ -31,7 +31,7 @@ from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus
 from memoryd.settings import Settings
 from memoryd.worker import make_celery
 from memoryd.worker.config import EXTRACTION_QUEUE
-from tests import fakellm
+from tests import fakellm, hosts
 from tests.workers import start_beat
 
 
@@ -330,37 +330,47 @@ def every_other_memory_embedded(h: Harness, outcome: Outcome) -> None:
     outcome.must_be_zero["unembedded"] = len(waiting) - len(refused)
 
 
-def partition(h: Harness, size: Size, convs: list[Conversation]) -> None:
-    """Two worker hosts; the first loses its network for three leases just after its
-    worker sent an LLM call. The lease runs out on the database's clock, the sweep gives
-    the turns to the other host, which extracts them; when the link comes back, the
-    first host's call returns and its write must be refused."""
-    h.worker_hosts = h.servers.hosts(2)
-    h.run(convs=convs, seconds=size.feed_seconds, delay=1.0)
-    cut_off = h.worker_hosts[0]
-    deadline = time.monotonic() + 60
-    while cut_off.address not in h.llm.senders and time.monotonic() < deadline:
-        time.sleep(0.05)
-    cut_off.cut()
-    time.sleep(3 * h.settings.lease_seconds)
-    cut_off.restore()
-    h.cut_off = cut_off
-
-
 LATE_WRITE_REFUSED = re.compile(r"batch \d+: (lease lost|its turns are no longer claimed)")
 
 
-def late_write_refused(h: Harness, outcome: Outcome) -> None:
-    """Waits (at most two minutes) for the cut-off host's call to return: its connection
-    resumes only at TCP's next retransmission, after the other host took over."""
-    deadline = time.monotonic() + 120
-    while True:
-        refused = len(LATE_WRITE_REFUSED.findall(h.logs_on(h.cut_off))) if h.cut_off else 0
-        if refused or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    outcome.notes.append(f"{refused} late writes of the cut-off host refused")
-    outcome.must_be_zero["late_write_not_refused"] = int(refused == 0)
+class Partition:
+    """Two worker hosts; the first loses its network for three leases just after its
+    worker sent an LLM call. The lease runs out on the database's clock, the sweep gives
+    the turns to the other host, which extracts them; when the link comes back, the
+    first host's call returns and its write must be refused. `run` remembers the host it
+    cut for `late_write_refused`, the check that follows it (runs are one at a time)."""
+
+    def __init__(self) -> None:
+        self.cut_off: hosts.Host | None = None
+
+    def run(self, h: Harness, size: Size, convs: list[Conversation]) -> None:
+        self.cut_off = None  # not an earlier run's
+        h.worker_hosts = h.servers.hosts(2)
+        h.run(convs=convs, seconds=size.feed_seconds, delay=1.0)
+        cut_off = h.worker_hosts[0]
+        deadline = time.monotonic() + 60
+        while cut_off.address not in h.llm.senders and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cut_off.cut()
+        time.sleep(3 * h.settings.lease_seconds)
+        cut_off.restore()
+        self.cut_off = cut_off
+
+    def late_write_refused(self, h: Harness, outcome: Outcome) -> None:
+        """Waits (at most two minutes) for the cut-off host's call to return: its
+        connection resumes only at TCP's next retransmission, after the other host took
+        over."""
+        deadline, cut_off = time.monotonic() + 120, self.cut_off
+        while True:
+            refused = len(LATE_WRITE_REFUSED.findall(h.logs_on(cut_off))) if cut_off else 0
+            if refused or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        outcome.notes.append(f"{refused} late writes of the cut-off host refused")
+        outcome.must_be_zero["late_write_not_refused"] = int(refused == 0)
+
+
+partition = Partition()
 
 
 AHEAD = {"clock_ahead_minutes": 10}
@@ -422,12 +432,12 @@ SCENARIOS: dict[str, Scenario] = {
         embedding_refusal, overrides=CHAOS_EMBEDDINGS, verify=every_other_memory_embedded
     ),
     "partition": Scenario(
-        partition,
+        partition.run,
         ("hosts",),
         # The call waits out the cut (its answer comes when the link does), and the
         # cut-off worker is not ended by its consumer watchdog first.
         {"llm_timeout_seconds": 60.0, "consumer_watchdog_seconds": 120.0},
-        verify=late_write_refused,
+        verify=partition.late_write_refused,
     ),
     "clock_ahead": Scenario(
         clock_ahead,
