@@ -251,13 +251,25 @@ def test_deleting_a_memory_asks_first(open_page: OpenPage, api_settings: Setting
     assert status_of(api_settings, tea.id) == MemoryStatus.ACTIVE
 
 
+EDIT = {"en": "Edit", "zh": "编辑"}  # the memory card's Edit button, in each language
+
+
+def edit_a_memory_deleted_meanwhile(
+    open_page: OpenPage, settings: Settings, memory_id: int, lang: str
+) -> Page:
+    """A desktop page in `lang` showing the memory, which is then deleted behind the
+    page's back, and its Edit button clicked: the page says why it cannot be edited."""
+    page = open_page({"width": 1200, "height": 900})
+    page.goto(f"/?lang={lang}")
+    with session_scope(settings) as session:
+        session.delete(session.get(Memory, memory_id))
+    page.locator(f"#memory-{memory_id}").get_by_role("button", name=EDIT[lang]).click()
+    return page
+
+
 def test_an_error_reads_as_a_sentence_not_json(open_page: OpenPage, api_settings: Settings) -> None:
     tea = MemoryClient(api_settings, dispatch=False).remember("bot", "ann", "Prefers tea")
-    page = open_page({"width": 1200, "height": 900})
-    page.goto("/?lang=en")
-    with session_scope(api_settings) as session:  # gone behind the page's back
-        session.delete(session.get(Memory, tea.id))
-    page.locator(f"#memory-{tea.id}").get_by_role("button", name="Edit").click()
+    page = edit_a_memory_deleted_meanwhile(open_page, api_settings, tea.id, "en")
     expect(page.locator("#page-error")).to_have_text(f"Not found: no memory {tea.id}")
     expect(page.locator(f"#memory-{tea.id} .content")).to_have_text("Prefers tea")
     # A problem refused before any route ran (a body over max_request_bytes: 413 problem
@@ -291,11 +303,7 @@ def test_the_chinese_page_words_the_servers_errors_in_chinese(
     tea = client.remember("bot", "ann", "Prefers tea")
     with session_scope(api_settings) as session:
         jazz = make_memory(session, api_settings, "Maybe likes jazz", confidence=0.6).id
-    page = open_page({"width": 1200, "height": 900})
-    page.goto("/?lang=zh")
-    with session_scope(api_settings) as session:  # gone behind the page's back
-        session.delete(session.get(Memory, tea.id))
-    page.locator(f"#memory-{tea.id}").get_by_role("button", name="编辑").click()
+    page = edit_a_memory_deleted_meanwhile(open_page, api_settings, tea.id, "zh")
     expect(page.locator("#page-error")).to_have_text(f"未找到：没有编号为 {tea.id} 的记忆")
     kept = client.remember("bot", "ann", "Likes jazz")
     page.reload()
