@@ -405,6 +405,12 @@ class RabbitMQServer:
         self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
 
+    def copy_logs(self, to: Path) -> None:
+        """The node's own logs (its console and its log folder), for a failed run."""
+        to.mkdir(parents=True, exist_ok=True)
+        shutil.copy(self.folder / "server.log", to / "server.log")
+        shutil.copytree(self.folder / "log", to / "log", dirs_exist_ok=True)
+
 
 def amqp_reachable(url: str) -> bool:
     """An AMQP broker answers at `url` and lets its user in."""
@@ -478,6 +484,17 @@ class VirtualHosts:
                 self._api("DELETE", f"vhosts/{name}")
         except Exception:
             pass
+
+
+def declare_queues(url: str) -> None:
+    """Declare memoryd's queues on the RabbitMQ at `url` as its workers do (quorum)."""
+    from kombu import Connection  # type: ignore[attr-defined]
+
+    from memoryd.worker.config import task_queues
+
+    with Connection(url) as conn:
+        for queue in task_queues(quorum=True):
+            queue(conn.default_channel).declare()
 
 
 def purge_queues(url: str) -> None:
