@@ -9,7 +9,11 @@ the offline extractor; each of them recalls, one in twenty deletes a memory, and
 day ends with beat's maintenance cycle. Row counts of every table are read every 30
 days (`--check-every`). Retention keeps `--retention-days` (14) of turns, usage,
 batches and deleted memories, so the tables it governs reach their plateau before day
-30, the baseline (with the defaults, 90 days, they reach it on day 90).
+30, the baseline (with the defaults, 90 days, they reach it on day 90). Memories age
+faster too: `--half-life-days` (4; the default is 90) archives a memory nobody used for
+about 13 days, and retention purges it 14 days later, so users' memories reach within
+the bench's months the steady state a store with the defaults reaches in about two years
+(an unused memory archived after 299 days, purged 365 days later).
 Each check also reads every table's size, and the bench prints each table's rows and
 bytes per user-day (bench/growth.py) while the tables fill and at the plateau: checks
 every 10 days (`--check-every 10`) give both windows within 30 days.
@@ -312,6 +316,17 @@ def report(kind: str, run: Run, days: int) -> dict[str, float | None]:
     }
 
 
+def aged(half_life_days: float) -> tuple[float, float]:
+    """Memories' half-lives (long tier, short tier): the long tier's `half_life_days`,
+    the short tier's in the defaults' proportion (7 to 90), so that unused memories are
+    archived (and then purged) within the bench's months, as within a real store's years."""
+    fields = Settings.model_fields
+    default_long, default_short = (
+        float(fields[name].default) for name in ("half_life_long_days", "half_life_short_days")
+    )
+    return half_life_days, half_life_days * default_short / default_long
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -321,6 +336,12 @@ def main() -> None:
     parser.add_argument("--share", type=float, default=0.05, help="users who chat each day")
     parser.add_argument("--erase-memories", type=int, default=5000)
     parser.add_argument("--retention-days", type=int, default=14)
+    parser.add_argument(
+        "--half-life-days",
+        type=float,
+        default=4.0,
+        help="long-tier half-life (the short tier's in proportion); 90 is the default's",
+    )
     parser.add_argument("--databases", default="sqlite,postgres")
     parser.add_argument(
         "--check-every", type=int, default=CHECK_EVERY, help="days between table checks"
@@ -334,6 +355,7 @@ def main() -> None:
             bench_database(kind, Path(tmp), "lifecycle") as url,
         ):
             days = args.retention_days
+            long_days, short_days = aged(args.half_life_days)
             settings = Settings(
                 data_dir=Path(tmp),
                 database_url=url,
@@ -342,6 +364,9 @@ def main() -> None:
                 usage_retention_days=days,
                 batch_retention_days=days,
                 deleted_retention_days=days,
+                archived_retention_days=days,
+                half_life_long_days=long_days,
+                half_life_short_days=short_days,
             )
             simulate(settings, args.users, args.days, args.share, run, args.check_every)
             erase_under_load(settings, args.erase_memories, run)
