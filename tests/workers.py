@@ -14,8 +14,9 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from memoryd.models.db import session_scope
-from memoryd.models.tables import Turn, TurnStatus
+from memoryd.models.tables import ExtractionBatch, Turn, TurnStatus
 from memoryd.settings import Settings
+from memoryd.worker.app import make_celery
 from memoryd.worker.config import QUEUES
 from tests.hosts import Host
 
@@ -121,14 +122,41 @@ def wait_until(
     interval: float = 0.2,
     what: str = "condition",
     procs: tuple[Proc, ...] = (),
+    state: Callable[[], str] | None = None,
 ) -> None:
+    """Wait for `predicate`; on timeout, fail with the processes' logs and `state()`,
+    what the pipeline held then (see pipeline_state)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(interval)
     logs = "\n".join(f"--- {p.log_path.name}\n{p.log()[-3000:]}" for p in procs)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}")
+    held = f"\n--- state\n{state()}" if state else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}{held}")
+
+
+def pipeline_state(settings: Settings) -> str:
+    """Turns by user and status, batches by status and the messages each queue holds:
+    whether work stalled in the database or never reached (or left) the broker."""
+    with session_scope(settings, readonly=True) as session:
+        turns = session.execute(
+            select(Turn.user_id, Turn.status, func.count()).group_by(Turn.user_id, Turn.status)
+        ).all()
+        batches = session.execute(
+            select(ExtractionBatch.status, func.count()).group_by(ExtractionBatch.status)
+        ).all()
+    lines = [f"turns {user} {status}: {n}" for user, status, n in sorted(turns)]
+    lines += [f"batches {status}: {n}" for status, n in sorted(batches)]
+    with make_celery(settings).connection_for_write() as conn:
+        for name in QUEUES:
+            try:  # a channel each: a queue the broker does not know closes its channel
+                with conn.channel() as channel:
+                    count = channel.queue_declare(name, passive=True).message_count
+                lines.append(f"queue {name}: {count} messages")
+            except Exception as error:  # a diagnosis: never hide the timeout itself
+                lines.append(f"queue {name}: unreadable ({error!r})")
+    return "\n".join(lines)
 
 
 def turns_left(settings: Settings) -> int:

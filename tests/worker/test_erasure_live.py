@@ -15,7 +15,7 @@ from tests.conftest import make_settings, with_llm
 from tests.factories import make_memory
 from tests.fakellm import FakeLLM
 from tests.memories.test_erasure import holding, mark, rows
-from tests.workers import start_worker, turns_left, wait_until
+from tests.workers import pipeline_state, start_worker, turns_left, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +63,11 @@ def test_an_erased_scope_stays_erased_while_a_worker_extracts_it(
             )
             out = client.erase(AGENT, erased, actor="test")
             wait_until(
-                lambda: turns_left(settings) == 0, 120, what="the rest done", procs=(worker,)
+                lambda: turns_left(settings) == 0,
+                120,
+                what="the rest done",
+                procs=(worker,),
+                state=lambda: pipeline_state(settings),
             )
         finally:
             worker.stop()
