@@ -2,7 +2,7 @@
 lists share (the scope's statistics, the columns re-scoring needs). The trigram list is
 in trigrams.py.
 
-- Keyword: BM25 (k1 0.8, b 0.75, Lucene's IDF) over the scope, summed by the database
+- Keyword: BM25 (k1 0.6, b 0.75, Lucene's IDF) over the scope, summed by the database
   from the postings that its triggers keep in `memory_terms`. Both databases run the
   same statement over the same rows and add whole numbers (see bm25_ranked), so
   PostgreSQL and SQLite rank the same data identically.
@@ -40,18 +40,18 @@ from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus, MemoryTerm
 
-# Memories are a sentence or two: a term's second occurrence says little more than its
-# first. Until subject keys (0013) a memory without a name repeated its text as its
-# name, which saturated term frequency as a lower k1 does; scoring the text once,
-# bench/quality.py's hit@5 (RealMem, MADial-Bench English) over k1 0.6 / 0.7 / 0.8 /
-# 0.9 / 1.2 was 0.668 / 0.673 / 0.679 / 0.681 / 0.679 and 0.787 / 0.787 / 0.787 /
-# 0.781 / 0.775; 0.8 keeps both where they were with the repeated name.
-# With the local MiniLM vectors fused in, MADial English hit@5 over k1 0.4 / 0.5 / 0.6
-# / 0.7 / 0.8 / 0.9 / 1.0 / 1.2 is 0.887 / 0.875 / 0.881 / 0.881 / 0.875 / 0.875 /
-# 0.869 / 0.875: one or two of its 160 questions, near-ties, not a trend (the repeated
-# name gave 0.881-0.887 over k1 0.6-1.5). Only k1 0.4 gets back its 0.887, and without
-# vectors that costs RealMem 0.8 points of hit@5 and MADial Chinese 1.3.
-K1 = 0.8
+# Memories run from a sentence to a long note: a term's second occurrence says little
+# more than its first, and a long note holds more, it does not pad. Until subject keys
+# (0013) a memory without a name repeated its text as its name, which ranks as k1 0.6
+# on the text once. Scoring it once, k1 0.8 was chosen while strength weighed
+# 0.15 in re-scoring; with strength a tie-breaker (0.05), bench/quality.py's hit@5 over
+# k1 0.5 / 0.6 / 0.8 (RealMem's 1,415 questions, MADial-Bench zh, en) is, without
+# vectors, 0.673 / 0.676 / 0.673, 0.812 / 0.819 / 0.825, 0.794 for all three; with the
+# local MiniLM vectors, 0.723 / 0.721 / 0.714, 0.656 / 0.656 / 0.650, 0.900 / 0.900 /
+# 0.887. At 0.8 RealMem with vectors was 0.6 points under its figure before subject
+# keys (8 of its questions; the one looked at: a long note pushed below shorter ones
+# sharing its words).
+K1 = 0.6
 B = 0.75
 LIST_LIMIT = 50
 # Scopes up to this size are read whole and their trigram similarity computed row by
