@@ -1,0 +1,151 @@
+"""bench/quality.py's datasets as timelines: each user's facts in the order they were
+said, with each question at the point where it was asked, and how a ranked list is
+scored against a question's gold sources."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parent / "data"
+DATASETS = ("realmem", "madial_zh", "madial_en")
+KS = (1, 5, 10)
+SEED = 20260101
+
+
+@dataclass
+class Question:
+    query: str
+    gold: frozenset[str]  # sources that count as a hit
+
+
+@dataclass
+class UserPlan:
+    """One scope's timeline: ("facts", [(text, source), ...]) or ("ask", question index)."""
+
+    user: str
+    events: list[tuple[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    name: str
+    questions: list[Question]
+    users: list[UserPlan]
+    total_questions: int  # before sampling
+    anchors: dict[str, list[list[str]]] = field(default_factory=dict)  # model -> top-20
+    sampling: str = ""  # how the questions were chosen, when not all of them
+
+    @property
+    def facts(self) -> int:
+        return sum(len(x) for u in self.users for kind, x in u.events if kind == "facts")
+
+
+def read(name: str) -> dict[str, Any]:
+    with gzip.open(DATA / f"{name}.json.gz", "rt", encoding="utf-8") as f:
+        return json.load(f)  # type: ignore[no-any-return]
+
+
+def sample(total: int, limit: int | None) -> list[int]:
+    if limit is None or limit >= total:
+        return list(range(total))
+    return sorted(random.Random(SEED).sample(range(total), limit))
+
+
+def trim(user: UserPlan) -> UserPlan | None:
+    """Drop the facts after the user's last question, and users with no question."""
+    asks = [i for i, (kind, _) in enumerate(user.events) if kind == "ask"]
+    if not asks:
+        return None
+    return UserPlan(user.user, user.events[: asks[-1] + 1])
+
+
+def realmem_plan(limit: int | None, users: int | None = None) -> Plan:
+    data = read("realmem")
+    people = data["users"]
+    if users is not None and users < len(people):
+        chosen = set(random.Random(SEED).sample(range(len(people)), users))
+        people = [p for i, p in enumerate(people) if i in chosen]
+    flat = [
+        (u, s, q)
+        for u, user in enumerate(people)
+        for s, session in enumerate(user["sessions"])
+        for q in range(len(session["questions"]))
+    ]
+    keep = {flat[i] for i in sample(len(flat), limit)}
+    questions: list[Question] = []
+    users = []
+    for u, user in enumerate(people):
+        plan = UserPlan(f"realmem:{user['name']}")
+        for s, session in enumerate(user["sessions"]):
+            for q, question in enumerate(session["questions"]):
+                if (u, s, q) in keep:
+                    plan.events.append(("ask", len(questions)))
+                    questions.append(Question(question["text"], frozenset(question["evidence"])))
+            if session["memories"]:
+                plan.events.append(("facts", [(m, session["id"]) for m in session["memories"]]))
+        if trimmed := trim(plan):
+            users.append(trimmed)
+    total = sum(len(s["questions"]) for user in data["users"] for s in user["sessions"])
+    how = []
+    if len(people) < len(data["users"]):
+        names = ", ".join(p["name"] for p in people)
+        how.append(
+            f"the {len(people)} of {len(data['users'])} users chosen with seed {SEED}: {names}"
+        )
+    if len(questions) < len(flat):
+        how.append(f"a sample of their questions, seed {SEED}")
+    return Plan("realmem", questions, users, total, sampling="; ".join(how))
+
+
+def madial_plan(lang: str, limit: int | None) -> Plan:
+    data = read(f"madial_{lang}")
+    chosen = sample(len(data["questions"]), limit)
+    questions = [
+        Question(
+            data["questions"][i]["query"], frozenset(map(str, data["questions"][i]["relevant"]))
+        )
+        for i in chosen
+    ]
+    users = []
+    for user in sorted({m["user"] for m in data["memories"]}):
+        memories = sorted(
+            (m for m in data["memories"] if m["user"] == user), key=lambda m: (m["time"], m["id"])
+        )
+        plan = UserPlan(
+            f"madial_{lang}:{user}", [("facts", [(m["text"], str(m["id"])) for m in memories])]
+        )
+        plan.events += [
+            ("ask", n) for n, i in enumerate(chosen) if data["questions"][i]["user"] == user
+        ]
+        if trimmed := trim(plan):
+            users.append(trimmed)
+    anchors = {
+        model: [[str(x) for x in lists[i]] for i in chosen]
+        for model, lists in sorted(data["anchors"].items())
+    }
+    how = f"a sample, seed {SEED}" if len(chosen) < len(data["questions"]) else ""
+    return Plan(f"madial_{lang}", questions, users, len(data["questions"]), anchors, how)
+
+
+def make_plan(name: str, limit: int | None, realmem_users: int | None) -> Plan:
+    if name == "realmem":
+        return realmem_plan(limit, realmem_users)
+    return madial_plan(name.split("_")[1], limit)
+
+
+def first_hit(ranked_sources: Iterable[Iterable[str]], gold: frozenset[str]) -> int | None:
+    """1-based rank of the first result with a gold source, or None within the list."""
+    for rank, sources in enumerate(ranked_sources, 1):
+        if gold.intersection(sources):
+            return rank
+    return None
+
+
+def hit_rates(ranks: Sequence[int | None]) -> dict[int, float]:
+    return {k: sum(r is not None and r <= k for r in ranks) / len(ranks) for k in KS}
