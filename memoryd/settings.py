@@ -176,9 +176,10 @@ class Settings(BaseSettings):
     # Strength is mostly recall's own reinforcement (every returned memory gains weight),
     # a prior about the memory, not evidence about this query: it should break near-ties
     # between matches, not overturn a better one. At 0.15 memories returned ~20 times
-    # more outranked the better-matching one (MADial-Bench English, local vectors: 0.875;
-    # with 0.05, 0.887 and no dataset of bench/quality.py below its 0.15 figure by more
-    # than 0.3 points of hit@5; reinforcement off instead cost RealMem 0.6 points).
+    # more outranked the better-matching one (BM25's k1 then 0.8: MADial-Bench English,
+    # local vectors, 0.875; with 0.05, 0.887 and no dataset of bench/quality.py below its
+    # 0.15 figure by more than 0.3 points of hit@5; reinforcement off instead cost RealMem
+    # 0.6 points).
     rank_weight_strength: float = Field(0.05, ge=0)
     rank_weight_recency: float = Field(0.1, ge=0)
     rank_weight_confidence: float = Field(0.1, ge=0)
