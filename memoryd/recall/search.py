@@ -49,8 +49,8 @@ from memoryd.models.tables import Memory, MemoryStatus, MemoryTerm
 # vectors, 0.673 / 0.676 / 0.673, 0.812 / 0.819 / 0.825, 0.794 for all three; with the
 # local MiniLM vectors, 0.723 / 0.721 / 0.714, 0.656 / 0.656 / 0.650, 0.900 / 0.900 /
 # 0.887. At 0.8 RealMem with vectors was 0.6 points under its figure before subject
-# keys (8 of its questions; the one looked at: a long note pushed below shorter ones
-# sharing its words).
+# keys (8 of its questions, most between 5th and 6th place). A lower k1 also holds a
+# long note's length less against it next to shorter memories sharing its words.
 K1 = 0.6
 B = 0.75
 LIST_LIMIT = 50
