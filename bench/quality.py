@@ -383,7 +383,11 @@ class Run:
         keys = [k for k, _ in SYSTEMS]
         for name in DATASETS:
             results = self.results.get(name, {})
-            anchors = read(name)["anchors"] if name.startswith("madial") else {}
+            # Every dataset's keys, run or not: a dataset not run is read for its anchors.
+            if name in plans:
+                anchors = plans[name].anchors
+            else:
+                anchors = read(name)["anchors"] if name.startswith("madial") else {}
             for key in keys + [f"anchor_{m}" for m in sorted(anchors)]:
                 value = results.get(key)
                 for k in KS:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from memoryd.models.batch_totals import batch_figures
 from memoryd.models.db import session_scope
-from memoryd.models.tables import ExtractionBatch, Turn, TurnStatus
+from memoryd.models.tables import Turn, TurnStatus
 from memoryd.settings import Settings
 from memoryd.worker.app import make_celery
 from memoryd.worker.config import QUEUES
@@ -143,11 +144,9 @@ def pipeline_state(settings: Settings) -> str:
         turns = session.execute(
             select(Turn.user_id, Turn.status, func.count()).group_by(Turn.user_id, Turn.status)
         ).all()
-        batches = session.execute(
-            select(ExtractionBatch.status, func.count()).group_by(ExtractionBatch.status)
-        ).all()
+        batches = batch_figures(session, rejections=False).kinds
     lines = [f"turns {user} {status}: {n}" for user, status, n in sorted(turns)]
-    lines += [f"batches {status}: {n}" for status, n in sorted(batches)]
+    lines += [f"batches {kind}: {dict(f.by_status)}" for kind, f in sorted(batches.items())]
     with make_celery(settings).connection_for_write() as conn:
         for name in QUEUES:
             try:  # a channel each: a queue the broker does not know closes its channel
