@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import openai
 from pydantic import BaseModel, ValidationError
 from tenacity import (
     RetryCallState,
@@ -31,6 +30,9 @@ from memoryd.errors import (
     field_errors,
 )
 from memoryd.settings import Settings
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,8 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
 
 def classify(exc: Exception) -> LLMError:
     """Map an SDK exception to transient (retried) or permanent."""
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return LLMTransientError(f"LLM request timed out: {exc}")
     if isinstance(exc, openai.APIConnectionError):
@@ -113,6 +117,10 @@ def client_key(settings: Settings) -> tuple[object, ...]:
 
 class LLMClient:
     def __init__(self, settings: Settings) -> None:
+        # Imported here: the SDK takes a third of a second to load, which every CLI
+        # command and process that never calls a model would pay.
+        import openai
+
         self.settings = settings
         self._client = openai.OpenAI(
             api_key=settings.llm_api_key or "not-needed",
@@ -150,11 +158,13 @@ class LLMClient:
                 s.attempt_number,
             ),
         )
+        from openai import OpenAIError
+
         for attempt in retrying:
             with attempt:
                 try:
                     return call(**kwargs)
-                except openai.OpenAIError as exc:
+                except OpenAIError as exc:
                     raise classify(exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
