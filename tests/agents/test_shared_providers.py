@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import sentence_transformers
 from sqlalchemy.orm import Session
 
 from memoryd.agents import config
@@ -33,6 +32,9 @@ def agents_settings(settings: Settings) -> list[Settings]:
 def test_agents_with_overrides_load_the_local_model_once(
     settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Imported here, not at collection: torch makes every freeze_time of the run slower.
+    import sentence_transformers
+
     loads: list[str] = []
 
     class Counted(sentence_transformers.SentenceTransformer):  # type: ignore[misc]
