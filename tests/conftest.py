@@ -22,15 +22,18 @@ test empties (concurrent runs on it would then meet).
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import freezegun
 import pytest
 import redis
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
 
 from memoryd import memo
 from memoryd.models.db import READONLY, dispose_engines, get_engine
@@ -51,9 +54,62 @@ from tests.services import (
     purge_queues,
 )
 
-REDIS_DB = int(os.environ.get("MEMORYD_TEST_REDIS_DB", "15"))
+# freeze_time looks through every loaded module for clocks to replace. Once the local
+# embedding model is loaded that is some 6,000 modules more (a second per call, half a
+# minute the first time); none of them reads the time the tests freeze.
+freezegun.configure(
+    extend_ignore_list=[
+        "torch",
+        "torchgen",
+        "transformers",
+        "sentence_transformers",
+        "huggingface_hub",
+        "tokenizers",
+        "safetensors",
+        "scipy",
+        "sklearn",
+        "sympy",
+        "mpmath",
+        "narwhals",
+        "joblib",
+        "rich",
+    ]
+)
+# Each xdist worker (gw0, gw1 ...) flushes a Redis database of its own: 15, 14 ...
+XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+REDIS_DB = int(os.environ.get("MEMORYD_TEST_REDIS_DB", "15")) - XDIST_INDEX
 BACKENDS = ["postgres", "sqlite"]
 LOCAL_AMQP = "amqp://guest:guest@127.0.0.1:5672"
+
+
+BROWSER_FIXTURES = {"browser", "docs_browser"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the browser tests, and start the longest tests first, one per xdist worker."""
+    for item in items:
+        if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)
+    items[:] = longest_first(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+def longest_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The `long` tests first, longest first, so none starts last and ends the run alone.
+    `make test` runs xdist with --maxschedchunk 1, which hands each worker two tests to
+    begin with and then one at a time: each long test is followed by a short one, so the
+    first tests of each worker are one long and one short."""
+    long = sorted((i for i in items if expected_seconds(i)), key=expected_seconds, reverse=True)
+    short = [i for i in items if not expected_seconds(i)]
+    if workers < 2:
+        return long + short
+    paired = [test for pair in zip(long[:workers], short, strict=False) for test in pair]
+    return paired + long[workers:] + short[len(paired) // 2 :]
+
+
+def expected_seconds(item: pytest.Item) -> float:
+    """What a `long` test's marker says it takes; the rest count as short (0)."""
+    marker = item.get_closest_marker("long")
+    return float(marker.kwargs.get("seconds", 60)) if marker else 0.0
 
 
 @pytest.fixture(scope="session")
@@ -134,6 +190,8 @@ def pg_database(pg_server: str) -> Iterator[str]:
     upgrade(Settings(database_url=url))
     yield url
     dispose_engines()
+    if cleaner := _cleaners.pop(url, None):
+        cleaner.dispose()
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
@@ -176,7 +234,7 @@ def make_settings(
     data_dir = tmp_path / "data"
     if backend in ("postgres", "rabbitmq"):
         url = request.getfixturevalue("pg_database")
-        _truncate_all(url)
+        empty_tables(url)
         # Ids start again at 1 under the same URL: what this process cached of an earlier
         # test's rows (scope vectors, query vectors, statistics) must not meet these.
         embeddings.clear_caches()
@@ -188,19 +246,47 @@ def make_settings(
             ),
         }
     else:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), data_dir / "memoryd.db")
         base = {"database_url": f"sqlite:///{data_dir / 'memoryd.db'}"}
-    settings = Settings(data_dir=data_dir, **{**base, **overrides})
-    if backend == "sqlite":
-        upgrade(settings)
-    return settings
+    return Settings(data_dir=data_dir, **{**base, **overrides})
 
 
-def _truncate_all(url: str) -> None:
-    engine = create_engine(url)
-    names = ", ".join(t.name for t in Base.metadata.sorted_tables)
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated to head once per run (and xdist worker): each test
+    starts from a copy of it, as `memoryd migrate` would have left it."""
+    folder = tmp_path_factory.mktemp("sqlite-template")
+    settings = Settings(data_dir=folder, database_url=f"sqlite:///{folder / 'memoryd.db'}")
+    upgrade(settings)
+    get_engine(settings).dispose()  # the last connection closed moves the WAL into the file
+    path = folder / "memoryd.db"
+    assert not path.with_name("memoryd.db-wal").exists()
+    return path
+
+
+_cleaners: dict[str, Engine] = {}
+TABLES = [t.name for t in Base.metadata.sorted_tables]
+# The tables holding rows; most tests write a few of them, and TRUNCATE costs per table.
+USED_TABLES = text(
+    " UNION ALL ".join(f"SELECT '{name}' WHERE EXISTS (SELECT 1 FROM {name})" for name in TABLES)
+)
+ADVANCED_SEQUENCES = text(
+    "SELECT schemaname || '.' || sequencename FROM pg_sequences WHERE last_value IS NOT NULL"
+)
+
+
+def empty_tables(url: str) -> None:
+    """Empty every table of a PostgreSQL database of the run, ids restarting at 1 (also
+    of tables a test emptied itself), on a connection kept for the run."""
+    engine = _cleaners.get(url)
+    if engine is None:
+        engine = _cleaners[url] = create_engine(url, poolclass=StaticPool)
     with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-    engine.dispose()
+        if used := conn.execute(USED_TABLES).scalars().all():
+            conn.execute(text(f"TRUNCATE {', '.join(used)} RESTART IDENTITY CASCADE"))
+        for sequence in conn.execute(ADVANCED_SEQUENCES).scalars().all():
+            conn.execute(text(f"ALTER SEQUENCE {sequence} RESTART"))
 
 
 @pytest.fixture(params=BACKENDS)

@@ -15,7 +15,7 @@ from memoryd.models.tables import Category, Memory, Tier
 from memoryd.recall import backfill, embedders, embeddings, search
 from memoryd.settings import Settings
 from tests import fakellm
-from tests.conftest import _truncate_all, with_llm
+from tests.conftest import empty_tables, with_llm
 from tests.factories import make_memory
 from tests.fakellm import FakeLLM
 
@@ -98,7 +98,7 @@ def test_a_vector_cache_left_stale_by_a_restore_never_crosses_scopes(
     before = store(["ann", "bob", "bob", "ann"])
     assert len(client.recall("green tea", "bot", "ann")) == 2  # ann's vectors now cached
     if s.resolved_database_url.startswith("postgresql"):
-        _truncate_all(s.resolved_database_url)
+        empty_tables(s.resolved_database_url)
     else:
         for table in reversed(Base.metadata.sorted_tables):
             db.execute(table.delete())

@@ -180,10 +180,10 @@ agent_ids = st.sampled_from(["bot", "other"])
     query=st.sampled_from(["tea", "龙井", "", "editor vim", "Lisbon"]),
 )
 def test_no_read_path_crosses_scopes(settings: Settings, db: Session, rows, reader, query) -> None:
-    from tests.conftest import _truncate_all
+    from tests.conftest import empty_tables
 
     if settings.resolved_database_url.startswith("postgresql"):
-        _truncate_all(settings.resolved_database_url)
+        empty_tables(settings.resolved_database_url)
     else:
         db.execute(Memory.__table__.delete())  # type: ignore[attr-defined]
         db.commit()
