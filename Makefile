@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: install demo test lint bench bench-quality bench-lifecycle bench-scale chaos worker beat flower migrate clean
+.PHONY: install demo test test-quick lint bench bench-quality bench-lifecycle bench-scale chaos worker beat flower migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,13 +26,30 @@ $(DEMO_STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	$(BIN)/memoryd demo
 
+# Four xdist workers whatever the cores: most tests wait on workers, servers, a browser.
+# --maxschedchunk 1 hands tests out one at a time, so the long ones, which the suite
+# starts first (tests/conftest.py), never queue up behind each other.
+PYTEST_WORKERS ?= 4
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --maxschedchunk 1
+
 lint: $(STAMP)
 	$(BIN)/ruff check memoryd tests bench
 	$(BIN)/ruff format --check memoryd tests bench
 	$(BIN)/mypy memoryd
 
-test: lint
-	$(BIN)/python -m pytest -q --durations=15
+# The whole suite. mypy checks beside it (its report follows the tests'), ruff before.
+test: $(STAMP)
+	$(BIN)/ruff check memoryd tests bench
+	$(BIN)/ruff format --check memoryd tests bench
+	@$(BIN)/mypy memoryd > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
+	$(PYTEST) --durations=15; tests=$$?; \
+	wait $$mypy; typed=$$?; cat $(VENV)/mypy.log; \
+	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
+
+# The quick loop: every package's unit and database tests on both databases; no worker
+# processes, chaos suite, benches, fuzzing or browser.
+test-quick: $(STAMP)
+	$(PYTEST) -m "not slow and not long and not browser"
 
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py

@@ -14,6 +14,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
+@pytest.mark.long(seconds=30)
+@pytest.mark.timeout(900)
 def test_quality_bench_runs_on_a_few_questions() -> None:
     run = subprocess.run(
         [
@@ -30,7 +32,7 @@ def test_quality_bench_runs_on_a_few_questions() -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.strip().splitlines()

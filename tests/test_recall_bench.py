@@ -16,6 +16,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
+@pytest.mark.long(seconds=60)
+@pytest.mark.timeout(900)
 def test_recall_bench_runs_at_a_small_size(pg_server: str) -> None:
     run = subprocess.run(
         [
@@ -27,7 +29,7 @@ def test_recall_bench_runs_at_a_small_size(pg_server: str) -> None:
         env={**os.environ, "MEMORYD_BENCH_PG": pg_server},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     figures = json.loads(run.stdout.strip().splitlines()[-1])

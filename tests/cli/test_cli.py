@@ -16,6 +16,8 @@ from tests.conftest import make_settings, with_llm
 from tests.fakellm import FakeLLM
 from tests.workers import settings_env
 
+pytestmark = pytest.mark.slow  # every test runs `memoryd` as a process of its own
+
 
 def memoryd(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -6,8 +6,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from memoryd.settings import Settings
 from tests.workers import settings_env
+
+pytestmark = pytest.mark.slow  # every test runs `memoryd` as a process of its own
 
 
 def test_a_misspelt_variable_is_named_with_the_closest_setting(settings: Settings) -> None:

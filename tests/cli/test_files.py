@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from memoryd.settings import Settings
 from tests.cli.test_cli import memoryd
+
+pytestmark = pytest.mark.slow  # every test runs `memoryd` as a process of its own
 
 SCOPE = ["--agent", "bot", "--user", "ann"]
 

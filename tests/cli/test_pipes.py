@@ -6,8 +6,12 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from memoryd.settings import Settings
 from tests.workers import settings_env
+
+pytestmark = pytest.mark.slow  # every test runs `memoryd` as a process of its own
 
 
 def test_a_reader_that_stops_early_gets_no_broken_pipe_error(settings: Settings) -> None:

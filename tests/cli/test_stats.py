@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from memoryd.settings import Settings
 from tests.cli.test_cli import memoryd
 from tests.factories import add_turns
+
+pytestmark = pytest.mark.slow  # every test runs `memoryd` as a process of its own
 
 
 def test_stats_of_a_scope_show_only_that_scopes_figures(settings: Settings) -> None:

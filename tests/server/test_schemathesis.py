@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memoryd.settings import Settings
 from tests.server.conftest import LiveServer, make_key
 
@@ -19,6 +21,8 @@ SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 
 
+@pytest.mark.long(seconds=60)
+@pytest.mark.timeout(900)
 def test_every_check_passes_on_every_operation(api_settings: Settings, tmp_path: Path) -> None:
     keys = {
         "MEMORYD_FUZZ_ADMIN_KEY": make_key(api_settings, "fuzz", admin=True),
@@ -46,7 +50,7 @@ def test_every_check_passes_on_every_operation(api_settings: Settings, tmp_path:
             ],
             capture_output=True,
             text=True,
-            timeout=280,
+            timeout=600,
             cwd=tmp_path,
             env={**os.environ, **keys},
         )
