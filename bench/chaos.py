@@ -16,6 +16,7 @@ every memory but the refused ones embedded. Baseline: the same load with no faul
     .venv/bin/python bench/chaos.py            # full size, about 15 minutes
     .venv/bin/python bench/chaos.py --quick    # reduced, as CI runs it
     .venv/bin/python bench/chaos.py --only kill,outage
+    .venv/bin/python bench/chaos.py --quick --jobs 3   # three runs at a time
 
 Ends with one JSON line whose keys include lost, duplicated, stranded and
 dead_lettered_transient: all must be 0 (the exit status is 1 otherwise).
@@ -40,6 +41,7 @@ from bench.chaos_harness import (
     Servers,
     generate,
 )
+from bench.chaos_jobs import Jobs, Run, answer
 from bench.chaos_scenarios import FULL, QUICK, SCENARIOS, Size
 from bench.common import emit
 from memoryd.client import MemoryClient
@@ -139,38 +141,96 @@ def run_scenario(name: str, backend: str, size: Size, servers: Servers) -> Outco
         h.stop(keep_logs_in=logs)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="reduced size, as CI runs it")
-    parser.add_argument("--only", default="", help="comma-separated scenario names")
-    args = parser.parse_args()
-    size = QUICK if args.quick else FULL
-    wanted = [n for n in args.only.split(",") if n] or [*SCENARIOS, "concurrent_remember"]
+CONCURRENT = "concurrent_remember"
+
+
+def planned(only: str) -> list[Run]:
+    """Every (scenario, backend) run asked for, in the suite's order."""
+    wanted = [n for n in only.split(",") if n] or [*SCENARIOS, CONCURRENT]
+    return [
+        (name, backend)
+        for name in wanted
+        for backend in (SCENARIOS[name].backends if name in SCENARIOS else ("postgres", "sqlite"))
+    ]
+
+
+def perform(servers: Servers, run: Run, size: Size) -> Outcome | None:
+    """One run on `servers`; None (saying why on stderr) when its backend is not here."""
+    name, backend = run
+    if not backend_available(servers, backend):
+        return None
+    started = time.monotonic()
+    if name == CONCURRENT:
+        outcome = concurrent_remember(servers, backend)
+    else:
+        outcome = run_scenario(name, backend, size, servers)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def run_in_turn(runs: list[Run], size: Size) -> tuple[list[Outcome], list[str]]:
     servers = Servers()
     outcomes: list[Outcome] = []
     skipped: list[str] = []
     try:
-        for name in wanted:
-            backends = SCENARIOS[name].backends if name in SCENARIOS else ("postgres", "sqlite")
-            for backend in backends:
-                if not backend_available(servers, backend):
-                    skipped.append(f"{name}_{backend}")
-                    continue
-                started = time.monotonic()
-                if name == "concurrent_remember":
-                    outcome = concurrent_remember(servers, backend)
-                else:
-                    outcome = run_scenario(name, backend, size, servers)
-                outcome.seconds = time.monotonic() - started
+        for run in runs:
+            outcome = perform(servers, run, size)
+            if outcome is None:
+                skipped.append("_".join(run))
+            else:
                 outcomes.append(outcome)
-                flag = "ok" if outcome.ok else "FAILED"
-                print(
-                    f"{name:<20} {backend:<9} {flag:<6} {outcome.seconds:6.1f} s  "
-                    + "; ".join(outcome.notes),
-                    flush=True,
-                )
+                report(outcome)
     finally:
         servers.close()
+    return outcomes, skipped
+
+
+def serve(size: Size, with_hosts: bool) -> None:
+    """A job process of `--jobs`: runs each "scenario backend" line of stdin on servers
+    of its own and answers each with one JSON line on stdout (bench/chaos_jobs.py)."""
+    answers = sys.stdout
+    sys.stdout = sys.stderr  # what the scenarios print goes with the logs
+    servers = Servers(with_hosts=with_hosts)
+    try:
+        for line in sys.stdin:
+            name, backend = line.split()
+            outcome = perform(servers, (name, backend), size)
+            answers.write(answer(outcome, skipped=f"{name}_{backend}") + "\n")
+            answers.flush()
+    finally:
+        servers.close()
+
+
+def report(outcome: Outcome) -> None:
+    flag = "ok" if outcome.ok else "FAILED"
+    print(
+        f"{outcome.scenario:<20} {outcome.backend:<9} {flag:<6} {outcome.seconds:6.1f} s  "
+        + "; ".join(outcome.notes),
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="reduced size, as CI runs it")
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="runs side by side, each job with its own servers"
+    )
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--with-hosts", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    size = QUICK if args.quick else FULL
+    if args.serve:
+        serve(size, args.with_hosts)
+        return
+    runs = planned(args.only)
+    if args.jobs > 1:
+        outcomes, skipped = Jobs(runs, args.quick, report).run(args.jobs)
+        order = {run: i for i, run in enumerate(runs)}
+        outcomes.sort(key=lambda o: order.get((o.scenario, o.backend), len(order)))
+    else:
+        outcomes, skipped = run_in_turn(runs, size)
     print_outcomes(outcomes)
     base = next((o for o in outcomes if o.scenario == "baseline"), None)
     totals = {

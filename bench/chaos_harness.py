@@ -462,9 +462,11 @@ class Servers:
     asks for it) RabbitMQ node, which scenarios may kill. Where network namespaces can
     be made, the first two also listen on a virtual network's gateway, for the hosts."""
 
-    def __init__(self) -> None:
+    def __init__(self, with_hosts: bool = True) -> None:
+        """`with_hosts`: make the hosts' network (a job process that runs no hosts
+        scenario makes none)."""
         self.folder = Path(tempfile.mkdtemp(prefix="chaos-servers-"))
-        self.hosts_unavailable = hosts.unavailable()
+        self.hosts_unavailable = hosts.unavailable() if with_hosts else "not in this process"
         self._network = None if self.hosts_unavailable else hosts.Network().start()
         gateway, cidr = (self._network.gateway, self._network.cidr) if self._network else ("", "")
         self.postgres = PostgresCluster(also_on=gateway, trusting=cidr).start()

@@ -403,20 +403,25 @@ class Scenario:
     overrides: dict[str, Any] = field(default_factory=dict)
     # After the pipeline settled: what only this scenario checks, on its outcome.
     verify: Callable[[Harness, Outcome], None] | None = None
+    # About how long a quick run takes here: runs side by side (--jobs) start longest
+    # first, so that none of the long ones is left to end the suite alone.
+    seconds: float = 10.0
 
 
 BOTH = ("postgres", "sqlite")
 SCENARIOS: dict[str, Scenario] = {
     "baseline": Scenario(baseline),
-    "kill": Scenario(kill_workers, (*BOTH, "pgbouncer")),
-    "slow_llm": Scenario(slow_llm, BOTH, {"lease_seconds": 3.0, "llm_timeout_seconds": 30.0}),
+    "kill": Scenario(kill_workers, (*BOTH, "pgbouncer"), seconds=13),
+    "slow_llm": Scenario(
+        slow_llm, BOTH, {"lease_seconds": 3.0, "llm_timeout_seconds": 30.0}, seconds=24
+    ),
     "redis_restart": Scenario(redis_restart),
-    "rabbitmq_restart": Scenario(rabbitmq_restart, ("rabbitmq",)),
-    "postgres_restart": Scenario(postgres_restart),
+    "rabbitmq_restart": Scenario(rabbitmq_restart, ("rabbitmq",), seconds=30),
+    "postgres_restart": Scenario(postgres_restart, seconds=14),
     "llm_faults": Scenario(llm_faults),
-    "outage": Scenario(outage, BOTH),
-    "duplicate_ingest": Scenario(duplicate_ingest, BOTH),
-    "poison": Scenario(poison, BOTH),
+    "outage": Scenario(outage, BOTH, seconds=24),
+    "duplicate_ingest": Scenario(duplicate_ingest, BOTH, seconds=12),
+    "poison": Scenario(poison, BOTH, seconds=15),
     "nul_fact": Scenario(nul_in_a_fact, BOTH, verify=facts_counted_invalid),
     "busy_workers": Scenario(
         busy_workers,
@@ -426,8 +431,9 @@ SCENARIOS: dict[str, Scenario] = {
             "llm_timeout_seconds": 30.0,
         },
         verify=no_worker_exited,
+        seconds=24,
     ),
-    "recall_during_extraction": Scenario(recall_during_extraction, BOTH),
+    "recall_during_extraction": Scenario(recall_during_extraction, BOTH, seconds=13),
     "embedding_refusal": Scenario(
         embedding_refusal, overrides=CHAOS_EMBEDDINGS, verify=every_other_memory_embedded
     ),
@@ -438,13 +444,15 @@ SCENARIOS: dict[str, Scenario] = {
         # cut-off worker is not ended by its consumer watchdog first.
         {"llm_timeout_seconds": 60.0, "consumer_watchdog_seconds": 120.0},
         verify=partition.late_write_refused,
+        seconds=34,
     ),
     "clock_ahead": Scenario(
         clock_ahead,
         ("hosts",),
         {"lease_seconds": 3.0, "llm_timeout_seconds": 30.0},  # slow_llm's margins
         verify=each_batch_called_once,
+        seconds=20,
     ),
-    "kill_defaults": Scenario(kill_with_defaults, overrides=DEFAULT_RECOVERY),
-    "outage_defaults": Scenario(outage_with_defaults, overrides=DEFAULT_RECOVERY),
+    "kill_defaults": Scenario(kill_with_defaults, overrides=DEFAULT_RECOVERY, seconds=43),
+    "outage_defaults": Scenario(outage_with_defaults, overrides=DEFAULT_RECOVERY, seconds=36),
 }

@@ -15,6 +15,7 @@ name carries this process's id, so concurrent runs do not meet, and `Network.rem
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 LOOPBACK = "127.0.0.1"
+LOCK_FILE = "/tmp/memoryd-hosts.lock"
 URL_SETTINGS = ("MEMORYD_DATABASE_URL", "MEMORYD_BROKER_URL", "MEMORYD_LLM_BASE_URL")
 
 
@@ -86,7 +88,7 @@ class Host:
 class Network:
     """A bridge in this namespace with the gateway address on it, and the hosts on it."""
 
-    subnet: int = field(default_factory=lambda: os.getpid() % 250 + 1)
+    subnet: int = 0  # 10.213.<subnet>.0/24, chosen by start() among those free
     hosts: list[Host] = field(default_factory=list)
     _made: bool = False
 
@@ -108,7 +110,12 @@ class Network:
         _ip("link", "add", self.bridge, "type", "bridge")
         self._made = True
         atexit.register(self.remove)
-        _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+        # Runs at once (a bench beside the suite) each take a subnet no other one holds:
+        # chosen and taken under one lock, since Linux lets two bridges hold one address.
+        with open(LOCK_FILE, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.subnet = _free_subnet()
+            _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         return self
 
@@ -140,6 +147,18 @@ class Network:
         if self._made:
             subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)
             self._made = False
+
+
+def _free_subnet() -> int:
+    """The first 10.213.N.0/24 (from one this process's id picks) no interface is on."""
+    shown = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True)
+    taken = {int(n) for n in re.findall(r"inet 10\.213\.(\d+)\.", shown.stdout)}
+    start = os.getpid() % 250
+    for offset in range(250):
+        subnet = (start + offset) % 250 + 1
+        if subnet not in taken:
+            return subnet
+    raise RuntimeError("every 10.213.N.0/24 subnet is taken: remove the bridges left behind")
 
 
 def remove_orphans() -> None:

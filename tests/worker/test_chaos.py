@@ -30,12 +30,13 @@ def skipped_here() -> int:
     return (not installed(rabbitmq_bin)) + (not bouncer) + 2 * (hosts.unavailable() is not None)
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.long(seconds=240), pytest.mark.timeout(900)]
 
 
 def test_every_turn_is_extracted_exactly_once_through_every_fault() -> None:
     out = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "bench" / "chaos.py"), "--quick"],
+        # Three runs at a time, each job with servers of its own (bench/chaos_jobs.py).
+        [sys.executable, str(REPO_ROOT / "bench" / "chaos.py"), "--quick", "--jobs", "3"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
