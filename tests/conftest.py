@@ -7,8 +7,9 @@ before each test, never mocked.
 Servers: MEMORYD_TEST_PG (a PostgreSQL server URL without database) and
 MEMORYD_TEST_REDIS (a Redis URL without database) when set; else the machine's own on
 127.0.0.1:5432 and :6379 when they answer; else throwaway ones started for this run
-(tests/services.py), or a clear message saying what to install. The suite uses Redis
-database MEMORYD_TEST_REDIS_DB (default 15) and flushes it, nothing else.
+(tests/services.py), or a clear message saying what to install. Each xdist worker
+claims a Redis database no other run uses meanwhile (redis_db) and flushes it, nothing
+else.
 
 RabbitMQ (the tests parametrized with the `rabbitmq` backend: PostgreSQL + RabbitMQ):
 MEMORYD_TEST_AMQP_URL (an amqp:// URL without vhost), else 127.0.0.1:5672 as guest,
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -75,9 +77,11 @@ freezegun.configure(
         "rich",
     ]
 )
-# Each xdist worker (gw0, gw1 ...) flushes a Redis database of its own: 15, 14 ...
 XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
-REDIS_DB = int(os.environ.get("MEMORYD_TEST_REDIS_DB", "15")) - XDIST_INDEX
+# Redis databases a test run may claim for itself, one per xdist worker (0 is where the
+# claims are kept; the benches use 4).
+REDIS_DBS = [n for n in range(15, 0, -1) if n != 4]
+REDIS_CLAIM_SECONDS = 4 * 3600  # a claim a killed run left behind lapses after this
 BACKENDS = ["postgres", "sqlite"]
 LOCAL_AMQP = "amqp://guest:guest@127.0.0.1:5672"
 
@@ -215,9 +219,44 @@ def through(pooler: PgBouncer, settings: Settings, **overrides: Any) -> Settings
     return settings.model_copy(update={"database_url": url, **overrides})
 
 
+@pytest.fixture(scope="session")
+def redis_db(redis_server: str) -> Iterator[int]:
+    """The Redis database this run (this xdist worker) flushes, used by no other run on
+    the server meanwhile: a second suite or a bench run beside this one would otherwise
+    flush the extract triggers this one's workers wait for. MEMORYD_TEST_REDIS_DB (minus
+    the xdist worker's index) names one instead."""
+    if configured := os.environ.get("MEMORYD_TEST_REDIS_DB"):
+        yield int(configured) - XDIST_INDEX
+        return
+    claims = redis.Redis.from_url(f"{redis_server}/0")
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    for db in REDIS_DBS:
+        key = f"memoryd-test:claimed-db:{db}"
+        if claims.set(key, owner, nx=True, ex=REDIS_CLAIM_SECONDS) or _left_behind(claims, key):
+            claims.set(key, owner, ex=REDIS_CLAIM_SECONDS)
+            yield db
+            if claims.get(key) == owner.encode():
+                claims.delete(key)
+            claims.close()
+            return
+    pytest.exit(f"every Redis database of {redis_server} is claimed by another test run", 4)
+
+
+def _left_behind(claims: redis.Redis, key: str) -> bool:
+    """Whether the claim was made by a process of this machine that is gone."""
+    host, _, pid = (claims.get(key) or b"").decode().partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 @pytest.fixture
-def redis_url(redis_server: str) -> Iterator[str]:
-    url = f"{redis_server}/{REDIS_DB}"
+def redis_url(redis_server: str, redis_db: int) -> Iterator[str]:
+    url = f"{redis_server}/{redis_db}"
     client = redis.Redis.from_url(url)
     client.flushdb()
     yield url
