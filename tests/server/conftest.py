@@ -12,12 +12,17 @@ from dataclasses import dataclass
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
+from playwright.sync_api import expect
 
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope, utcnow
 from memoryd.server.app import create_app
 from memoryd.server.keys import KeySpec, create_key
 from memoryd.settings import Settings
+
+# Four test processes share two cores: a page that renders in a second alone can take
+# longer than Playwright's 5 s default. What the page must show stays the same.
+expect.set_options(timeout=30_000)
 
 
 @dataclass
