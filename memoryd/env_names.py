@@ -28,6 +28,7 @@ OTHER_VARIABLES = (
     "MEMORYD_PG_MAX_CONNECTIONS",
     "MEMORYD_URL",  # examples/node: where the example client finds the server
     "MEMORYD_KEY",
+    "MEMORYD_MODELS_DIR",  # memoryd/llm/local_model.py: where fetched GGUF models are kept
 )
 PREFIX = "MEMORYD_"
 

@@ -1,6 +1,6 @@
 """The `memoryd` command line and the embedded demo; run by people and deploy scripts.
 
-May import: client, errors, extraction, ingest, mcp, memories, models, monitoring,
+May import: client, errors, extraction, ingest, llm, mcp, memories, models, monitoring,
 recall, server, settings, worker.
 """
 

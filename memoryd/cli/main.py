@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from memoryd.cli import erase, memories, pipeline, profile
+from memoryd.cli import erase, local_llm, memories, pipeline, profile
 from memoryd.cli import mcp as mcp_command
 from memoryd.cli.common import InputError, Parser
 from memoryd.cli.serve import AddCommand, Command
@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     memories.add_commands(add)
     add_server_commands(add)
     mcp_command.add_command(add)
+    local_llm.add_command(add)
     return parser
 
 

@@ -1,0 +1,71 @@
+"""`memoryd local-llm serve`: a GGUF model over the OpenAI API on loopback, with llama.cpp's
+own server embedded in xllamacpp (the `local-llm` extra). Chat completions with JSON-schema
+output work through the official openai client, so memoryd talks to it like any endpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memoryd.errors import MemorydError
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    model: Path
+    name: str  # the model id answers carry, and the one MEMORYD_EXTRACTION_MODEL names
+    host: str = "127.0.0.1"
+    port: int = 8090
+    # Two threads: a batch's prompt is read faster with both cores; with shared cores
+    # one keeps workers and the database responsive (OMP_WAIT_POLICY=PASSIVE: no spinning).
+    threads: int = 2
+    # A batch prompt is up to extract_max_prompt_tokens (6,000) plus its answer.
+    context: int = 8192
+    parallel: int = 1  # one request at a time: a second would halve both on two cores
+
+    def env(self) -> dict[str, str]:
+        """What points memoryd at this server."""
+        return {
+            "MEMORYD_LLM_BASE_URL": f"http://{self.host}:{self.port}/v1",
+            "MEMORYD_EXTRACTION_MODEL": self.name,
+        }
+
+
+def start(options: ServeOptions) -> Any:
+    """The server, listening. Its threads run until the process ends."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        import xllamacpp  # type: ignore[import-untyped]
+    except ImportError:
+        raise MemorydError(
+            "memoryd local-llm needs the local-llm extra: pip install 'memoryd[local-llm]'"
+        ) from None
+    params = xllamacpp.CommonParams()
+    params.model.path = str(options.model)
+    params.model_alias = {options.name}
+    params.n_ctx = options.context
+    params.n_parallel = options.parallel
+    params.cpuparams.n_threads = options.threads
+    params.cpuparams_batch.n_threads = options.threads
+    params.hostnames = [options.host]
+    params.port = options.port
+    params.verbosity = -1  # llama.cpp's per-request log would print what users said
+    return xllamacpp.Server(params)
+
+
+def serve_forever(options: ServeOptions) -> None:
+    """Serve until SIGINT or SIGTERM."""
+    server = start(options)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"serving {options.name} ({options.model}) at {server.listening_address}/v1")
+    print("point memoryd at it with:")
+    for name, value in options.env().items():
+        print(f"  export {name}={value}")
+    stop.wait()
