@@ -67,6 +67,17 @@ class Settings(BaseSettings):
     llm_retries: int = Field(4, ge=0, description="Retries of a transient LLM error")
     llm_backoff_max_seconds: float = Field(30.0, gt=0)
     llm_temperature: float = Field(0.0, ge=0, le=2)
+    extract_prompt: str = Field(
+        "extract.v4",
+        pattern=r"^extract\.[a-z0-9.\-]+$",
+        description="The extraction prompt (memoryd/prompts); extract.small.v1 suits small models",
+    )
+    small_model_checks: bool = Field(
+        False,
+        description="Check a small model's answer harder: its confidence against what the user "
+        "said, its replaces/same_as against the memory's words, its `single` against the keys "
+        "known to hold one value (home city, employer…)",
+    )
     offline_extractor: bool = Field(
         False, description="Force the rule-based extractor even when an LLM is configured"
     )
@@ -339,6 +350,17 @@ class Settings(BaseSettings):
     def _triggers(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if value is not None and not all(t.strip() for t in value):
             raise ValueError("a trigger keyword is blank")
+        return value
+
+    @field_validator("extract_prompt")
+    @classmethod
+    def _prompt_exists(cls, value: str) -> str:
+        from memoryd.prompts import load_prompt
+
+        try:
+            load_prompt(value)
+        except FileNotFoundError:
+            raise ValueError(f"no prompt {value}.md in memoryd/prompts") from None
         return value
 
     @model_validator(mode="after")

@@ -147,6 +147,25 @@ def search_text(text: str) -> str:
     return " ".join(search_tokens(text))
 
 
+# The words people ask about a slot with, indexed with every memory of that key: "where
+# does Ali live now?" finds "Moved to Lisbon" (key "home city") by "live".
+SLOT_WORDS = {
+    "home city": "live lives where 住 住在 哪里",
+    "preferred name": "call called name 叫 称呼",
+    "name": "called name 名字",
+    "employer": "work works company job 工作 公司",
+    "job title": "work job role 工作 职位",
+    "diet": "eat eats food 吃",
+    "partner": "partner 对象",
+}
+
+
+def memory_search_text(name: str, content: str) -> str:
+    """What the keyword index stores for a memory of this name (key) and content."""
+    slot = SLOT_WORDS.get(" ".join(name.casefold().split()), "")
+    return search_text(f"{name} {slot} {content}" if slot else f"{name} {content}")
+
+
 def query_tokens(query: str) -> list[str]:
     """Distinct search terms of a user query, longest first, at most MAX_QUERY_TOKENS."""
     unique = dict.fromkeys(t for t in search_tokens(query[:4000]) if t)

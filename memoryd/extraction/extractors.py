@@ -12,8 +12,8 @@ import time
 from collections.abc import Sequence
 
 from memoryd.extraction import offline
+from memoryd.extraction.amend import amend
 from memoryd.extraction.prompt import (
-    EXTRACT_PROMPT,
     render_keys,
     render_memories,
     render_profiles,
@@ -35,7 +35,7 @@ class LLMExtractor:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.client = LLMClient(settings)
-        self.prompt = load_prompt(EXTRACT_PROMPT)
+        self.prompt = load_prompt(settings.extract_prompt)
 
     def extract(
         self,
@@ -56,11 +56,14 @@ class LLMExtractor:
         result = self.client.complete_json(
             self.settings.extraction_model, messages, ExtractionOutput
         )
+        strict = self.settings.small_model_checks
+        mended = amend(result.value.facts, turns, memories, keys, zone, strict)
         return Proposal(
-            facts=result.value.facts,
+            facts=mended.facts,
             experiences=result.value.experiences,
             profile_updates=result.value.profile_updates,
-            dropped=result.value.dropped,
+            dropped=result.value.dropped + mended.dropped,
+            amended=mended.changes,
             extractor="llm",
             model=result.model,
             prompt_version=self.prompt.version,
@@ -123,7 +126,7 @@ def get_extractor(settings: Settings) -> Extractor:
     by every agent: agents' overrides make Settings copies that differ in other fields."""
     if not settings.llm_configured:
         return OfflineExtractor()
-    key = (settings.extraction_model, *client_key(settings))
+    key = (settings.extraction_model, settings.extract_prompt, *client_key(settings))
     shared = _llm_extractors.get(key, lambda: LLMExtractor(settings))
     if shared.settings is settings:
         return shared

@@ -18,7 +18,7 @@ from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
 from memoryd.zones import local
 
-EXTRACT_PROMPT = "extract.v4"
+EXTRACT_PROMPT = "extract.v4"  # the default of MEMORYD_EXTRACT_PROMPT
 
 
 def _as_data(obj: object) -> str:
@@ -99,18 +99,19 @@ def turn_cost(role: str, content: str) -> int:
 
 
 @cache
-def prompt_overhead() -> int:
-    """Tokens of the extraction prompt around its turns and memories (its date line at
+def prompt_overhead(version: str = EXTRACT_PROMPT) -> int:
+    """Tokens of an extraction prompt around its turns and memories (its date line at
     its widest)."""
     today = today_line([TurnView("user", "", SAMPLE_AT)], timezone(-timedelta(hours=12)))
-    messages = load_prompt(EXTRACT_PROMPT).render(
+    messages = load_prompt(version).render(
         turns="", memories="(none yet)", keys="(none yet)", profiles="(none yet)", today=today
     )
     return sum(estimate_tokens(m["content"]) + 4 for m in messages)
 
 
 def turn_budget(settings: Settings) -> int:
-    return settings.extract_max_prompt_tokens - prompt_overhead() - settings.extract_memory_tokens
+    overhead = prompt_overhead(settings.extract_prompt)
+    return settings.extract_max_prompt_tokens - overhead - settings.extract_memory_tokens
 
 
 def fit_memories(memories: Sequence[MemoryView], budget: int) -> list[MemoryView]:

@@ -42,6 +42,8 @@ class Proposal:
     profile_updates: list[ProfileUpdate] = field(default_factory=list)
     # Items of the answer left out as malformed (ExtractionOutput.dropped), by reason.
     dropped: Counter[str] = field(default_factory=Counter)
+    # What the pipeline mended in the answer (extraction/amend.py), by kind.
+    amended: Counter[str] = field(default_factory=Counter)
 
 
 Profiles = Mapping[str, dict[str, Any]]  # the scope's current documents, by type

@@ -170,10 +170,9 @@ class LLMClient:
 
     def _response_format(self, schema: type[BaseModel]) -> dict[str, Any]:
         if self.settings.llm_response_format == "json_schema":
-            return {
-                "type": "json_schema",
-                "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
-            }
+            wire = getattr(schema, "response_json_schema", schema.model_json_schema)
+            named = {"name": schema.__name__, "schema": wire()}
+            return {"type": "json_schema", "json_schema": named}
         return {"type": "json_object"}
 
     def complete_json(

@@ -29,7 +29,7 @@ from memoryd.models.tables import (
     Tier,
 )
 from memoryd.settings import Settings
-from memoryd.text import content_hash, search_text
+from memoryd.text import content_hash, memory_search_text
 
 SelectT = TypeVar("SelectT", bound=Select)  # type: ignore[type-arg]
 
@@ -67,7 +67,7 @@ def set_content(memory: Memory, content: str, name: str | None = None) -> None:
         memory.name = name[:200]
     memory.name_key = key_for(memory.name, content)
     memory.content_hash = content_hash(content)
-    memory.search_text = search_text(f"{memory.name} {content}")
+    memory.search_text = memory_search_text(memory.name, content)
     memory.search_length = memory.search_text.count(" ") + 1 if memory.search_text else 0
     memory.vector = None  # re-embedded off the chat path
     memory.embed_failures = 0  # a new text may be one the endpoint takes

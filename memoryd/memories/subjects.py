@@ -30,6 +30,24 @@ _SPACE = re.compile(r"\s+")
 _EDGE = " \t\n.,;:!?'\"“”‘’()[]{}。，；：！？、（）"
 
 
+# Keys that hold one value at a time, in English and Chinese; a key ending in one of them
+# ("sister anna home city") too. What a model's `single` is checked against when it is not
+# trusted (MEMORYD_SMALL_MODEL_CHECKS=true).
+KNOWN_SINGLE = frozenset(
+    """home city|city|country|address|preferred name|name|nickname|employer|company|job|
+    job title|role|occupation|position|diet|partner|spouse|relationship status|birthday|age|
+    team lead|manager|boss|school|university|major|timezone|primary language|
+    居住城市|城市|住址|名字|称呼|昵称|公司|工作|职位|职业|饮食|伴侣|对象|生日|年龄|组长|领导|经理|
+    学校|专业|时区""".replace("\n", "")
+    .replace("    ", "")
+    .split("|")
+)
+
+
+def known_single(key: str) -> bool:
+    return any(key == k or key.endswith(f" {k}") for k in KNOWN_SINGLE) or key in KNOWN_SINGLE
+
+
 def subject_key(name: str) -> str:
     """ "Home  City." and "home city" are one key: NFKC, case-folded, spaces collapsed,
     punctuation trimmed from the ends."""

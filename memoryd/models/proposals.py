@@ -183,6 +183,22 @@ class ExtractionOutput(BaseModel):
         profile_invalid_update, profile_invalid_text."""
         return self._dropped
 
+    @classmethod
+    def response_json_schema(cls) -> dict[str, Any]:
+        """The schema a model answers to: every field the pipeline decides by is required
+        (a model bound by a grammar skips what is optional), null where "none" is an answer.
+        Validation stays lenient: a field left out keeps its default."""
+        schema = cls.model_json_schema()
+        schema["required"] = ["facts", "experiences", "profile_updates"]
+        schema["$defs"]["Fact"]["required"] = list(ANSWERED_FACT_FIELDS)
+        return schema
+
+
+# What every fact of an answer states: its key and whether the key holds one value are
+# what replacement hangs on (memories/reconcile.py).
+ANSWERED_FACT_FIELDS = (
+    "content", "category", "name", "single", "confidence", "temporary", "replaces", "same_as",
+)  # fmt: skip
 
 # Per list of an extraction answer: its item model and the prefix of its drop reasons.
 _ITEM_KINDS: dict[str, tuple[type[BaseModel], str]] = {

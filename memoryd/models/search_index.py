@@ -18,7 +18,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from memoryd.text import search_text
+from memoryd.text import memory_search_text
 
 
 # Each posting carries its memory's search_length, so BM25 over a scope reads the
@@ -198,7 +198,7 @@ def reindex_terms(bind: Connection, chunk: int = 5000) -> None:
             return
         updates = []
         for row in rows:
-            terms = search_text(f"{row.name} {row.content}")
+            terms = memory_search_text(row.name, row.content)
             updates.append({"id": row.id, "t": terms, "n": len(terms.split())})
         bind.execute(
             text("UPDATE memories SET search_text = :t, search_length = :n WHERE id = :id"),

@@ -153,7 +153,7 @@ def test_a_short_lived_fact_never_retires_a_lasting_value_unasked(
         answer(
             {
                 "facts": [
-                    fact("Works at Globex this week", "employer", single=True, temporary="short")
+                    fact("Works at Globex for now", "employer", single=True, temporary="short")
                 ]
             }
         )
@@ -161,7 +161,7 @@ def test_a_short_lived_fact_never_retires_a_lasting_value_unasked(
     extract_session(s, say(s, "ann", "s1", "I'm covering at Globex this week."))
     assert statuses(db) == {
         "Works at Acme": MemoryStatus.ACTIVE,
-        "Works at Globex this week": MemoryStatus.ACTIVE,
+        "Works at Globex for now": MemoryStatus.ACTIVE,
     }
 
 

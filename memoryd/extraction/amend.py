@@ -1,0 +1,304 @@
+"""What the pipeline mends in a model's answer before anything is written, so that a weak
+model still leaves a right store. Measured by bench/extraction.py with real models:
+
+- a request copied as the fact ("Please remember that …", "记住…") becomes its statement;
+- relative times left in a fact ("last week") are written as dates (dates.py);
+- a fact about someone else is not stored as the user's: a name only the memories shown
+  carry is refused, and a fact told about a person in the user's life gets that person
+  in its content and key, so it never retires the user's own value (evidence.py);
+- a fact without a key gets one: the offline rules' slot for the same value, or a key of
+  the scope that its content names;
+- where the rules see a single-valued change ("I moved to X", "call me Y", "我搬到…") of
+  a key the scope already holds, the fact carries that key, or the rules' fact is added;
+- a confidence the model gives every fact is weighed by the evidence: how much of the
+  fact the user said, and whether the rules read the same.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, tzinfo
+
+from memoryd.extraction import evidence, offline
+from memoryd.extraction.dates import resolve_relative
+from memoryd.extraction.views import MemoryView, TurnView
+from memoryd.memories.subjects import key_for, known_single, subject_key
+from memoryd.models.proposals import Fact
+from memoryd.models.tables import Category
+from memoryd.zones import local
+
+_REQUEST = re.compile(
+    r"^\s*(?:(?:please|pls|and|also|oh),?\s+)*(?:(?:do\s+)?remember|don't forget|do not forget|"
+    r"note|keep in mind)(?:\s+that|\s*:|,)?\s+"
+    r"|^\s*(?:请|麻烦)?(?:记住|记得|别忘了|帮我记一下)[:：,，]?\s*",
+    re.IGNORECASE,
+)
+_TAUTOLOGY = re.compile(r"^\s*(?P<x>.{1,30}?)\s*(?:是|is|are)\s*(?P=x)\s*[.。!！]?\s*$", re.I)
+# The evidence's word on a fact's confidence: the part of its words the user said.
+SUPPORT_CAPS = ((0.6, 1.0), (0.3, 0.75), (0.0, 0.5))
+NAME_KEYS = frozenset({"name", "preferred name", "名字", "称呼"})
+
+
+@dataclass
+class Amended:
+    facts: list[Fact]
+    dropped: Counter[str] = field(default_factory=Counter)  # refused, by reason
+    changes: Counter[str] = field(default_factory=Counter)  # what was mended, by kind
+
+
+@dataclass
+class _Batch:
+    """What the amendments read: the user's turns, the memories and keys shown."""
+
+    said: list[str]
+    said_on: list[tuple[str, date]]  # (content, the day it was said in the user's zone)
+    shown: list[str]
+    keys: set[str]
+    user_names: set[str]
+    known_names: set[str]
+    rule_facts: list[Fact]
+    memories: dict[int, MemoryView]  # shown, by alias
+
+
+def amend(
+    facts: Sequence[Fact],
+    turns: Sequence[TurnView],
+    memories: Sequence[MemoryView],
+    keys: Sequence[str],
+    zone: tzinfo,
+    strict: bool = False,
+) -> Amended:
+    """The answer's facts, mended. `strict` (MEMORYD_SMALL_MODEL_CHECKS) also weighs each
+    fact's confidence by the evidence, keeps `replaces`/`same_as` only to a memory about
+    the same subject, and takes `single` from the key rather than from the model."""
+    batch = _read_batch(turns, memories, keys, zone)
+    result = Amended([])
+    for fact in facts:
+        mended = _amend_fact(fact, batch, result)
+        if mended is not None and strict:
+            mended = _checked(mended, batch, result)
+        if mended is not None:
+            result.facts.append(mended)
+    _one_value_per_slot(batch, result)
+    _add_rule_changes(batch, result)
+    return result
+
+
+def _read_batch(
+    turns: Sequence[TurnView], memories: Sequence[MemoryView], keys: Sequence[str], zone: tzinfo
+) -> _Batch:
+    users = [t for t in turns if t.role == "user"]
+    said = [t.content for t in users]
+    shown = [m.content for m in memories]
+    user_names = {
+        word.lower()
+        for m in memories
+        if subject_key(m.name) in NAME_KEYS
+        for word in re.findall(r"\b[A-Z][a-z]+\b", m.content)
+    }
+    existing = {m.alias: (m.name, m.content) for m in memories}
+    return _Batch(
+        said=said,
+        said_on=[(t.content, local(t.at, zone).date()) for t in users],
+        shown=shown,
+        keys=({subject_key(k) for k in keys} | {key_for(m.name, m.content) for m in memories})
+        - {""},
+        user_names=user_names,
+        known_names=evidence.capitalised([*said, *shown]) - user_names,
+        rule_facts=offline.extract_facts([("user", s) for s in said], existing),
+        memories={m.alias: m for m in memories},
+    )
+
+
+def _amend_fact(fact: Fact, batch: _Batch, result: Amended) -> Fact | None:
+    content = _restated(fact.content)
+    if content != fact.content:
+        result.changes["restated_request"] += 1
+    if _TAUTOLOGY.match(content):
+        result.dropped["tautology"] += 1
+        return None
+    fact = fact.model_copy(update={"content": content})
+    fact = _about_whom(fact, batch, result)
+    fact = _dated(fact, batch, result)
+    return _keyed(fact, batch, result)
+
+
+def _checked(fact: Fact, batch: _Batch, result: Amended) -> Fact | None:
+    """What a small model's answer is held to beyond the rest (MEMORYD_SMALL_MODEL_CHECKS)."""
+    if evidence.borrowed_names(fact.content, batch.said, batch.shown):
+        result.dropped["other_person"] += 1
+        return None
+    fact = _single_by_key(fact, result)
+    return _linked(_weighed(fact, batch, result), batch, result)
+
+
+def _restated(content: str) -> str:
+    """A request to remember, as the fact it asks to keep."""
+    stripped = _REQUEST.sub("", content, count=1).strip()
+    if not stripped or stripped == content.strip():
+        return content
+    return stripped[:1].upper() + stripped[1:]
+
+
+def _about_whom(fact: Fact, batch: _Batch, result: Amended) -> Fact:
+    """A fact the user told about someone else names that person in its content and key:
+    "Moved to Madrid" from "My sister Anna moved to Madrid" is Anna's, not the user's."""
+    person = evidence.person_of(fact.content, batch.user_names, batch.known_names)
+    sentence = evidence.best_sentence(fact.content, batch.said)
+    if person is None and sentence is not None:
+        told = evidence.person_of(sentence, batch.user_names, batch.known_names)
+        if told is not None and not evidence.mentions(fact.content, told):
+            person = told
+            result.changes["third_person_content"] += 1
+            fact = fact.model_copy(update={"content": sentence})
+    if person is None:
+        return fact
+    label = subject_key(person.label())
+    key = subject_key(fact.name)
+    if label and not key.startswith(label):
+        result.changes["third_person_key"] += 1
+        fact = fact.model_copy(update={"name": f"{label} {key}".strip()})
+    return fact
+
+
+def _dated(fact: Fact, batch: _Batch, result: Amended) -> Fact:
+    """Relative times written as dates, from the day the telling turn was said."""
+    sentence = evidence.best_sentence(fact.content, batch.said)
+    said_on = next((day for text, day in batch.said_on if sentence and sentence in text), None)
+    if said_on is None:
+        said_on = batch.said_on[-1][1] if batch.said_on else None
+    if said_on is None:
+        return fact
+    resolved = resolve_relative(fact.content, said_on)
+    if not resolved.phrases:
+        return fact
+    result.changes["relative_dates"] += resolved.phrases
+    update: dict[str, object] = {"content": resolved.text}
+    first = resolved.first
+    if fact.category == Category.EPISODE and fact.occurred_at is None and first is not None:
+        update["occurred_at"] = first.start if first.kind == "day" else None
+    return fact.model_copy(update=update)
+
+
+def _keyed(fact: Fact, batch: _Batch, result: Amended) -> Fact:
+    """The rules' slot when they read the same value; else a scope key the content names."""
+    rule = _rule_for(fact, batch)
+    if (
+        rule is not None
+        and rule.name
+        and subject_key(fact.name) != subject_key(rule.name)
+        and not evidence.person_of(fact.content, batch.user_names, batch.known_names)
+    ):
+        result.changes["key_from_rules"] += 1
+        return fact.model_copy(update={"name": rule.name, "single": rule.single})
+    if subject_key(fact.name):
+        return fact
+    lower = fact.content.lower()
+    for key in sorted(batch.keys, key=len, reverse=True):
+        if key and re.search(rf"(?<!\w){re.escape(key)}(?!\w)", lower):
+            result.changes["key_from_scope"] += 1
+            return fact.model_copy(update={"name": key})
+    return fact
+
+
+def _rule_for(fact: Fact, batch: _Batch) -> Fact | None:
+    """The rules' fact of the same value: its words all in this fact."""
+    mine = evidence.words(fact.content)
+    for rule in batch.rule_facts:
+        value = evidence.words(_rule_value(rule))
+        if value and value <= mine:
+            return rule
+    return None
+
+
+def _rule_value(rule: Fact) -> str:
+    """What a rule's fact says, without its template's words ("Lives in {x}")."""
+    for prefix in ("Lives in ", "Wants to be called ", "Name is ", "住在", "希望被称为"):
+        if rule.content.startswith(prefix):
+            return rule.content[len(prefix) :]
+    return rule.content
+
+
+def _weighed(fact: Fact, batch: _Batch, result: Amended) -> Fact:
+    """The model's confidence, capped by how much of the fact the user said; the rules
+    reading the same fact vouch for it."""
+    share = evidence.support(fact.content, batch.said)
+    if share is None:
+        return fact
+    cap = next(c for floor, c in SUPPORT_CAPS if share >= floor)
+    if _rule_for(fact, batch) is not None:
+        cap = max(cap, 0.9)
+    if fact.confidence <= cap:
+        return fact
+    result.changes["confidence_capped"] += 1
+    return fact.model_copy(update={"confidence": cap})
+
+
+def _single_by_key(fact: Fact, result: Amended) -> Fact:
+    """`single` as the key says, not as the model marked it."""
+    single = known_single(subject_key(fact.name))
+    if single == fact.single:
+        return fact
+    result.changes["single_by_key"] += 1
+    return fact.model_copy(update={"single": single})
+
+
+# A link to a memory shown is kept when both have one key, or when they share this part of
+# the memory's words: a small model fills `replaces` with any id it was shown.
+LINK_OVERLAP = {"replaces": 0.3, "same_as": 0.5}
+
+
+def _linked(fact: Fact, batch: _Batch, result: Amended) -> Fact:
+    """`replaces` and `same_as` kept only where the memory is about the same subject: the
+    same single-valued key, or enough of the same words."""
+    update: dict[str, None] = {}
+    for link, floor in LINK_OVERLAP.items():
+        alias = getattr(fact, link)
+        memory = batch.memories.get(alias) if alias is not None else None
+        if memory is None:
+            continue
+        key = subject_key(fact.name)
+        if fact.single and key and key == subject_key(memory.name):
+            continue  # a key of one value: the new one retires the old, words or not
+        theirs = evidence.words(memory.content)
+        if theirs and len(theirs & evidence.words(fact.content)) / len(theirs) >= floor:
+            continue
+        update[link] = None
+        result.changes[f"unrelated_{link}"] += 1
+    return fact.model_copy(update=update) if update else fact
+
+
+def _one_value_per_slot(batch: _Batch, result: Amended) -> None:
+    """One fact per single-valued key and batch: the one holding the value the rules read
+    for that key, else the last (the newest said)."""
+    by_key: dict[str, list[Fact]] = {}
+    for fact in result.facts:
+        if fact.single and (key := subject_key(fact.name)):
+            by_key.setdefault(key, []).append(fact)
+    for key, facts in by_key.items():
+        if len(facts) < 2:
+            continue
+        values = [
+            evidence.words(_rule_value(r)) for r in batch.rule_facts if subject_key(r.name) == key
+        ]
+        read = [f for f in facts if any(v and v <= evidence.words(f.content) for v in values)]
+        keep = (read or facts)[-1]
+        for fact in facts:
+            if fact is not keep:
+                result.facts.remove(fact)
+                result.dropped["same_slot_in_batch"] += 1
+
+
+def _add_rule_changes(batch: _Batch, result: Amended) -> None:
+    """A single-valued change the rules read in the turns, of a key the scope holds, that
+    no fact of the answer carries: the rules' own fact, so the old value still retires."""
+    carried = {subject_key(f.name) for f in result.facts}
+    for rule in batch.rule_facts:
+        key = subject_key(rule.name)
+        if rule.single and key in batch.keys and key not in carried:
+            result.facts.append(rule)
+            carried.add(key)
+            result.changes["rule_replacement"] += 1

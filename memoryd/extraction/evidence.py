@@ -1,0 +1,153 @@
+"""What the turns say for a proposed fact: how much of it the user said, in which
+sentence, and whose the sentence is (the user's, or a person in the user's life).
+
+Word overlap, not meaning: a fact is written in the user's language from the user's own
+words, so its salient words are in the turns that told it. A fact whose words the user
+never said, or that names a person only the memories shown mention, was not said.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+_LATIN = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d+")
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
+_SENTENCE = re.compile(r"[^.!?。！？;；\n]+[.!?。！？;；]?")
+_STOP_WORDS = """the and but for are was were has have had not with this that from into
+about your you user user's she her his him they them their our its it's i'm i've i'd
+i'll let's will would could should can just also very really then than there here what when where
+who which how want wants like likes please remember note now lives live living"""
+_STOP = frozenset(_STOP_WORDS.split())
+_CJK_STOP = frozenset("的了是在我你他她它们这那有和就也都很会要说吗呢吧啊")
+
+# People in a user's life, as a sentence names them before saying something about them.
+RELATIONS_EN = (
+    "sister|brother|mother|mom|mum|father|dad|wife|husband|partner|girlfriend|boyfriend|"
+    "son|daughter|friend|colleague|coworker|boss|manager|neighbour|neighbor|roommate|"
+    "cousin|aunt|uncle|grandmother|grandma|grandfather|grandpa|team lead|teammate"
+)
+RELATIONS_ZH = (
+    "妹妹|姐姐|哥哥|弟弟|妈妈|母亲|爸爸|父亲|老婆|老公|妻子|丈夫|太太|先生|女朋友|男朋友|"
+    "儿子|女儿|朋友|同事|老板|经理|领导|邻居|室友|表姐|表妹|表哥|表弟|奶奶|爷爷|外婆|外公|组长"
+)
+_OTHER_EN = re.compile(
+    rf"^\s*(?:(?:the user's|user's|my|our|his|her)\s+)?(?:best\s+|older\s+|younger\s+|little\s+|"
+    rf"big\s+|new\s+)?(?P<rel>{RELATIONS_EN})(?:'s)?\b(?:,?\s+(?P<name>[A-Z][a-z]+))?",
+    re.IGNORECASE,
+)
+_OTHER_ZH = re.compile(
+    rf"^\s*(?:用户的?|我的?)?(?P<rel>{RELATIONS_ZH})(?P<name>[\u4e00-\u9fff]{{0,2}})"
+)
+_NAME_FIRST = re.compile(r"^\s*(?P<name>[A-Z][a-z]{1,20})\b")
+
+
+def words(text: str) -> set[str]:
+    """Salient words: Latin words of three letters or more (their first five letters, so
+    "moved" meets "move"), numbers, and Chinese character pairs."""
+    found = set()
+    for word in _LATIN.findall(text):
+        lower = word.lower()
+        if (len(lower) >= 3 or lower.isdigit()) and lower not in _STOP:
+            found.add(lower[:5])
+    for run in _CJK_RUN.findall(text):
+        chars = [c for c in run if c not in _CJK_STOP] or list(run)
+        found.update(a + b for a, b in pairwise(chars))
+        if len(chars) == 1:
+            found.add(chars[0])
+    return found
+
+
+def support(fact: str, said: Iterable[str]) -> float | None:
+    """The part of the fact's salient words found in `said`; None when the fact has none
+    or is written in another script than what was said (a translation: not measurable)."""
+    mine = words(fact)
+    if not mine:
+        return None
+    theirs: set[str] = set()
+    texts = list(said)
+    for text in texts:
+        theirs |= words(text)
+    if _is_cjk(fact) != any(_is_cjk(t) for t in texts):
+        return None
+    return len(mine & theirs) / len(mine)
+
+
+def _is_cjk(text: str) -> bool:
+    return bool(_CJK_RUN.search(text))
+
+
+def sentences(texts: Sequence[str]) -> list[str]:
+    return [s.strip() for t in texts for s in _SENTENCE.findall(t) if s.strip()]
+
+
+def best_sentence(fact: str, said: Sequence[str]) -> str | None:
+    """The sentence of `said` sharing most salient words with the fact (None: none shares)."""
+    mine = words(fact)
+    scored = [(len(mine & words(s)), s) for s in sentences(said)]
+    best = max(scored, default=(0, ""), key=lambda pair: pair[0])
+    return best[1] if best[0] > 0 else None
+
+
+@dataclass(frozen=True)
+class Person:
+    """Someone a sentence or fact is about who is not the user."""
+
+    relation: str  # "sister", "妹妹", or "" when only a name is given
+    name: str
+
+    def label(self) -> str:
+        return " ".join(p for p in (self.relation, self.name) if p)
+
+
+def person_of(sentence: str, user_names: set[str], known_names: set[str]) -> Person | None:
+    """Whom a sentence (or a fact) is about when it is not the user: "My sister Anna …",
+    "我妹妹…", or a name the turns or memories use for someone else ("Tom moved …")."""
+    for pattern in (_OTHER_EN, _OTHER_ZH):
+        if match := pattern.match(sentence):
+            relation = match.group("rel")
+            return Person(relation.lower() if relation.isascii() else relation, match["name"] or "")
+    match = _NAME_FIRST.match(sentence)
+    if match and match["name"].lower() in known_names and match["name"].lower() not in user_names:
+        return Person("", match["name"])
+    return None
+
+
+def mentions(text: str, person: Person) -> bool:
+    lower = text.lower()
+    return any(part and part.lower() in lower for part in (person.relation, person.name))
+
+
+def capitalised(texts: Iterable[str]) -> set[str]:
+    """Words written with a capital inside a sentence, lower-cased: the names used."""
+    found: set[str] = set()
+    for sentence in sentences(list(texts)):
+        for word in re.findall(r"(?<=\s)[A-Z][a-z]{1,20}\b", sentence):
+            found.add(word.lower())
+    return found
+
+
+_SUBJECT_NAME = re.compile(
+    r"^\s*(?P<name>[A-Z][a-z]{1,20})(?:'s\b|\s+(?:is|was|has|had|lives|lived|works|worked|moved|"
+    r"likes|loves|prefers|said|wants|will|can)\b)"
+)
+
+
+def names_in(texts: Sequence[str]) -> set[str]:
+    """Names the texts use, lower-cased: capitalised inside a sentence ("Sister Anna"), or
+    at its start when a verb follows ("Tom moved …", "Tom's …")."""
+    found = capitalised(texts)
+    for sentence in sentences(list(texts)):
+        if match := _SUBJECT_NAME.match(sentence):
+            found.add(match["name"].lower())
+    return found - _STOP
+
+
+def borrowed_names(fact: str, said: Sequence[str], shown: Sequence[str]) -> set[str]:
+    """Names in the fact that nobody said in these turns but a memory shown uses: the
+    model took a person from the memories and made them the subject."""
+    heard = set(re.findall(r"[a-z]+", " ".join(said).lower()))
+    names = {m.lower() for m in re.findall(r"\b[A-Z][a-z]{1,20}\b", fact)}
+    return (names & names_in(shown)) - heard
