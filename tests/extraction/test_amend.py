@@ -1,0 +1,105 @@
+"""What the pipeline mends in a model's answer (extraction/amend.py), on answers a real
+small model gave: each case is what it wrote and what must be stored instead."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from memoryd.extraction.amend import amend
+from memoryd.extraction.views import MemoryView, TurnView
+from memoryd.models.proposals import Fact
+
+FRIDAY = datetime(2026, 11, 27, 10, 0, tzinfo=UTC)
+
+
+def fact(content: str, name: str = "", single: bool = False, **more: object) -> Fact:
+    return Fact(content=content, name=name, single=single, confidence=1.0, **more)  # type: ignore[arg-type]
+
+
+def user(*lines: str) -> list[TurnView]:
+    return [TurnView("user", line, FRIDAY) for line in lines]
+
+
+def test_a_request_to_remember_is_stored_as_its_fact() -> None:
+    turns = user("Please remember that my sister's wedding is on 14 June.")
+    got = amend(
+        [fact("Please remember that my sister's wedding is on 14 June.")], turns, [], [], UTC
+    )
+    assert [f.content for f in got.facts] == ["My sister's wedding is on 14 June."]
+    zh = amend([fact("记住我每周三下午开周会")], user("记住我每周三下午开周会"), [], [], UTC)
+    assert [f.content for f in zh.facts] == ["我每周三下午开周会"]
+
+
+def test_a_relative_date_left_by_the_model_is_written_as_a_date() -> None:
+    got = amend(
+        [fact("Moved to Lisbon last week")], user("I moved to Lisbon last week."), [], [], UTC
+    )
+    assert [f.content for f in got.facts] == ["Moved to Lisbon in the week of 2026-11-16"]
+    assert got.changes["relative_dates"] == 1
+
+
+def test_a_tautology_is_not_kept() -> None:
+    got = amend([fact("小波是小波。")], user("你好，叫我小波就行。"), [], [], UTC)
+    assert got.facts == [] and got.dropped["tautology"] == 1
+
+
+def test_another_persons_move_never_takes_the_users_slot() -> None:
+    turns = user("My sister Anna moved to Madrid last month.")
+    got = amend([fact("Moved to Madrid", "home city", single=True)], turns, [], [], UTC)
+    [kept] = got.facts
+    assert "Anna" in kept.content and kept.name.startswith("sister anna")
+
+
+def test_the_rules_give_a_keyless_fact_the_slot_they_read() -> None:
+    got = amend([fact("Now living in Lisbon")], user("I moved to Lisbon."), [], [], UTC)
+    assert [(f.name, f.single) for f in got.facts] == [("home city", True)]
+
+
+def test_the_rules_replace_a_held_value_the_model_left_alone() -> None:
+    shown = [MemoryView(1, "user", "home city", "Lives in Berlin")]
+    got = amend([fact("Is happy", "mood")], user("I moved to Lisbon."), shown, ["home city"], UTC)
+    added = [f for f in got.facts if f.name == "home city"]
+    assert [(f.content, f.single, f.replaces) for f in added] == [("Lives in Lisbon", True, 1)]
+
+
+def test_one_value_per_single_slot_and_batch() -> None:
+    facts = [
+        fact("Lives in Lisbon since last week", "home city", single=True),
+        fact("I moved to Lisbon", "home city", single=True),
+    ]
+    got = amend(facts, user("I moved to Lisbon last week."), [], [], UTC)
+    assert len([f for f in got.facts if f.name == "home city"]) == 1
+    assert got.dropped["same_slot_in_batch"] == 1
+
+
+def test_small_model_checks_drop_a_name_taken_from_the_memories() -> None:
+    shown = [MemoryView(1, "user", "colleague", "Colleague Marta lives in Porto")]
+    facts = [fact("Marta has moved to Porto")]
+    turns = user("I finally moved to Porto!")
+    assert [f.content for f in amend(facts, turns, shown, [], UTC).facts] == [facts[0].content]
+    strict = amend(facts, turns, shown, [], UTC, strict=True)
+    assert all("Marta" not in f.content for f in strict.facts)
+    assert strict.dropped["other_person"] == 1
+
+
+def test_small_model_checks_keep_links_only_to_the_same_subject() -> None:
+    shown = [
+        MemoryView(1, "user", "answer style", "Prefers short, direct answers"),
+        MemoryView(2, "user", "home city", "Lives in Berlin"),
+    ]
+    facts = [
+        fact("Don't use emojis", "answer style", single=True, replaces=1),
+        fact("Lives in Lisbon", "home city", single=True, replaces=2),
+    ]
+    turns = user("Don't use emojis. I moved to Lisbon.")
+    got = amend(facts, turns, shown, [], UTC, strict=True)
+    assert [(f.content, f.single, f.replaces) for f in got.facts] == [
+        ("Don't use emojis", False, None),  # a list-like key, other words: no link
+        ("Lives in Lisbon", True, 2),  # a key of one value retires its old value
+    ]
+
+
+def test_small_model_checks_weigh_confidence_by_what_the_user_said() -> None:
+    facts = [fact("Plays the cello in an orchestra"), fact("Owns a yacht in Monaco")]
+    got = amend(facts, user("I play the cello in an orchestra."), [], [], UTC, strict=True)
+    assert [f.confidence for f in got.facts] == [1.0, 0.5]
