@@ -47,7 +47,7 @@ def start(options: ServeOptions) -> Any:
     """The server, listening. Its threads run until the process ends."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
-        import xllamacpp  # type: ignore[import-untyped]
+        import xllamacpp
     except ImportError:
         raise MemorydError(
             "memoryd local-llm needs the local-llm extra: pip install 'memoryd[local-llm]'"
