@@ -126,35 +126,33 @@ def _zh(regex: str, when: Callable[[date, re.Match[str]], Span]) -> Rule:
     return re.compile(regex), when, False
 
 
-# Longest phrases first: "the day before yesterday" before "yesterday".
+# How Chinese names a week relative to this one ("上周", "上个星期", "这礼拜" …).
+_ZH_WEEKS = (
+    ("(?:上上周|上上个?星期|上上个?礼拜)", -2),
+    ("(?:上周|上个?星期|上个?礼拜)", -1),
+    ("(?:这周|本周|这个?星期|这个?礼拜)", 0),
+    ("(?:下周|下个?星期|下个?礼拜)", 1),
+)
+
+# Longest phrases first: "the day before yesterday" before "yesterday", "上周三" before "上周".
 RULES: list[Rule] = [
     _en(r"the day before yesterday", _day(-2)),
     _en(r"the day after tomorrow", _day(2)),
     _en(r"yesterday|last night", _day(-1)),
     _en(r"today|tonight|this (?:morning|afternoon|evening)", _day(0)),
     _en(r"tomorrow", _day(1)),
-    _en(rf"{_EN_NUMBER} days? ago", _ago("day")),
-    _en(rf"{_EN_NUMBER} weeks? ago", _ago("week")),
-    _en(rf"{_EN_NUMBER} months? ago", _ago("month")),
-    _en(rf"{_EN_NUMBER} years? ago", _ago("year")),
+    *(_en(rf"{_EN_NUMBER} {unit}s? ago", _ago(unit)) for unit in ("day", "week", "month", "year")),
     _en(r"a week ago", _day(-7)),
     _en(r"a month ago", _month(-1)),
     _en(r"a year ago", _year(-1)),
     _en(rf"last (?P<d>{_EN_DAY})", _weekday_en(-1)),
     _en(rf"next (?P<d>{_EN_DAY})", _weekday_en(1)),
-    _en(r"last week", _week(-1)),
-    _en(r"this week", _week(0)),
-    _en(r"next week", _week(1)),
-    _en(r"last month", _month(-1)),
-    _en(r"this month", _month(0)),
-    _en(r"next month", _month(1)),
-    _en(r"last year", _year(-1)),
-    _en(r"this year", _year(0)),
-    _en(r"next year", _year(1)),
-    _zh(r"(?:上上周|上上个?星期|上上个?礼拜)(?P<d>[一二三四五六日天])", _weekday_zh(-2)),
-    _zh(r"(?:上周|上个?星期|上个?礼拜)(?P<d>[一二三四五六日天])", _weekday_zh(-1)),
-    _zh(r"(?:这周|本周|这个?星期|这个?礼拜)(?P<d>[一二三四五六日天])", _weekday_zh(0)),
-    _zh(r"(?:下周|下个?星期|下个?礼拜)(?P<d>[一二三四五六日天])", _weekday_zh(1)),
+    *(
+        _en(f"{word} {unit}", span(offset))
+        for word, offset in (("last", -1), ("this", 0), ("next", 1))
+        for unit, span in (("week", _week), ("month", _month), ("year", _year))
+    ),
+    *(_zh(rf"{week}(?P<d>[一二三四五六日天])", _weekday_zh(n)) for week, n in _ZH_WEEKS),
     _zh(r"大前天", _day(-3)),
     _zh(r"前天", _day(-2)),
     _zh(r"昨天|昨晚|昨日", _day(-1)),
@@ -166,9 +164,7 @@ RULES: list[Rule] = [
     _zh(rf"{_ZH_NUMBER}个?(?:星期|周|礼拜)前", _ago("week")),
     _zh(rf"{_ZH_NUMBER}个月前", _ago("month")),
     _zh(rf"{_ZH_NUMBER}年前", _ago("year")),
-    _zh(r"上周|上个?星期|上个?礼拜", _week(-1)),
-    _zh(r"这周|本周|这个?星期|这个?礼拜", _week(0)),
-    _zh(r"下周|下个?星期|下个?礼拜", _week(1)),
+    *(_zh(week, _week(n)) for week, n in _ZH_WEEKS if n > -2),
     _zh(r"上个月|上月", _month(-1)),
     _zh(r"这个月|本月", _month(0)),
     _zh(r"下个月|下月", _month(1)),
@@ -183,7 +179,7 @@ RULES: list[Rule] = [
 class Resolved:
     text: str
     phrases: int  # how many relative phrases were written as dates
-    first: Span | None  # the first one's meaning: an episode's date when it names a day
+    first: Span | None  # the first resolved (rules in order): an episode's date if a day
 
 
 def resolve_relative(text: str, said_on: date) -> Resolved:
