@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
@@ -41,7 +42,6 @@ from memoryd.extraction.views import Extractor
 from memoryd.llm.client import LLMResult
 from memoryd.models.db import dispose_engines, session_scope
 from memoryd.models.keys import SessionKey
-from memoryd.models.proposals import ExtractionOutput
 from memoryd.models.tables import ExtractionBatch, Memory
 from memoryd.settings import Settings
 
@@ -55,23 +55,23 @@ def load_scenarios(path: Path = SCENARIOS) -> list[dict[str, Any]]:
 
 
 class Recorder:
-    """Wraps an LLM client: every call's prompt and raw completion, in order; and whether
-    the first answer was valid."""
+    """Wraps an LLM client's HTTP call: every call's prompt and raw completion, in order,
+    and how many answers were valid at the first try. The client's own parsing and
+    repair round run as ever."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
         self.calls: list[dict[str, Any]] = []
         self.valid = 0
         self.where = ""  # "scenario#session", set by the runner
-        create = client._create
+        self._create = client._create
+        client._create = self.create
 
-        def recorded(**kwargs: Any) -> Any:
-            response = create(**kwargs)
-            text = response.choices[0].message.content if response.choices else ""
-            self.calls.append({"at": self.where, "messages": kwargs["messages"], "answer": text})
-            return response
-
-        client._create = recorded
+    def create(self, **kwargs: Any) -> Any:
+        response = self._create(**kwargs)
+        text = response.choices[0].message.content if response.choices else ""
+        self.calls.append({"at": self.where, "messages": kwargs["messages"], "answer": text})
+        return response
 
     def complete_json(self, model: str, messages: Any, schema: Any) -> LLMResult[Any]:
         before = len(self.calls)
@@ -80,24 +80,21 @@ class Recorder:
         return result  # type: ignore[no-any-return]
 
 
-class Replayer:
+class Replayer(Recorder):
     """Answers each call with the completion recorded for the same place, in order."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, client: Any, path: Path) -> None:
+        super().__init__(client)
         self.answers: dict[str, list[str]] = {}
         for call in json.loads(path.read_text("utf-8"))["calls"]:
             self.answers.setdefault(call["at"], []).append(call["answer"])
-        self.calls: list[dict[str, Any]] = []
-        self.valid = 0
-        self.where = ""
+        self._create = self.recorded
 
-    def complete_json(self, model: str, messages: Any, schema: Any) -> LLMResult[Any]:
+    def recorded(self, **kwargs: Any) -> Any:
         answers = self.answers.get(self.where) or ['{"facts": []}']
-        text = answers.pop(0)
-        self.calls.append({"at": self.where, "messages": messages, "answer": text})
-        value = ExtractionOutput.model_validate(json.loads(text))
-        self.valid += 1
-        return LLMResult(value, model, 0, 0, 1)
+        message = SimpleNamespace(content=answers.pop(0))
+        choice = SimpleNamespace(message=message, finish_reason="stop")
+        return SimpleNamespace(choices=[choice], usage=None, model=kwargs["model"])
 
 
 def run(
@@ -193,7 +190,7 @@ def measure(
             extractor = OfflineExtractor()
         else:
             llm = LLMExtractor(settings)
-            tap = Replayer(args.replay) if kind == "replayed" else Recorder(llm.client)
+            tap = Replayer(llm.client, args.replay) if kind == "replayed" else Recorder(llm.client)
             llm.client = tap
             extractor = llm
         tally = run(settings, scenarios, extractor, tap)
@@ -229,7 +226,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="an OpenAI-compatible endpoint (default: serve --model)")
     parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="(default: %(default)s)")
-    parser.add_argument("--prompt", default="extract.small.v1", help="(default: %(default)s)")
+    parser.add_argument("--prompt", default="extract.small.v2", help="(default: %(default)s)")
     parser.add_argument(
         "--standard-checks", action="store_true", help="MEMORYD_SMALL_MODEL_CHECKS=false"
     )
@@ -242,6 +239,8 @@ def main() -> None:
     parser.add_argument("--misses", action="store_true", help="list what each run got wrong")
     args = parser.parse_args()
     scenarios = load_scenarios(args.scenarios)[: args.only or None]
+    if args.replay:  # the prompt the answers were recorded with
+        args.prompt = json.loads(args.replay.read_text("utf-8"))["prompt"]
     results: dict[str, dict[str, float]] = {}
     for kind in kinds(args):
         results[kind] = run_kind(kind, args, scenarios)

@@ -67,10 +67,13 @@ class Settings(BaseSettings):
     llm_retries: int = Field(4, ge=0, description="Retries of a transient LLM error")
     llm_backoff_max_seconds: float = Field(30.0, gt=0)
     llm_temperature: float = Field(0.0, ge=0, le=2)
+    llm_max_tokens: int = Field(
+        2048, ge=0, description="Longest answer asked of the model (a small one may loop); 0: unset"
+    )
     extract_prompt: str = Field(
         "extract.v4",
         pattern=r"^extract\.[a-z0-9.\-]+$",
-        description="The extraction prompt (memoryd/prompts); extract.small.v1 suits small models",
+        description="The extraction prompt (memoryd/prompts); extract.small.v2 suits small models",
     )
     small_model_checks: bool = Field(
         False,

@@ -188,7 +188,8 @@ _SECRET_PATTERNS = [
     re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),  # JWT
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
     re.compile(
-        r"(password|passwd|passcode|pwd|api[ _-]?key|secret|token|密码|口令|密钥)"
+        r"(password|passwd|passcode|pwd|api[ _-]?key|secret|token|card number|\bcvv"
+        r"|密码|口令|密钥|卡号|银行卡)"
         r"\s*(is|=|:|：|是)\s*\S+",
         re.IGNORECASE,
     ),

@@ -37,8 +37,17 @@ _REQUEST = re.compile(
     re.IGNORECASE,
 )
 _TAUTOLOGY = re.compile(r"^\s*(?P<x>.{1,30}?)\s*(?:是|is|are)\s*(?P=x)\s*[.。!！]?\s*$", re.I)
+# A turn that tries to instruct the memory rather than tell it something: no fact it alone
+# supports is kept, whatever the model made of it.
+_INSTRUCTION = re.compile(
+    r"\b(?:ignore|disregard|forget) (?:all |any |the )?(?:previous|prior|above|earlier|your) "
+    r"(?:instructions|rules|prompts?)\b|\bsystem (?:note|prompt|message)\b|\bnote to memory\b"
+    r"|忽略(?:之前|以上|前面|上面)的?(?:所有)?(?:指令|指示|规则|提示)|系统提示|系统消息|记忆模块",
+    re.IGNORECASE,
+)
 # The evidence's word on a fact's confidence: the part of its words the user said.
-SUPPORT_CAPS = ((0.6, 1.0), (0.3, 0.75), (0.0, 0.5))
+# A quarter of its words is still the user's fact in other words; less is not said.
+SUPPORT_CAPS = ((0.5, 1.0), (0.25, 0.9), (0.0, 0.5))
 NAME_KEYS = frozenset({"name", "preferred name", "名字", "称呼"})
 
 
@@ -53,14 +62,22 @@ class Amended:
 class _Batch:
     """What the amendments read: the user's turns, the memories and keys shown."""
 
-    said: list[str]
     said_on: list[tuple[str, date]]  # (content, the day it was said in the user's zone)
-    shown: list[str]
     keys: set[str]
     user_names: set[str]
     known_names: set[str]
     rule_facts: list[Fact]
+    rule_values: list[set[str]]  # the salient words of the value each rule fact read
     memories: dict[int, MemoryView]  # shown, by alias
+    borrowable: set[str] = field(default_factory=set)  # the prompt's example names
+
+    @property
+    def said(self) -> list[str]:
+        return [content for content, _day in self.said_on]
+
+    @property
+    def shown(self) -> list[str]:
+        return [m.content for m in self.memories.values()]
 
 
 def amend(
@@ -70,11 +87,14 @@ def amend(
     keys: Sequence[str],
     zone: tzinfo,
     strict: bool = False,
+    examples: str = "",
 ) -> Amended:
     """The answer's facts, mended. `strict` (MEMORYD_SMALL_MODEL_CHECKS) also weighs each
     fact's confidence by the evidence, keeps `replaces`/`same_as` only to a memory about
-    the same subject, and takes `single` from the key rather than from the model."""
+    the same subject, takes `single` from the key rather than from the model, and refuses
+    names the user never said that the memories shown or the prompt's `examples` hold."""
     batch = _read_batch(turns, memories, keys, zone)
+    batch.borrowable = evidence.names_in([examples]) if examples else set()
     result = Amended([])
     for fact in facts:
         mended = _amend_fact(fact, batch, result)
@@ -100,15 +120,15 @@ def _read_batch(
         for word in re.findall(r"\b[A-Z][a-z]+\b", m.content)
     }
     existing = {m.alias: (m.name, m.content) for m in memories}
+    rule_facts = offline.extract_facts([("user", s) for s in said], existing)
     return _Batch(
-        said=said,
         said_on=[(t.content, local(t.at, zone).date()) for t in users],
-        shown=shown,
         keys=({subject_key(k) for k in keys} | {key_for(m.name, m.content) for m in memories})
         - {""},
         user_names=user_names,
-        known_names=evidence.capitalised([*said, *shown]) - user_names,
-        rule_facts=offline.extract_facts([("user", s) for s in said], existing),
+        known_names=evidence.person_names([*said, *shown]) - user_names,
+        rule_facts=rule_facts,
+        rule_values=[evidence.words(_rule_value(r)) for r in rule_facts],
         memories={m.alias: m for m in memories},
     )
 
@@ -120,15 +140,34 @@ def _amend_fact(fact: Fact, batch: _Batch, result: Amended) -> Fact | None:
     if _TAUTOLOGY.match(content):
         result.dropped["tautology"] += 1
         return None
+    if _told_by_an_instruction(content, batch):
+        result.dropped["instruction_in_turn"] += 1
+        return None
     fact = fact.model_copy(update={"content": content})
     fact = _about_whom(fact, batch, result)
     fact = _dated(fact, batch, result)
-    return _keyed(fact, batch, result)
+    return _repeated(_keyed(fact, batch, result), batch, result)
+
+
+def _told_by_an_instruction(content: str, batch: _Batch) -> bool:
+    """Whether the turn that tells this fact best is one instructing the memory."""
+    sentence = evidence.best_sentence(content, batch.said)
+    turn = next((t for t in batch.said if sentence and sentence in t), None)
+    return turn is not None and _INSTRUCTION.search(turn) is not None
+
+
+def _repeated(fact: Fact, batch: _Batch, result: Amended) -> Fact:
+    """A fact that "replaces" a memory saying the same words repeats it: it confirms."""
+    memory = batch.memories.get(fact.replaces) if fact.replaces is not None else None
+    if memory is None or evidence.words(memory.content) != evidence.words(fact.content):
+        return fact
+    result.changes["replaces_itself"] += 1
+    return fact.model_copy(update={"replaces": None, "same_as": fact.same_as or memory.alias})
 
 
 def _checked(fact: Fact, batch: _Batch, result: Amended) -> Fact | None:
     """What a small model's answer is held to beyond the rest (MEMORYD_SMALL_MODEL_CHECKS)."""
-    if evidence.borrowed_names(fact.content, batch.said, batch.shown):
+    if evidence.borrowed_names(fact.content, batch.said, batch.shown, batch.borrowable):
         result.dropped["other_person"] += 1
         return None
     fact = _single_by_key(fact, result)
@@ -193,7 +232,9 @@ def _keyed(fact: Fact, batch: _Batch, result: Amended) -> Fact:
         and not evidence.person_of(fact.content, batch.user_names, batch.known_names)
     ):
         result.changes["key_from_rules"] += 1
-        return fact.model_copy(update={"name": rule.name, "single": rule.single})
+        # The rules' category too: a key's memories are reconciled within one category.
+        update = {"name": rule.name, "single": rule.single, "category": rule.category}
+        return fact.model_copy(update=update)
     if subject_key(fact.name):
         return fact
     lower = fact.content.lower()
@@ -207,19 +248,24 @@ def _keyed(fact: Fact, batch: _Batch, result: Amended) -> Fact:
 def _rule_for(fact: Fact, batch: _Batch) -> Fact | None:
     """The rules' fact of the same value: its words all in this fact."""
     mine = evidence.words(fact.content)
-    for rule in batch.rule_facts:
-        value = evidence.words(_rule_value(rule))
+    for rule, value in zip(batch.rule_facts, batch.rule_values, strict=True):
         if value and value <= mine:
             return rule
     return None
 
 
+# What the offline rules write before the value they read ("Lives in {x}" -> "Lives in ").
+_TEMPLATE_HEADS = sorted(
+    {r.template.split("{x}")[0] for r in offline.RULES if r.template.endswith("{x}")} - {""},
+    key=len,
+    reverse=True,
+)
+
+
 def _rule_value(rule: Fact) -> str:
-    """What a rule's fact says, without its template's words ("Lives in {x}")."""
-    for prefix in ("Lives in ", "Wants to be called ", "Name is ", "住在", "希望被称为"):
-        if rule.content.startswith(prefix):
-            return rule.content[len(prefix) :]
-    return rule.content
+    """What a rule's fact says, without its template's words."""
+    head = next((h for h in _TEMPLATE_HEADS if rule.content.startswith(h)), "")
+    return rule.content[len(head) :]
 
 
 def _weighed(fact: Fact, batch: _Batch, result: Amended) -> Fact:
@@ -282,7 +328,9 @@ def _one_value_per_slot(batch: _Batch, result: Amended) -> None:
         if len(facts) < 2:
             continue
         values = [
-            evidence.words(_rule_value(r)) for r in batch.rule_facts if subject_key(r.name) == key
+            value
+            for rule, value in zip(batch.rule_facts, batch.rule_values, strict=True)
+            if subject_key(rule.name) == key
         ]
         read = [f for f in facts if any(v and v <= evidence.words(f.content) for v in values)]
         keep = (read or facts)[-1]

@@ -9,7 +9,7 @@ never said, or that names a person only the memories shown mention, was not said
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -19,7 +19,9 @@ _SENTENCE = re.compile(r"[^.!?。！？;；\n]+[.!?。！？;；]?")
 _STOP_WORDS = """the and but for are was were has have had not with this that from into
 about your you user user's she her his him they them their our its it's i'm i've i'd
 i'll let's will would could should can just also very really then than there here what when where
-who which how want wants like likes please remember note now lives live living"""
+who which how want wants like likes please remember note now lives live living works work
+working moved started since again still currently new week weeks month months year years
+day days turn"""
 _STOP = frozenset(_STOP_WORDS.split())
 _CJK_STOP = frozenset("的了是在我你他她它们这那有和就也都很会要说吗呢吧啊")
 
@@ -35,7 +37,7 @@ RELATIONS_ZH = (
 )
 _OTHER_EN = re.compile(
     rf"^\s*(?:(?:the user's|user's|my|our|his|her)\s+)?(?:best\s+|older\s+|younger\s+|little\s+|"
-    rf"big\s+|new\s+)?(?P<rel>{RELATIONS_EN})(?:'s)?\b(?:,?\s+(?P<name>[A-Z][a-z]+))?",
+    rf"big\s+|new\s+)?(?P<rel>{RELATIONS_EN})(?:'s)?\b(?:,?\s+(?P<name>(?-i:[A-Z][a-z]+)))?",
     re.IGNORECASE,
 )
 _OTHER_ZH = re.compile(
@@ -63,7 +65,7 @@ def words(text: str) -> set[str]:
 def support(fact: str, said: Iterable[str]) -> float | None:
     """The part of the fact's salient words found in `said`; None when the fact has none
     or is written in another script than what was said (a translation: not measurable)."""
-    mine = words(fact)
+    mine = {w for w in words(fact) if not w.isdigit()}  # dates the pipeline wrote count not
     if not mine:
         return None
     theirs: set[str] = set()
@@ -107,12 +109,35 @@ def person_of(sentence: str, user_names: set[str], known_names: set[str]) -> Per
     "我妹妹…", or a name the turns or memories use for someone else ("Tom moved …")."""
     for pattern in (_OTHER_EN, _OTHER_ZH):
         if match := pattern.match(sentence):
+            if _NAMING.match(sentence[match.end() :]):
+                return None  # "My team lead is Karen": who fills the user's slot
             relation = match.group("rel")
             return Person(relation.lower() if relation.isascii() else relation, match["name"] or "")
     match = _NAME_FIRST.match(sentence)
     if match and match["name"].lower() in known_names and match["name"].lower() not in user_names:
         return Person("", match["name"])
     return None
+
+
+_NAMING = re.compile(r"\s*(?:is|was|are|=|:|是|叫)\s*", re.IGNORECASE)
+_PERSON_NAMED = re.compile(
+    rf"\b(?:{RELATIONS_EN})(?:,)?\s+(?P<a>(?-i:[A-Z][a-z]{{1,20}}))\b"
+    r"|\b(?P<b>(?-i:[A-Z][a-z]{1,20}))(?:'s\s+\w+|\s+(?:lives|lived|works|worked|moved|said|told|wants"
+    r"|loves|likes|has a|is my))\b",
+    re.IGNORECASE,
+)
+
+
+def person_names(texts: Sequence[str]) -> set[str]:
+    """Names the texts give people, lower-cased: after a relation ("my sister Anna"), or
+    before what people do ("Tom moved", "Tom's car"); a place ("Leeds is …") is none."""
+    found = set()
+    for text in texts:
+        for match in _PERSON_NAMED.finditer(text):
+            name = match["a"] or match["b"]
+            if name[0].isupper():
+                found.add(name.lower())
+    return found - _STOP
 
 
 def mentions(text: str, person: Person) -> bool:
@@ -145,9 +170,11 @@ def names_in(texts: Sequence[str]) -> set[str]:
     return found - _STOP
 
 
-def borrowed_names(fact: str, said: Sequence[str], shown: Sequence[str]) -> set[str]:
-    """Names in the fact that nobody said in these turns but a memory shown uses: the
-    model took a person from the memories and made them the subject."""
+def borrowed_names(
+    fact: str, said: Sequence[str], shown: Sequence[str], examples: Collection[str] = ()
+) -> set[str]:
+    """Names in the fact that nobody said in these turns but a memory shown uses, or the
+    prompt's examples: the model took them from there ("<someone> moved to Porto")."""
     heard = set(re.findall(r"[a-z]+", " ".join(said).lower()))
     names = {m.lower() for m in re.findall(r"\b[A-Z][a-z]{1,20}\b", fact)}
-    return (names & names_in(shown)) - heard
+    return (names & (names_in(shown) | set(examples))) - heard

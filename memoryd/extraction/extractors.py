@@ -57,7 +57,7 @@ class LLMExtractor:
             self.settings.extraction_model, messages, ExtractionOutput
         )
         strict = self.settings.small_model_checks
-        mended = amend(result.value.facts, turns, memories, keys, zone, strict)
+        mended = amend(result.value.facts, turns, memories, keys, zone, strict, self.prompt.system)
         return Proposal(
             facts=mended.facts,
             experiences=result.value.experiences,

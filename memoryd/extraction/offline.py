@@ -19,7 +19,8 @@ from memoryd.models.proposals import Fact
 from memoryd.models.tables import Category
 
 EXTRACTOR_NAME = "offline"
-PROMPT_VERSION = "offline.v3"  # v2: dated episodes; v3: named slots hold one value
+# v2: dated episodes; v3: named slots hold one value; v4: "we relocated to", "started at"
+PROMPT_VERSION = "offline.v4"
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,15 @@ _END = (
     r"(?P<x>[^.!?。！？\n]{2,200}?)"
     r"(?=\s+(?:and|but|because|so|last|this|next|since|yesterday|today|tomorrow)\b"
     r"|[.!?。！？;\n]|$)"
+)
+
+# A place ends at a comma too: "relocated to Lisbon, boxes everywhere".
+_PLACE_END = _END.replace("|[.!?。！？;\\n]", "|[,，.!?。！？;\\n]")
+
+# An employer is named with a capital ("Acme", "Globex Labs"), which "at home" is not.
+_COMPANY = (
+    r"(?-i:(?P<x>[A-Z][\w&.\-]*(?: [A-Z][\w&.\-]*){0,3}))"
+    r"(?=\s+(?:as|and|but|since|last|this|next|yesterday|today|for|on|in)\b|[,.!?;\n]|$)"
 )
 
 RULES: list[Rule] = [
@@ -69,17 +79,32 @@ RULES: list[Rule] = [
         0.95,
     ),
     Rule(
-        _r(r"\bI (?:live|moved) (?:in|to)\s+" + _END),
+        _r(
+            r"\b(?:I|we)(?:'ve| have)?(?:\s+(?:finally|just|recently|now))?\s+"
+            r"(?:live|moved|relocated|settled) (?:in|to)\s+" + _PLACE_END
+        ),
         "Lives in {x}",
         Category.USER,
         "home city",
         0.9,
     ),
     Rule(
-        _r(r"我(?:住在|搬到了?)(?P<x>[^，。！？,.!?\s]{1,30})"),
+        _r(
+            r"我(?:们家?)?(?:现在)?(?:住在|搬到了?|搬去了?)(?P<x>[^，。！？,.!?\s]{1,30}?)(?:了|[，。！？,.!?\s]|$)"
+        ),
         "住在{x}",
         Category.USER,
         "home city",
+        0.9,
+    ),
+    Rule(
+        _r(
+            r"(?:\bI (?:now )?work at|(?:\bI(?:'ve| have)? |^|[.!?]\s+)(?:just |recently )?"
+            r"started (?:a new job )?at|\bI(?:'m| am) (?:now )?an? [\w\- ]{2,40}? at)\s+" + _COMPANY
+        ),
+        "Works at {x}",
+        Category.USER,
+        "employer",
         0.9,
     ),
     Rule(

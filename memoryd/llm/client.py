@@ -111,6 +111,7 @@ def client_key(settings: Settings) -> tuple[object, ...]:
         settings.llm_backoff_max_seconds,
         settings.llm_response_format,
         settings.llm_temperature,
+        settings.llm_max_tokens,
         settings.tracing,
     )
 
@@ -175,6 +176,11 @@ class LLMClient:
             return {"type": "json_schema", "json_schema": named}
         return {"type": "json_object"}
 
+    def _length_limit(self) -> dict[str, int]:
+        """A cut-off answer is repaired once (complete_json); a looping one is cut."""
+        limit = self.settings.llm_max_tokens
+        return {"max_tokens": limit} if limit else {}
+
     def complete_json(
         self, model: str, messages: list[dict[str, str]], schema: type[T]
     ) -> LLMResult[T]:
@@ -188,6 +194,7 @@ class LLMClient:
                 messages=messages,
                 response_format=self._response_format(schema),
                 temperature=self.settings.llm_temperature,
+                **self._length_limit(),
             )
             calls += 1
             if response.usage is not None:

@@ -36,7 +36,7 @@ class ServeOptions:
         return {
             "MEMORYD_LLM_BASE_URL": f"http://{self.host}:{self.port}/v1",
             "MEMORYD_EXTRACTION_MODEL": self.name,
-            "MEMORYD_EXTRACT_PROMPT": "extract.small.v1",
+            "MEMORYD_EXTRACT_PROMPT": "extract.small.v2",
             "MEMORYD_SMALL_MODEL_CHECKS": "true",
             "MEMORYD_LLM_TIMEOUT_SECONDS": "300",
             "MEMORYD_WORKER_CONCURRENCY": "2",
