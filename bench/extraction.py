@@ -172,8 +172,9 @@ def served_model(name: str) -> Iterator[str]:
 
     port = free_port()
     path, served = resolve_model(name)
-    start(ServeOptions(path, served, port=port))
+    server = start(ServeOptions(path, served, port=port))  # serves while referenced
     yield f"http://127.0.0.1:{port}/v1"
+    del server
 
 
 def measure(

@@ -64,23 +64,22 @@ def cmd_beat(_settings: Settings, ns: argparse.Namespace) -> int:
 def cmd_demo(settings: Settings, ns: argparse.Namespace) -> int:
     from memoryd.cli.demo import run_demo
 
-    if ns.local_llm:
-        settings = _with_local_model(ns.local_llm)
-    return run_demo(settings)
-
-
-def _with_local_model(model: str) -> Settings:
-    """The packaged (or given) model served in this process for the demo; its worker
-    finds it through the environment it inherits."""
+    if not ns.local_llm:
+        return run_demo(settings)
     from memoryd.llm.local_model import resolve_model
     from memoryd.llm.local_server import ServeOptions, free_port, start
 
-    path, name = resolve_model(model)
+    # The model served in this process while the demo runs (the server stops with its
+    # object); the demo's worker finds it through the environment it inherits.
+    path, name = resolve_model(ns.local_llm)
     options = ServeOptions(path, name, port=free_port())
-    start(options)
+    server = start(options)
     os.environ.update(options.env())
     get_settings.cache_clear()
-    return get_settings()
+    try:
+        return run_demo(get_settings())
+    finally:
+        del server
 
 
 # ----------------------------------------------------------------------------------- parser

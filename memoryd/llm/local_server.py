@@ -9,6 +9,8 @@ import os
 import signal
 import socket
 import threading
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,7 +64,25 @@ def start(options: ServeOptions) -> Any:
     params.hostnames = [options.host]
     params.port = options.port
     params.verbosity = -1  # llama.cpp's per-request log would print what users said
-    return xllamacpp.Server(params)
+    server = xllamacpp.Server(params)
+    wait_ready(f"http://{options.host}:{options.port}/health")
+    return server
+
+
+def wait_ready(health_url: str, timeout: float = 180.0) -> None:
+    """Until the model is loaded: llama.cpp's server answers /health with 503 before, and
+    a first batch sent then would fail as an outage."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(health_url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:  # refused, or 503 (HTTPError is an OSError) while loading
+            pass
+        if time.monotonic() > deadline:
+            raise MemorydError(f"the local model did not get ready within {timeout:.0f} s")
+        time.sleep(0.2)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
