@@ -346,11 +346,14 @@ class Partition:
     def run(self, h: Harness, size: Size, convs: list[Conversation]) -> None:
         self.cut_off = None  # not an earlier run's
         h.worker_hosts = h.servers.hosts(2)
-        h.run(convs=convs, seconds=size.feed_seconds, delay=1.0)
+        # Calls of 3 s, and the cut right after a call of the host arrives: it lands while
+        # that call is in flight even on a loaded machine (a 1 s call could end first).
+        h.run(convs=convs, seconds=size.feed_seconds, delay=3.0)
         cut_off = h.worker_hosts[0]
+        seen = h.llm.senders.count(cut_off.address)
         deadline = time.monotonic() + 60
-        while cut_off.address not in h.llm.senders and time.monotonic() < deadline:
-            time.sleep(0.05)
+        while h.llm.senders.count(cut_off.address) == seen and time.monotonic() < deadline:
+            time.sleep(0.02)
         cut_off.cut()
         time.sleep(3 * h.settings.lease_seconds)
         cut_off.restore()

@@ -44,7 +44,8 @@ def test_every_turn_is_extracted_exactly_once_through_every_fault() -> None:
     )
     report = out.stdout.strip().splitlines()
     figures = json.loads(report[-1])
-    assert out.returncode == 0, "\n".join(report[-25:]) + out.stderr[-3000:]
+    failed = [line for line in report if " FAILED " in line]  # each with why, in its notes
+    assert out.returncode == 0, "\n".join([*failed, *report[-25:]]) + out.stderr[-3000:]
     # 19 scenarios, 8 of them on SQLite too and kill behind PgBouncer as well.
     assert figures["scenarios"] + figures["skipped"] == 28
     assert figures["skipped"] == skipped_here(), out.stderr[-3000:]
