@@ -334,8 +334,8 @@ LATE_WRITE_REFUSED = re.compile(r"batch \d+: (lease lost|its turns are no longer
 
 
 class Partition:
-    """Two worker hosts; the first loses its network for three leases just after its
-    worker sent an LLM call. The lease runs out on the database's clock, the sweep gives
+    """Two worker hosts; one loses its network for three leases just after its worker
+    sent an LLM call. The lease runs out on the database's clock, the sweep gives
     the turns to the other host, which extracts them; when the link comes back, the
     first host's call returns and its write must be refused. `run` remembers the host it
     cut for `late_write_refused`, the check that follows it (runs are one at a time)."""
@@ -348,12 +348,15 @@ class Partition:
         h.worker_hosts = h.servers.hosts(2)
         # Calls of 3 s, and the cut right after a call of the host arrives: it lands while
         # that call is in flight even on a loaded machine (a 1 s call could end first).
+        # The host cut is the one whose call arrives next: on a loaded machine one host's
+        # worker may start late and the other take every session.
         h.run(convs=convs, seconds=size.feed_seconds, delay=3.0)
-        cut_off = h.worker_hosts[0]
-        seen = h.llm.senders.count(cut_off.address)
+        calls = len(h.llm.senders)
         deadline = time.monotonic() + 60
-        while h.llm.senders.count(cut_off.address) == seen and time.monotonic() < deadline:
+        while len(h.llm.senders) == calls and time.monotonic() < deadline:
             time.sleep(0.02)
+        sender = h.llm.senders[-1] if h.llm.senders else ""
+        cut_off = next((x for x in h.worker_hosts if x.address == sender), h.worker_hosts[0])
         cut_off.cut()
         time.sleep(3 * h.settings.lease_seconds)
         cut_off.restore()
