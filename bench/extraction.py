@@ -272,6 +272,7 @@ def run_kind(
 UNITS = {
     "wrong_facts_kept": "facts",
     "other_person_as_user": "facts",
+    "cross_key_replacements": "memories",
     "llm_calls_per_turn": "calls",
     "tokens_per_turn": "tokens",
     "seconds_per_batch": "s",

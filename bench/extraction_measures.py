@@ -37,6 +37,7 @@ class Tally:
     keyed: int = 0
     later: int = 0
     reused: int = 0
+    cross_key: int = 0  # old memories retired by a memory of another key
     at1: int = 0
     at3: int = 0
     calls: int = 0
@@ -60,6 +61,7 @@ class Tally:
             "relative_dates_left": share(self.relative_left, self.memories),
             "facts_with_key": share(self.keyed, self.memories),
             "keys_reused": share(self.reused, self.later),
+            "cross_key_replacements": float(self.cross_key),
             "recall_at_1": share(self.at1, self.scenarios),
             "recall_at_3": share(self.at3, self.scenarios),
             "llm_calls_per_turn": share(self.calls, self.turns),
@@ -110,6 +112,12 @@ def check_scope(
     later = [m for m in rows if m.name_key and m.id > first_max_id]
     tally.later += len(later)
     tally.reused += sum(m.name_key in first_keys for m in later)
+    by_id = {m.id: m for m in rows}
+    tally.cross_key += sum(
+        1
+        for m in rows
+        if m.superseded_by_id in by_id and by_id[m.superseded_by_id].name_key != m.name_key
+    )
     hits = client.recall(scenario["question"], agent, user, k=3)
     tally.at1 += bool(hits) and holds(hits[0].content, scenario["answer"])
     tally.at3 += any(holds(h.content, scenario["answer"]) for h in hits)

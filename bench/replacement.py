@@ -8,15 +8,21 @@ the user contradicts every old fact, one session each ("Big news: I moved to Por
 month"), and workers extract them with an LLM served over HTTP by the test suite's
 scripted model: like a real model, it names `replaces` only for a memory it was shown.
 
-Reported per database and N: the share of contradictions resolved (old fact superseded,
+Three scripted models name the later facts (bench/replacement_models.py): under the
+old fact's key (`same-key`), under another name of its subject, in other words, word
+order or Chinese (`synonym`), or under no key at all (`no-key`).
+
+Reported per database, model and N: the share of contradictions resolved (old fact superseded,
 new one active), duplicates left active (two active memories of one subject or one
 text), the p95 of the prefetch (the memories a prompt shows: recall's search over the
 scope's own memories) and of the whole candidate selection (the prefetch, the keys the
 prompt lists, each fact's near duplicates and same-key memories), and of what that
 selection adds to the prefetch, against a recall of the same scope and text, measured
-in the same run: the baseline.
+in the same run: the baseline. Also the LLM calls per batch of the later sessions (the
+extraction call, plus a follow-up where a fact needs one).
 
-    .venv/bin/python bench/replacement.py                 # N = 100, 1,000, 5,000, 50,000
+    .venv/bin/python bench/replacement.py          # N = 100, 1,000, 5,000, 10,000; 3 models
+    .venv/bin/python bench/replacement.py --sizes 50000 --models same-key synonym
     .venv/bin/python bench/replacement.py --sizes 5000 --facts 10 --databases sqlite
 """
 
@@ -28,6 +34,7 @@ import json
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -38,16 +45,17 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 from sqlalchemy import func, select, text
 
 from bench.common import bench_database, emit, percentile, print_table
+from bench.replacement_models import SUBJECT_OF, SYNONYMS, later_line, responder
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.extraction.offline import extract_facts
-from memoryd.extraction.prepare import PROMPT_KEYS
 from memoryd.memories.store import set_content
-from memoryd.memories.subjects import same_key_memories, scope_keys, subject_key
+from memoryd.memories.subjects import same_key_memories, subject_key
 from memoryd.memories.weights import INITIAL_WEIGHT, set_weight
+from memoryd.models import key_index
 from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
-from memoryd.models.tables import Category, Memory, MemoryStatus, Tier
+from memoryd.models.tables import Category, ExtractionBatch, Memory, MemoryStatus, Tier
 from memoryd.recall.candidates import nearby, related
 from memoryd.recall.rank import recall
 from memoryd.settings import Settings
@@ -177,6 +185,8 @@ class Outcome:
     resolved: int = 0
     facts: int = 0
     duplicates: int = 0
+    later_batches: int = 0
+    later_calls: int = 0
     selection_ms: list[float] | None = None
     prefetch_ms: list[float] | None = None
     recall_ms: list[float] | None = None
@@ -199,7 +209,7 @@ def timed_selection(
 
         recall_time = baseline() if recall_first else 0.0
         started = time.perf_counter()
-        scope_keys(session, scope, PROMPT_KEYS)
+        key_index.keys_in_use(session, scope)
         prefetch_started = time.perf_counter()
         related(session, settings, scope, line, settings.prefetch_limit, fill=True)
         prefetch = time.perf_counter() - prefetch_started
@@ -211,7 +221,7 @@ def timed_selection(
     return selection * 1000, prefetch * 1000, recall_time * 1000
 
 
-def run_scenario(settings: Settings, size: int, facts: int) -> Outcome:
+def run_scenario(settings: Settings, size: int, facts: int, model: str = "same-key") -> Outcome:
     """`facts` contradictions over as many users as they need, each user's scope holding
     `size` other memories between the old facts and the new ones."""
     per_user = len(contradictions(0))
@@ -232,12 +242,17 @@ def run_scenario(settings: Settings, size: int, facts: int) -> Outcome:
             outcome.selection_ms.append(selection)  # type: ignore[union-attr]
             outcome.prefetch_ms.append(prefetch)  # type: ignore[union-attr]
             outcome.recall_ms.append(baseline)  # type: ignore[union-attr]
-            extract_all(settings, say(settings, u, f"later-{i}", c.new))
+            extract_all(settings, say(settings, u, f"later-{i}", later_line(model, c.new)))
     with session_scope(settings, readonly=True) as session:
         for u, plan in plans.items():
             outcome.facts += len(plan)
             outcome.resolved += sum(resolved(session, u, c) for c in plan)
             outcome.duplicates += duplicates(session, u, plan)
+        later = select(func.count(), func.coalesce(func.sum(ExtractionBatch.llm_calls), 0))
+        batches, calls = session.execute(
+            later.where(ExtractionBatch.session_id.like("later-%"))
+        ).one()
+        outcome.later_batches, outcome.later_calls = int(batches), int(calls)
     return outcome
 
 
@@ -258,23 +273,26 @@ def resolved(session: object, user: str, c: Contradiction) -> bool:
 
 
 def duplicates(session: object, user: str, plan: list[Contradiction]) -> int:
-    """Active memories beyond the first of one of the facts' subject keys, or of one of
-    their texts (the filler repeats its topics and some texts; those are not the user's
-    facts)."""
+    """Active memories beyond the first of one of the facts' subjects (under any of its
+    names), or of one of their texts (the filler repeats its topics and some texts;
+    those are not the user's facts)."""
     facts = [extract_facts([("user", c.new)], {})[0] for c in plan]
     active = (Memory.agent_id == AGENT, Memory.user_id == user, Memory.status == "active")
-    extra = 0
-    for column, values in (
-        (Memory.name_key, [subject_key(f.name) for f in facts]),
-        (Memory.content_hash, [content_hash(f.content) for f in facts]),
-    ):
-        counted = select(func.count()).where(*active, column.in_(values)).group_by(column)
-        counted = counted.having(func.count() > 1)
-        extra += sum(n - 1 for n in session.scalars(counted))  # type: ignore[attr-defined]
+    names = {subject_key(n) for f in facts for n in [f.name, *SYNONYMS.get(f.name, [])]}
+    by_key = select(Memory.name_key, func.count()).where(*active, Memory.name_key.in_(names))
+    subjects: Counter[str] = Counter()
+    for key, n in session.execute(by_key.group_by(Memory.name_key)):  # type: ignore[attr-defined]
+        subjects[SUBJECT_OF.get(key, key)] += n
+    extra = sum(n - 1 for n in subjects.values() if n > 1)
+    hashes = [content_hash(f.content) for f in facts]
+    counted = select(func.count()).where(*active, Memory.content_hash.in_(hashes))
+    counted = counted.group_by(Memory.content_hash).having(func.count() > 1)
+    extra += sum(n - 1 for n in session.scalars(counted))  # type: ignore[attr-defined]
     return extra
 
 
-def measure(kind: str, size: int, facts: int, llm: FakeLLM, folder: Path) -> Outcome:
+def measure(kind: str, model: str, size: int, facts: int, llm: FakeLLM, folder: Path) -> Outcome:
+    llm.responder = responder(model)
     with bench_database(kind, folder, "replacement") as url:
         settings = Settings(
             database_url=url,
@@ -283,46 +301,62 @@ def measure(kind: str, size: int, facts: int, llm: FakeLLM, folder: Path) -> Out
             llm_api_key="bench",
             llm_retries=0,
         )
-        return run_scenario(settings, size, facts)
+        return run_scenario(settings, size, facts, model)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000, 50000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000, 10000])
+    parser.add_argument("--models", nargs="+", default=["same-key", "synonym", "no-key"])
     parser.add_argument("--facts", type=int, default=52, help="contradictions per size")
     parser.add_argument("--databases", nargs="+", default=["postgres", "sqlite"])
     args = parser.parse_args()
     figures: dict[str, float | None] = {}
     with FakeLLM() as llm, tempfile.TemporaryDirectory() as tmp:
         for kind in args.databases:
-            rows = []
-            for size in args.sizes:
-                out = measure(kind, size, args.facts, llm, Path(tmp))
-                share = out.resolved / out.facts
-                p95 = percentile(out.selection_ms or [0.0], 95)
-                prefetch = percentile(out.prefetch_ms or [0.0], 95)
-                base = percentile(out.recall_ms or [0.0], 95)
-                # What replacement added to the prompt's prefetch: the keys listed, each
-                # fact's near duplicates and same-key memories.
-                pairs = zip(out.selection_ms or [], out.prefetch_ms or [], strict=True)
-                added = [whole - prefetched for whole, prefetched in pairs]
-                lookups = percentile(added or [0.0], 95)
-                rows += [
-                    (f"N={size}: contradictions resolved", share * 100, "%", None),
-                    (f"N={size}: duplicates left active", out.duplicates, "rows", None),
-                    (f"N={size}: recall p95 (baseline)", base, "ms", 1.0),
-                    (f"N={size}: prefetch p95", prefetch, "ms", prefetch / base),
-                    (f"N={size}: candidate selection p95", p95, "ms", p95 / base),
-                    (f"N={size}: selection beyond the prefetch p95", lookups, "ms", lookups / base),
-                ]
-                figures[f"{kind}_{size}_resolved"] = share
-                figures[f"{kind}_{size}_duplicates"] = out.duplicates
-                figures[f"{kind}_{size}_selection_p95_ms"] = p95
-                figures[f"{kind}_{size}_prefetch_p95_ms"] = prefetch
-                figures[f"{kind}_{size}_lookups_p95_ms"] = lookups
-                figures[f"{kind}_{size}_recall_p95_ms"] = base
-            print_table(f"replacement on {kind}, {args.facts} facts per size", rows)
+            for model in args.models:
+                rows = []
+                for size in args.sizes:
+                    out = measure(kind, model, size, args.facts, llm, Path(tmp))
+                    rows += report(out, size, f"{kind}_{model}", figures)
+                print_table(f"replacement on {kind}, {model} model, {args.facts} facts", rows)
     emit(figures)
+
+
+Row = tuple[str, float, str, float | None]
+
+
+def report(out: Outcome, size: int, prefix: str, figures: dict[str, float | None]) -> list[Row]:
+    """The table rows of one run, its figures added to `figures`."""
+    share = out.resolved / out.facts
+    p95 = percentile(out.selection_ms or [0.0], 95)
+    prefetch = percentile(out.prefetch_ms or [0.0], 95)
+    base = percentile(out.recall_ms or [0.0], 95)
+    # What replacement added to the prompt's prefetch: the keys listed, each fact's
+    # near duplicates and same-key memories.
+    pairs = zip(out.selection_ms or [], out.prefetch_ms or [], strict=True)
+    lookups = percentile([whole - prefetched for whole, prefetched in pairs] or [0.0], 95)
+    calls = out.later_calls / max(out.later_batches, 1)
+    figures.update(
+        {
+            f"{prefix}_{size}_resolved": share,
+            f"{prefix}_{size}_duplicates": out.duplicates,
+            f"{prefix}_{size}_llm_calls_per_batch": calls,
+            f"{prefix}_{size}_selection_p95_ms": p95,
+            f"{prefix}_{size}_prefetch_p95_ms": prefetch,
+            f"{prefix}_{size}_lookups_p95_ms": lookups,
+            f"{prefix}_{size}_recall_p95_ms": base,
+        }
+    )
+    return [
+        (f"N={size}: contradictions resolved", share * 100, "%", None),
+        (f"N={size}: duplicates left active", out.duplicates, "rows", None),
+        (f"N={size}: LLM calls per later batch", calls, "calls", None),
+        (f"N={size}: recall p95 (baseline)", base, "ms", 1.0),
+        (f"N={size}: prefetch p95", prefetch, "ms", prefetch / base),
+        (f"N={size}: candidate selection p95", p95, "ms", p95 / base),
+        (f"N={size}: selection beyond the prefetch p95", lookups, "ms", lookups / base),
+    ]
 
 
 if __name__ == "__main__":

@@ -242,6 +242,10 @@ def _keyed(fact: Fact, batch: _Batch, result: Amended) -> Fact:
         if key and re.search(rf"(?<!\w){re.escape(key)}(?!\w)", lower):
             result.changes["key_from_scope"] += 1
             return fact.model_copy(update={"name": key})
+    said = offline.slot_of_statement(fact.content)
+    if said is not None:  # the fact is written as the rules write that slot
+        result.changes["key_from_statement"] += 1
+        return fact.model_copy(update={"name": said.name, "single": True})
     return fact
 
 

@@ -45,6 +45,7 @@ from memoryd.llm import circuit
 from memoryd.memories.profile_updates import apply_updates
 from memoryd.memories.profiles import ensure_profiles
 from memoryd.memories.reconcile import ReconcileCounts, reconcile_facts
+from memoryd.models import key_index
 from memoryd.models.coordination import lock_scope
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
@@ -305,6 +306,8 @@ def _write_memories(
         batch_id=claim.batch_id,
     )
     rejected.update({f"profile_{reason}": n for reason, n in profile_rejected.items()})
+    for alias, key in prepared.new_aliases.items():
+        key_index.add_alias(session, claim.key.scope, alias, key, now)
     dropped = sum(n for reason, n in proposal.dropped.items() if not reason.startswith("profile_"))
     return _Written(len(facts) + dropped, len(accepted), rejected, counts, profile_updates)
 

@@ -152,6 +152,35 @@ RULES: list[Rule] = [
 ]
 
 
+def _statement(template: str) -> re.Pattern[str]:
+    """What a rule's template writes, as a pattern with its slot captured."""
+    parts = re.split(r"(\{x\}|\{slot\})", template)
+    pieces = {"{x}": ".+", "{slot}": r"(?P<slot>[\w' ]{2,30}?)"}
+    return re.compile("".join(pieces.get(p, re.escape(p)) for p in parts), re.IGNORECASE)
+
+
+# The rules that name a slot, with a template that is more than its value.
+_STATEMENTS = [(_statement(r.template), r) for r in RULES if r.name and r.template != "{x}"]
+
+
+def slot_of_statement(content: str) -> Rule | None:
+    """The rule whose template wrote `content` ("Lives in Porto": home city), with its
+    name filled ("My gym is X": gym); a model's fact without a key gets the slot."""
+    for pattern, rule in _STATEMENTS:
+        match = pattern.fullmatch(content.strip().rstrip(".。"))
+        if match:
+            slot = match.groupdict().get("slot") or ""
+            return Rule(
+                rule.pattern,
+                rule.template,
+                rule.category,
+                rule.name.format(slot=slot),
+                rule.confidence,
+                rule.temporary,
+            )
+    return None
+
+
 def extract_facts(
     turns: Sequence[tuple[str, str]], existing: dict[int, tuple[str, str]]
 ) -> list[Fact]:

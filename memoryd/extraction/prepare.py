@@ -26,7 +26,9 @@ from memoryd.extraction.views import Extractor, MemoryView, TurnView
 from memoryd.ingest.leases import Claim, claim_batch
 from memoryd.llm import circuit
 from memoryd.memories.profiles import get_profile
-from memoryd.memories.subjects import scope_keys
+from memoryd.memories.subjects import key_for
+from memoryd.memories.synonyms import key_terms
+from memoryd.models import key_index
 from memoryd.models.coordination import database_time
 from memoryd.models.db import session_scope
 from memoryd.models.keys import SessionKey
@@ -38,7 +40,7 @@ from memoryd.text import estimate_tokens
 
 log = logging.getLogger(__name__)
 
-PROMPT_KEYS = 60  # subject keys listed in a prompt, most used first
+PROMPT_KEYS = 200  # subject keys listed in a prompt at most, within its token share
 
 
 @dataclass
@@ -50,7 +52,10 @@ class Prepared:
     profiles: dict[str, dict[str, Any]]  # the scope's documents as they are now
     memories: list[MemoryView] = field(default_factory=list)
     aliases: dict[int, int] = field(default_factory=dict)  # prompt alias -> memory id
-    keys: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)  # offered to the model
+    scope_keys: set[str] = field(default_factory=set)  # every key the scope holds
+    key_aliases: dict[str, str] = field(default_factory=dict)  # learnt: alias -> key
+    new_aliases: dict[str, str] = field(default_factory=dict)  # learnt by this batch
     # For each proposed fact (by content hash), memories a near duplicate may be among.
     nearby: dict[str, list[int]] = field(default_factory=dict)
 
@@ -106,17 +111,37 @@ def show(settings: Settings, prepared: Prepared) -> None:
     text = "\n".join(said)
     vector = query_vector(settings, text)  # before the transaction: it may be a call
     with session_scope(settings, readonly=True) as session:
-        keys = scope_keys(session, scope, PROMPT_KEYS)
+        uses = key_index.keys_in_use(session, scope)
+        prepared.key_aliases = key_index.aliases(session, scope)
         hits = related(
             session, settings, scope, text, settings.prefetch_limit, vector=vector, fill=True
         )
+    prepared.scope_keys = {u.key for u in uses}
     left = settings.extract_memory_tokens - estimate_tokens(
         render_profiles(prepared.profiles, settings)
     )
-    while keys and estimate_tokens(render_keys(keys)) > left // 4:
-        keys.pop()  # the least used go first: the keys take a quarter at most
+    hit_keys = [key_for(h.name, h.content) for h in hits]
+    keys = offered_keys([u.key for u in uses], text, hit_keys, left // 4)
     prepared.keys = keys
     left -= estimate_tokens(render_keys(keys))
     views = [MemoryView(i, h.category, h.name, h.content) for i, h in enumerate(hits, 1)]
     prepared.memories = fit_memories(views, left)
     prepared.aliases = {v.alias: hits[v.alias - 1].id for v in prepared.memories}
+
+
+def offered_keys(keys: list[str], text: str, hit_keys: list[str], budget: int) -> list[str]:
+    """The keys a prompt offers, within `budget` tokens: those relevant to the turns
+    first (the keys of the memories the search found for them, in its order, then keys
+    whose words the turns hold), then the rest as given (most used first)."""
+    held = set(keys)
+    said = key_terms(text)
+    relevant = [k for k in hit_keys if k in held]
+    relevant += [k for k in keys if key_terms(k) & said]
+    chosen: list[str] = []
+    used = 0
+    for key in dict.fromkeys([*relevant, *keys]):
+        used += estimate_tokens(render_keys([key]))  # a key and its separator, or more
+        if len(chosen) == PROMPT_KEYS or used > budget:
+            break
+        chosen.append(key)
+    return chosen

@@ -10,6 +10,11 @@ reconciled with beyond what its prompt showed.
   eats meat" retires "eats everything"). One small follow-up call for the whole batch
   shows the model those memories and takes its `replaces` / `same_as`, as if they had
   been in the first prompt. Without an LLM (the offline rules) such facts simply add.
+- A fact named by a key the scope does not hold may name one it does in other words
+  (memories/synonyms.py). An alias learnt earlier, or the synonym rule, lands it on the
+  scope's key at once. Otherwise the memories of the scope's close keys join the same
+  follow-up call; where the model says the fact replaces or repeats one of them, the
+  fact takes that memory's key, and the batch records the alias for later facts.
 """
 
 from __future__ import annotations
@@ -20,15 +25,19 @@ from memoryd.extraction.extractors import LLMExtractor
 from memoryd.extraction.prepare import Prepared
 from memoryd.extraction.prompt import fit_memories, render_fact, render_memories
 from memoryd.extraction.views import Extractor, MemoryView, Proposal
-from memoryd.memories.subjects import key_for, same_key_memories
+from memoryd.memories.subjects import key_for, known_single, same_key_memories
+from memoryd.memories.synonyms import close_keys, same_slot
 from memoryd.models.db import session_scope
+from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact, ResolveOutput
+from memoryd.models.tables import Memory
 from memoryd.prompts import load_prompt
 from memoryd.recall.candidates import nearby
 from memoryd.settings import Settings
 from memoryd.text import content_hash
 
 RESOLVE_PROMPT = "resolve.v1"
+CROSS_KEY_MEMORIES = 5  # memories of each close key the follow-up shows
 # The follow-up's ids start here: a prompt never shows this many memories, so no id of
 # the first call's answer can name a memory only the follow-up was shown.
 FOLLOW_UP_ALIASES = 100_000
@@ -41,6 +50,7 @@ def resolve(
 ) -> None:
     """Fill `prepared.nearby`, and settle the unshown memories of list-like keys."""
     _drop_unshown(prepared, proposal.facts)
+    _land_on_known_keys(prepared, proposal)
     facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
     scope = prepared.claim.key.scope
     with session_scope(settings, readonly=True) as session:
@@ -64,32 +74,70 @@ def _drop_unshown(prepared: Prepared, facts: list[Fact]) -> None:
             fact.same_as = None
 
 
+def _land_on_known_keys(prepared: Prepared, proposal: Proposal) -> None:
+    """A fact named by a learnt alias, or by a key the synonym rule ties to one the
+    scope holds, takes the scope's key."""
+    for fact in proposal.facts:
+        key = key_for(fact.name, fact.content)
+        if not key or key in prepared.scope_keys:
+            continue
+        target = prepared.key_aliases.get(key)
+        kind = "key_from_alias"
+        if target is None:
+            found = close_keys(key, prepared.scope_keys, limit=1)
+            target = found[0] if found and same_slot(key, found[0]) else None
+            kind = "key_by_synonym_rule"
+        if target is not None:
+            _rename(fact, target)
+            proposal.amended[kind] += 1
+            if kind == "key_by_synonym_rule":
+                prepared.new_aliases[key] = target
+
+
+def _rename(fact: Fact, key: str) -> None:
+    fact.name = key
+    fact.single = fact.single or known_single(key)
+
+
 def _unsettled(
     session: Session, settings: Settings, prepared: Prepared, facts: list[Fact]
 ) -> Unsettled:
     """Facts of list-like keys with memories of that key the prompt did not show (an
-    exact repeat excepted: the write confirms it by its hash). Their aliases follow
-    FOLLOW_UP_ALIASES, apart from any the first prompt used."""
-    shown = list(prepared.aliases.values())
+    exact repeat excepted: the write confirms it by its hash), and facts of a key new to
+    the scope with the memories of its close keys (shown or not: the model saw them
+    under another name). New aliases follow FOLLOW_UP_ALIASES, apart from any the first
+    prompt used."""
+    shown = {memory_id: alias for alias, memory_id in prepared.aliases.items()}
     scope = prepared.claim.key.scope
-    alias = FOLLOW_UP_ALIASES
     unsettled: Unsettled = []
     for fact in facts:
         key = key_for(fact.name, fact.content)
-        if fact.single or not key or fact.replaces is not None or fact.same_as is not None:
+        if not key or fact.replaces is not None or fact.same_as is not None:
             continue
         if fact.confidence < settings.min_confidence:
             continue  # the gate drops it: not worth a call
-        digest = content_hash(fact.content)
+        memories = [] if fact.single else _same_key(session, scope, key, fact, list(shown))
+        if key not in prepared.scope_keys:
+            for other in close_keys(key, prepared.scope_keys):
+                found = same_key_memories(session, scope, other, fact.category)
+                memories += found[:CROSS_KEY_MEMORIES]
         views = []
-        for memory in same_key_memories(session, scope, key, fact.category, exclude=shown):
-            if memory.content_hash != digest:
-                alias += 1
-                prepared.aliases[alias] = memory.id
-                views.append(MemoryView(alias, memory.category, memory.name, memory.content))
+        for memory in memories:
+            if memory.id not in shown:
+                shown[memory.id] = FOLLOW_UP_ALIASES + len(prepared.aliases) + 1
+                prepared.aliases[shown[memory.id]] = memory.id
+            views.append(MemoryView(shown[memory.id], memory.category, memory.name, memory.content))
         if views:
             unsettled.append((fact, views))
     return unsettled
+
+
+def _same_key(
+    session: Session, scope: Scope, key: str, fact: Fact, shown: list[int]
+) -> list[Memory]:
+    digest = content_hash(fact.content)
+    found = same_key_memories(session, scope, key, fact.category, exclude=shown)
+    return [m for m in found if m.content_hash != digest]
 
 
 def _ask(
@@ -103,7 +151,8 @@ def _ask(
     # Within the same share of a prompt as the first call's memories; the ones left
     # out are kept, as a fact of a list-like key leaves them without a decision.
     views = fit_memories(
-        [v for _, shown in unsettled for v in shown], settings.extract_memory_tokens
+        list(dict.fromkeys(v for _, shown in unsettled for v in shown)),
+        settings.extract_memory_tokens,
     )
     messages = load_prompt(RESOLVE_PROMPT).render(
         facts="\n".join(render_fact(i, fact) for i, (fact, _) in enumerate(unsettled, 1)),
@@ -118,6 +167,19 @@ def _ask(
         if not 1 <= decision.fact <= len(unsettled):
             continue  # a number the call was not given
         fact, shown = unsettled[decision.fact - 1]
-        own = {v.alias for v in shown} & given  # only memories of its key it was shown
+        own = {v.alias: v for v in shown if v.alias in given}  # the ones it was shown
         fact.replaces = decision.replaces if decision.replaces in own else None
         fact.same_as = decision.same_as if decision.same_as in own else None
+        linked = own.get(fact.replaces or fact.same_as or 0)
+        if linked is not None:
+            _take_key(prepared, proposal, fact, linked)
+
+
+def _take_key(prepared: Prepared, proposal: Proposal, fact: Fact, linked: MemoryView) -> None:
+    """The model tied the fact to a memory of another key: the fact takes that key, and
+    its own becomes the key's alias in the scope."""
+    key, target = key_for(fact.name, fact.content), key_for(linked.name, linked.content)
+    if target and key != target:
+        _rename(fact, target)
+        prepared.new_aliases[key] = target
+        proposal.amended["key_by_follow_up"] += 1

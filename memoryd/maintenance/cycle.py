@@ -22,7 +22,7 @@ from memoryd.maintenance.retention import RETENTION_STEPS
 from memoryd.memories.erasure import resume_interrupted
 from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import archive_due, decayed, half_life_days
-from memoryd.models import tallies
+from memoryd.models import key_index, tallies
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryEvent, MemoryStatus, Tier
 from memoryd.settings import Settings
@@ -45,6 +45,7 @@ class CycleCounts:
     batches_purged: int = 0
     erasures_resumed: int = 0
     tallies_folded: int = 0  # changes to the memory tallies folded (models/tallies.py)
+    keys_folded: int = 0  # changes to the subject key index folded (models/key_index.py)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -235,6 +236,10 @@ def _fold_tallies(session: Session, settings: Settings, now: datetime, limit: in
     return tallies.fold(session, limit)
 
 
+def _fold_keys(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+    return key_index.fold(session, limit)
+
+
 def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUNK) -> CycleCounts:
     """One maintenance cycle. Promotion runs first, so a memory used often is kept even
     if its TTL ran out in the same interval."""
@@ -249,6 +254,7 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
         },
         erasures_resumed=resume_interrupted(settings, now),
         tallies_folded=_run_step(settings, _counted(_fold_tallies), now, chunk),
+        keys_folded=_run_step(settings, _counted(_fold_keys), now, chunk),
     )
     log.info("maintenance cycle: %s", counts.as_dict())
     return counts

@@ -40,10 +40,12 @@ from memoryd.models.tables import (
     ChatSession,
     Erasure,
     ExtractionBatch,
+    KeyAlias,
     Memory,
     MemoryUsage,
     Profile,
     SessionSegment,
+    SubjectKey,
     Turn,
 )
 from memoryd.settings import Settings
@@ -196,8 +198,8 @@ def _chunk(session: Session, erasure_id: int, target: Target, name: str, pick: P
         count = batch_totals.remove(session, keys)
     else:
         gone = delete(table).where(key.in_(keys))
-        if table is ChatSession:  # a session id is unique within its scope only
-            gone = gone.where(*_in_scope(ChatSession, target))
+        if table in (ChatSession, KeyAlias):  # their keys are unique within a scope only
+            gone = gone.where(*_in_scope(table, target))
         count = rowcount(session.execute(gone))
     erasure = session.get_one(Erasure, erasure_id)
     erasure.rows = {**erasure.rows, name: erasure.rows.get(name, 0) + count}
@@ -275,12 +277,18 @@ TABLES: dict[str, tuple[Any, Any]] = {
     "session_segments": (SessionSegment, SessionSegment.id),
     "extraction_batches": (ExtractionBatch, ExtractionBatch.id),
     "profiles": (Profile, Profile.id),
+    "subject_keys": (SubjectKey, SubjectKey.id),
+    "key_aliases": (KeyAlias, KeyAlias.alias),
 }
 _sessions = _picker(ChatSession, ChatSession.session_id, ChatSession.session_id)
 _turns = _picker(Turn, Turn.id, Turn.session_id, Turn.id)  # ix_turns_session's order
 _segments = _picker(SessionSegment, SessionSegment.id, SessionSegment.session_id)
 _batches = _picker(ExtractionBatch, ExtractionBatch.id, ExtractionBatch.session_id)
 _profiles = _picker(Profile, Profile.id, Profile.id)
+# The key index's rows name the scope's subjects; after its memories went, they are
+# what the triggers left (models/key_index.py).
+_keys = _picker(SubjectKey, SubjectKey.id, SubjectKey.id)
+_aliases = _picker(KeyAlias, KeyAlias.alias, KeyAlias.alias)
 # The scope's recalls of its agent's shared memories (its own memories' usage goes with
 # them): a usage row names the user who asked (ix_memory_usage_scope's order).
 _usage = _picker(MemoryUsage, MemoryUsage.id, MemoryUsage.id)
@@ -292,6 +300,8 @@ SCOPE_STEPS: Sequence[tuple[str, Pick]] = [
     ("session_segments", _segments),
     ("extraction_batches", _batches),
     ("profiles", _profiles),
+    ("subject_keys", _keys),
+    ("key_aliases", _aliases),
 ]
 # One session: what was said in it and learnt from it; the profiles stay.
 SESSION_STEPS: Sequence[tuple[str, Pick]] = [

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.models.keys import Scope
@@ -22,9 +22,6 @@ MAX_KEY = 200
 # Memories of one key a fact is reconciled with: a single-valued slot holds one (two
 # while an old duplicate waits to be retired); a list-like slot may hold a few dozen.
 SAME_KEY_LIMIT = 50
-# scope_keys reads the keys of this many of the scope's most recently updated
-# memories: its cost stays that of a small scope at any size (1 ms).
-KEY_WINDOW = 1000
 CUT_LENGTH = 40  # older names cut from content were 60 or 200 characters long
 _SPACE = re.compile(r"\s+")
 _EDGE = " \t\n.,;:!?'\"“”‘’()[]{}。，；：！？、（）"
@@ -86,31 +83,3 @@ def same_key_memories(
     if exclude:
         stmt = stmt.where(Memory.id.not_in(list(exclude)))
     return list(session.scalars(stmt.order_by(Memory.id).limit(SAME_KEY_LIMIT)))
-
-
-def scope_keys(session: Session, scope: Scope, limit: int) -> list[str]:
-    """The keys used most among the scope's KEY_WINDOW most recently updated active
-    memories, so an extractor reuses one instead of a synonym. Bounded: one index range
-    of the scope's newest memories, whatever its size. A key untouched for longer is
-    not suggested, yet still retires by its own lookup (same_key_memories)."""
-    if limit <= 0:
-        return []
-    window = (
-        select(Memory.name_key)
-        .where(Memory.of(scope), Memory.status == MemoryStatus.ACTIVE)
-        # No tie-break by id: the index holds no id order, and a bulk import of
-        # memories stamped alike would then be sorted whole; which of equals come
-        # first only changes which keys are suggested.
-        .order_by(Memory.updated_at.desc())
-        .limit(KEY_WINDOW)
-        .subquery()
-    )
-    uses = func.count().label("uses")
-    stmt = (
-        select(window.c.name_key, uses)
-        .where(window.c.name_key != "")
-        .group_by(window.c.name_key)
-        .order_by(uses.desc(), window.c.name_key)
-        .limit(limit)
-    )
-    return [row.name_key for row in session.execute(stmt)]

@@ -58,6 +58,7 @@ __all__ = [
     "EventKind",
     "ExtractionBatch",
     "FailureKind",
+    "KeyAlias",
     "Memory",
     "MemoryEvent",
     "MemoryStatus",
@@ -67,6 +68,7 @@ __all__ = [
     "Profile",
     "ProfileEvent",
     "SessionSegment",
+    "SubjectKey",
     "Tier",
     "Turn",
     "TurnStatus",
@@ -342,6 +344,7 @@ class Circuit(Base):
 # Every table, wherever it is defined, is reachable from here (and registered on Base's
 # metadata, which Alembic compares with the migrations).
 from memoryd.models.conversation_tables import ChatSession, SessionSegment, Turn  # noqa: E402
+from memoryd.models.key_tables import KeyAlias, SubjectKey  # noqa: E402
 from memoryd.models.lifecycle_tables import BatchTotal, Erasure, MemoryTally  # noqa: E402
 from memoryd.models.profile_tables import Profile, ProfileEvent  # noqa: E402
 from memoryd.models.server_tables import (  # noqa: E402

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from memoryd.models.tables import MemoryTally
+from memoryd.models.triggers import install_triggers, uninstall_triggers
 
 _COLUMNS = "status, tier, category, memories, confidence"
 
@@ -90,9 +91,7 @@ _COUNT_ALL = (
 
 def install(bind: Connection) -> None:
     """(Re-)create the triggers and start the tallies from the memories stored now."""
-    statements = _PG_INSTALL if bind.dialect.name == "postgresql" else _SQLITE_INSTALL
-    for statement in statements:
-        bind.execute(text(statement))
+    install_triggers(bind, _PG_INSTALL, _SQLITE_INSTALL)
     recount(bind)
 
 
@@ -104,13 +103,7 @@ def recount(bind: Connection) -> None:
 
 
 def uninstall(bind: Connection) -> None:
-    if bind.dialect.name == "postgresql":
-        bind.execute(text("DROP TRIGGER IF EXISTS memories_tally_insert_delete ON memories"))
-        bind.execute(text("DROP TRIGGER IF EXISTS memories_tally_update ON memories"))
-        bind.execute(text("DROP FUNCTION IF EXISTS memoryd_tally_memories()"))
-    else:
-        for name in ("insert", "delete", "update"):
-            bind.execute(text(f"DROP TRIGGER IF EXISTS memories_tally_{name}"))
+    uninstall_triggers(bind, "tally", "memoryd_tally_memories")
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bench.replacement import run_scenario, say, store_filler
+from bench.replacement_models import responder
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
+from memoryd.models import key_index
 from memoryd.models.keys import Scope
 from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus
 from memoryd.settings import Settings
@@ -23,7 +26,7 @@ def fact(content: str, name: str, *, single: bool, **more: object) -> dict[str, 
 
 
 def statuses(db: Session) -> dict[str, str]:
-    db.expire_all()
+    db.rollback()  # a new snapshot: what the batches since the last look wrote
     return {row.content: row.status for row in db.execute(select(Memory.content, Memory.status))}
 
 
@@ -227,3 +230,89 @@ def test_a_saved_near_duplicate_is_found_past_the_most_recent_memories(
     store_filler(settings, Scope("bench", "ann"), 300, seed=3)
     again = client.remember("bench", "ann", "Prefers green tea in the mornings!")
     assert again.id == first.id and again.evidence_count == 2
+
+
+@pytest.mark.parametrize("model", ["synonym", "no-key"])
+def test_a_fact_named_otherwise_or_not_at_all_retires_the_old_one_under_1500_memories(
+    settings: Settings, fake_llm: FakeLLM, model: str
+) -> None:
+    """bench/replacement.py's synonym and no-key models, reduced: the later facts come
+    under another name of their subject (English paraphrase, word order, Chinese) or
+    none, linked to nothing, after 1,500 newer memories of other subjects."""
+    fake_llm.responder = responder(model)
+    outcome = run_scenario(with_llm(settings, fake_llm), size=1500, facts=14, model=model)
+    assert (outcome.resolved, outcome.facts, outcome.duplicates) == (14, 14, 0)
+    assert outcome.later_calls <= 2 * outcome.later_batches  # one follow-up at most
+
+
+def keys_offered(fake_llm: FakeLLM) -> list[str]:
+    prompt = fake_llm.requests[-1]["messages"][1]["content"]
+    return json.loads(prompt.split("<keys>\n")[1].split("\n</keys>")[0])
+
+
+def test_an_old_key_is_offered_after_1500_newer_memories(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = with_llm(settings, fake_llm)
+    extract_session(s, say(s, "ann", "s1", "My gym is FitLab."))
+    store_filler(s, Scope("bench", "ann"), 1500, seed=0)  # 1,500 newer, other keys
+    extract_session(s, say(s, "ann", "s2", "Since May my gym is Iron Temple."))
+    assert keys_offered(fake_llm)[0] == "gym"
+
+
+def test_the_synonym_rule_lands_a_fact_on_the_scopes_key_and_records_the_alias(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    fake_llm.push(answer({"facts": [fact("Lives in Lisbon", "home city", single=True)]}))
+    extract_session(s, say(s, "ann", "s1", "I live in Lisbon."))
+    fake_llm.push(answer({"facts": [fact("住在波尔图", "居住城市", single=True)]}))
+    extract_session(s, say(s, "ann", "s2", "下个月起我人就在波尔图了。"))
+    assert fake_llm.calls == 2  # the rule needs no follow-up
+    assert statuses(db) == {"Lives in Lisbon": "superseded", "住在波尔图": "active"}
+    assert key_index.aliases(db, Scope("bench", "ann")) == {"居住城市": "home city"}
+
+
+def test_a_close_key_is_linked_by_the_follow_up_and_later_facts_follow_the_alias(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    fake_llm.push(answer({"facts": [fact("Trains at FitLab", "gym", single=True)]}))
+    extract_session(s, say(s, "ann", "s1", "I train at FitLab."))
+    fake_llm.push(
+        answer({"facts": [fact("Trains at Iron Temple", "gym membership", single=True)]}),
+        answer({"decisions": [{"fact": 1, "replaces": 100_001}]}),
+    )
+    extract_session(s, say(s, "ann", "s2", "I switched to Iron Temple."))
+    follow_up = fake_llm.requests[-1]["messages"][1]["content"]
+    assert "Trains at FitLab" in follow_up
+    assert key_index.aliases(db, Scope("bench", "ann")) == {"gym membership": "gym"}
+    fake_llm.push(answer({"facts": [fact("Trains at Gym Nine", "gym membership", single=True)]}))
+    extract_session(s, say(s, "ann", "s3", "Now it's Gym Nine."))
+    assert fake_llm.calls == 4  # the alias needs no follow-up
+    assert statuses(db) == {
+        "Trains at FitLab": "superseded",
+        "Trains at Iron Temple": "superseded",
+        "Trains at Gym Nine": "active",
+    }
+    names = set(db.scalars(select(Memory.name_key).where(Memory.status == "active")))
+    assert names == {"gym"}
+
+
+def test_a_close_key_the_model_does_not_link_stays_a_key_of_its_own(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """Similar words alone never merge two keys: "favourite food" and "food I cook"."""
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    fake_llm.push(
+        answer({"facts": [fact("Favourite food is ramen", "favourite food", single=True)]})
+    )
+    extract_session(s, say(s, "ann", "s1", "My favourite food is ramen."))
+    fake_llm.push(
+        answer({"facts": [fact("Cooks dal most weeks", "food i cook", single=True)]}),
+        answer({"decisions": [{"fact": 1, "replaces": None, "same_as": None}]}),
+    )
+    extract_session(s, say(s, "ann", "s2", "I cook dal most weeks."))
+    assert fake_llm.calls == 3
+    assert set(statuses(db).values()) == {"active"}
+    assert key_index.aliases(db, Scope("bench", "ann")) == {}
