@@ -155,13 +155,18 @@ def store_filler(settings: Settings, scope: Scope, n: int, seed: int) -> None:
 
 
 def analyze(settings: Settings) -> None:
-    """Settle the loaded tables as autovacuum keeps them in service (this machine's
-    PostgreSQL runs without it): planner statistics, and a visibility map that lets
-    index-only scans skip the table. SQLite plans without them."""
+    """Settle the loaded tables as a store in service keeps them: the key index folded
+    (the maintenance cycle's work), planner statistics and a visibility map that lets
+    index-only scans skip the table (autovacuum's; this machine's PostgreSQL runs
+    without it). SQLite plans without them."""
+    while True:
+        with session_scope(settings) as session:
+            if key_index.fold(session, 5000) < 5000:
+                break
     if settings.resolved_database_url.startswith("postgresql"):
         with get_engine(settings).connect() as conn:
             conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-            conn.execute(text("VACUUM (ANALYZE) memories, memory_terms"))
+            conn.execute(text("VACUUM (ANALYZE) memories, memory_terms, subject_keys"))
 
 
 def say(settings: Settings, user: str, session: str, *lines: str) -> SessionKey:
