@@ -22,17 +22,23 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from memoryd.extraction.extractors import LLMExtractor
+from memoryd.extraction.other_keys import (
+    candidate_keys,
+    land_on_known_keys,
+    new_key_vectors,
+    take_key,
+)
 from memoryd.extraction.prepare import Prepared
 from memoryd.extraction.prompt import fit_memories, render_fact, render_memories
 from memoryd.extraction.views import Extractor, MemoryView, Proposal
-from memoryd.memories.subjects import key_for, known_single, same_key_memories
-from memoryd.memories.synonyms import close_keys, same_slot
+from memoryd.memories.subjects import key_for, same_key_memories
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact, ResolveOutput
 from memoryd.models.tables import Memory
 from memoryd.prompts import load_prompt
 from memoryd.recall.candidates import nearby
+from memoryd.recall.embedders import Vectors
 from memoryd.settings import Settings
 from memoryd.text import content_hash
 
@@ -50,16 +56,14 @@ def resolve(
 ) -> None:
     """Fill `prepared.nearby`, and settle the unshown memories of list-like keys."""
     _drop_unshown(prepared, proposal.facts)
-    _land_on_known_keys(prepared, proposal)
+    land_on_known_keys(prepared, proposal)
     facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
     scope = prepared.claim.key.scope
+    asks = isinstance(extractor, LLMExtractor)
+    vectors = new_key_vectors(settings, prepared, proposal.facts) if asks else {}
     with session_scope(settings, readonly=True) as session:
         prepared.nearby = nearby(session, settings, scope, facts)
-        unsettled = (
-            _unsettled(session, settings, prepared, proposal.facts)
-            if isinstance(extractor, LLMExtractor)
-            else []
-        )
+        unsettled = _unsettled(session, settings, prepared, proposal.facts, vectors) if asks else []
     if unsettled and isinstance(extractor, LLMExtractor):
         _ask(settings, extractor, prepared, proposal, unsettled)
 
@@ -74,33 +78,12 @@ def _drop_unshown(prepared: Prepared, facts: list[Fact]) -> None:
             fact.same_as = None
 
 
-def _land_on_known_keys(prepared: Prepared, proposal: Proposal) -> None:
-    """A fact named by a learnt alias, or by a key the synonym rule ties to one the
-    scope holds, takes the scope's key."""
-    for fact in proposal.facts:
-        key = key_for(fact.name, fact.content)
-        if not key or key in prepared.scope_keys:
-            continue
-        target = prepared.key_aliases.get(key)
-        kind = "key_from_alias"
-        if target is None:
-            found = close_keys(key, prepared.scope_keys, limit=1)
-            target = found[0] if found and same_slot(key, found[0]) else None
-            kind = "key_by_synonym_rule"
-        if target is not None:
-            _rename(fact, target)
-            proposal.amended[kind] += 1
-            if kind == "key_by_synonym_rule":
-                prepared.new_aliases[key] = target
-
-
-def _rename(fact: Fact, key: str) -> None:
-    fact.name = key
-    fact.single = fact.single or known_single(key)
-
-
 def _unsettled(
-    session: Session, settings: Settings, prepared: Prepared, facts: list[Fact]
+    session: Session,
+    settings: Settings,
+    prepared: Prepared,
+    facts: list[Fact],
+    vectors: dict[int, Vectors],
 ) -> Unsettled:
     """Facts of list-like keys with memories of that key the prompt did not show (an
     exact repeat excepted: the write confirms it by its hash), and facts of a key new to
@@ -110,7 +93,7 @@ def _unsettled(
     shown = {memory_id: alias for alias, memory_id in prepared.aliases.items()}
     scope = prepared.claim.key.scope
     unsettled: Unsettled = []
-    for fact in facts:
+    for i, fact in enumerate(facts):
         key = key_for(fact.name, fact.content)
         if not key or fact.replaces is not None or fact.same_as is not None:
             continue
@@ -118,7 +101,7 @@ def _unsettled(
             continue  # the gate drops it: not worth a call
         memories = [] if fact.single else _same_key(session, scope, key, fact, list(shown))
         if key not in prepared.scope_keys:
-            for other in close_keys(key, prepared.scope_keys):
+            for other in candidate_keys(session, settings, scope, prepared, fact, vectors.get(i)):
                 found = same_key_memories(session, scope, other, fact.category)
                 memories += found[:CROSS_KEY_MEMORIES]
         views = []
@@ -172,14 +155,4 @@ def _ask(
         fact.same_as = decision.same_as if decision.same_as in own else None
         linked = own.get(fact.replaces or fact.same_as or 0)
         if linked is not None:
-            _take_key(prepared, proposal, fact, linked)
-
-
-def _take_key(prepared: Prepared, proposal: Proposal, fact: Fact, linked: MemoryView) -> None:
-    """The model tied the fact to a memory of another key: the fact takes that key, and
-    its own becomes the key's alias in the scope."""
-    key, target = key_for(fact.name, fact.content), key_for(linked.name, linked.content)
-    if target and key != target:
-        _rename(fact, target)
-        prepared.new_aliases[key] = target
-        proposal.amended["key_by_follow_up"] += 1
+            take_key(prepared, proposal, fact, linked)

@@ -4,6 +4,7 @@ contradicts or repeats among thousands, whether or not its prompt showed that me
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -16,9 +17,10 @@ from memoryd.extraction.batch import extract_session
 from memoryd.models import key_index
 from memoryd.models.keys import Scope
 from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus
+from memoryd.recall import backfill
 from memoryd.settings import Settings
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM, answer
+from tests.fakellm import FakeLLM, answer, parse_prompt
 
 
 def fact(content: str, name: str, *, single: bool, **more: object) -> dict[str, object]:
@@ -316,3 +318,38 @@ def test_a_close_key_the_model_does_not_link_stays_a_key_of_its_own(
     assert fake_llm.calls == 3
     assert set(statuses(db).values()) == {"active"}
     assert key_index.aliases(db, Scope("bench", "ann")) == {}
+
+
+def test_with_embeddings_a_key_sharing_no_word_is_a_candidate_by_meaning(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """ "beverage" and "what i have at breakfast" share no word and no synonym rule: the
+    memory nearest the fact's meaning brings its key to the follow-up."""
+    s = with_llm(settings, fake_llm, embedding_model="text-embedding-3-small", prefetch_limit=0)
+    said = {
+        "I drink green tea every morning.": fact(
+            "Drinks green tea every morning", "beverage", single=True
+        ),
+        "These days it is black tea every morning.": fact(
+            "Drinks black tea every morning", "what i have at breakfast", single=True
+        ),
+    }
+
+    def respond(messages: list[dict[str, Any]]) -> str:
+        text = messages[-1]["content"]
+        if "<facts>" in text:
+            _turns, shown = parse_prompt(messages)
+            green = next(a for a, (_n, c) in shown.items() if "green tea" in c)
+            return json.dumps({"decisions": [{"fact": 1, "replaces": green}]})
+        turns, _shown = parse_prompt(messages)
+        return json.dumps({"facts": [said[content] for _role, content in turns]})
+
+    fake_llm.responder = respond
+    extract_session(s, say(s, "ann", "s1", "I drink green tea every morning."))
+    assert backfill.fill_missing(s) == 1
+    extract_session(s, say(s, "ann", "s2", "These days it is black tea every morning."))
+    assert statuses(db) == {
+        "Drinks green tea every morning": "superseded",
+        "Drinks black tea every morning": "active",
+    }
+    assert key_index.aliases(db, Scope("bench", "ann")) == {"what i have at breakfast": "beverage"}

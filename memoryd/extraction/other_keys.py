@@ -1,0 +1,105 @@
+"""A fact under a key the scope does not hold may name one it does in other words
+(memories/synonyms.py). This module decides which of the scope's keys it may be:
+
+- an alias learnt earlier, or the synonym rule, lands it on the scope's key at once;
+- otherwise the scope's close keys are candidates: those sharing its content words and,
+  when embeddings are on, the keys of the memories nearest the fact's meaning (across
+  languages, with a multilingual model). Their memories join the batch's follow-up call
+  (extraction/resolve.py); only the model's answer moves the fact to one of them, and
+  then the scope learns the alias.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from memoryd.extraction.prepare import Prepared
+from memoryd.extraction.views import MemoryView, Proposal
+from memoryd.memories.subjects import key_for, known_single
+from memoryd.memories.synonyms import close_keys, same_slot
+from memoryd.models.keys import Scope
+from memoryd.models.proposals import Fact
+from memoryd.models.tables import Memory
+from memoryd.recall.embedders import Vectors
+from memoryd.recall.embeddings import closest, embed_query
+from memoryd.settings import Settings
+
+CLOSE_KEYS = 3  # candidate keys of one fact at most
+NEAREST = 10  # memories nearest a fact's meaning whose keys are read
+
+
+def land_on_known_keys(prepared: Prepared, proposal: Proposal) -> None:
+    """A fact named by a learnt alias, or by a key the synonym rule ties to one the
+    scope holds, takes the scope's key."""
+    for fact in proposal.facts:
+        key = key_for(fact.name, fact.content)
+        if not key or key in prepared.scope_keys:
+            continue
+        target = prepared.key_aliases.get(key)
+        kind = "key_from_alias"
+        if target is None:
+            found = close_keys(key, prepared.scope_keys, limit=1)
+            target = found[0] if found and same_slot(key, found[0]) else None
+            kind = "key_by_synonym_rule"
+        if target is not None:
+            rename(fact, target)
+            proposal.amended[kind] += 1
+            if kind == "key_by_synonym_rule":
+                prepared.new_aliases[key] = target
+
+
+def rename(fact: Fact, key: str) -> None:
+    fact.name = key
+    fact.single = fact.single or known_single(key)
+
+
+def new_key_vectors(
+    settings: Settings, prepared: Prepared, facts: Sequence[Fact]
+) -> dict[int, Vectors]:
+    """The meaning of each fact of a key new to the scope, by index (embeddings on):
+    computed before any transaction, as embedding may be a call."""
+    if not settings.embeddings_on:
+        return {}
+    vectors = {}
+    for i, fact in enumerate(facts):
+        key = key_for(fact.name, fact.content)
+        if key and key not in prepared.scope_keys:
+            vector = embed_query(settings, fact.content)
+            if vector is not None:
+                vectors[i] = vector
+    return vectors
+
+
+def candidate_keys(
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    prepared: Prepared,
+    fact: Fact,
+    vector: Vectors | None,
+) -> list[str]:
+    """The scope's keys `fact`'s new key may be another name of, closest first."""
+    key = key_for(fact.name, fact.content)
+    found = close_keys(key, prepared.scope_keys, CLOSE_KEYS)
+    if vector is not None:
+        ids = [found_id for found_id, _ in closest(session, settings, scope, vector, NEAREST)]
+        rows = session.execute(
+            select(Memory.name_key).where(
+                Memory.id.in_(ids), Memory.of(scope), Memory.category == fact.category
+            )
+        )
+        found += [k for (k,) in rows if k and k != key and k in prepared.scope_keys]
+    return list(dict.fromkeys(found))[:CLOSE_KEYS]
+
+
+def take_key(prepared: Prepared, proposal: Proposal, fact: Fact, linked: MemoryView) -> None:
+    """The model tied the fact to a memory of another key: the fact takes that key, and
+    its own becomes the key's alias in the scope."""
+    key, target = key_for(fact.name, fact.content), key_for(linked.name, linked.content)
+    if target and key != target:
+        rename(fact, target)
+        prepared.new_aliases[key] = target
+        proposal.amended["key_by_follow_up"] += 1
