@@ -167,7 +167,13 @@ def _repeated(fact: Fact, batch: _Batch, result: Amended) -> Fact:
 
 def _checked(fact: Fact, batch: _Batch, result: Amended) -> Fact | None:
     """What a small model's answer is held to beyond the rest (MEMORYD_SMALL_MODEL_CHECKS)."""
-    if evidence.borrowed_names(fact.content, batch.said, batch.shown, batch.borrowable):
+    # The user's own memory of the same subject is context, not another person: "Promoted
+    # to audit manager at Deloitte" may carry the firm "Works at Deloitte" named.
+    key = subject_key(fact.name)
+    others = [
+        m.content for m in batch.memories.values() if not key or key_for(m.name, m.content) != key
+    ]
+    if evidence.borrowed_names(fact.content, batch.said, others, batch.borrowable):
         result.dropped["other_person"] += 1
         return None
     fact = _single_by_key(fact, result)

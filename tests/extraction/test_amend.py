@@ -129,3 +129,11 @@ def test_small_model_checks_drop_a_fact_copied_from_the_prompts_example() -> Non
     turns = user("Hi, I teach chemistry.")
     got = amend(copied, turns, [], [], UTC, strict=True, examples=example)
     assert [f.content for f in got.facts] == ["Teaches chemistry"]
+
+
+def test_small_model_checks_keep_a_name_from_the_users_own_memory_of_the_subject() -> None:
+    shown = [MemoryView(1, "project", "job title", "Works as a junior accountant at Deloitte")]
+    facts = [fact("Promoted to audit manager at Deloitte", "job title", single=True, replaces=1)]
+    turns = user("Guess who got promoted to audit manager? Same firm, way more meetings.")
+    strict = amend(facts, turns, shown, ["job title"], UTC, strict=True)
+    assert [f.content for f in strict.facts] == ["Promoted to audit manager at Deloitte"]
