@@ -351,12 +351,19 @@ def _one_value_per_slot(batch: _Batch, result: Amended) -> None:
 
 
 def _add_rule_changes(batch: _Batch, result: Amended) -> None:
-    """A single-valued change the rules read in the turns, of a key the scope holds, that
-    no fact of the answer carries: the rules' own fact, so the old value still retires."""
-    carried = {subject_key(f.name) for f in result.facts}
-    for rule in batch.rule_facts:
+    """A single-valued change the rules read in the turns, of a key the scope holds: the
+    value the user just said is the slot's. A fact of the answer holding another value
+    for that key (a small model restating the old one) gives way to the rules' fact, so
+    the old value still retires."""
+    for rule, value in zip(batch.rule_facts, batch.rule_values, strict=True):
         key = subject_key(rule.name)
-        if rule.single and key in batch.keys and key not in carried:
-            result.facts.append(rule)
-            carried.add(key)
-            result.changes["rule_replacement"] += 1
+        if not (rule.single and key in batch.keys and value):
+            continue
+        same_key = [f for f in result.facts if subject_key(f.name) == key]
+        if any(value <= evidence.words(f.content) for f in same_key):
+            continue  # the answer carries the value the rules read
+        for fact in same_key:
+            result.facts.remove(fact)
+            result.dropped["other_value_than_said"] += 1
+        result.facts.append(rule)
+        result.changes["rule_replacement"] += 1

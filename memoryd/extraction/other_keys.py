@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.extraction.prepare import Prepared
 from memoryd.extraction.views import MemoryView, Proposal
-from memoryd.memories.subjects import key_for, known_single
+from memoryd.memories.subjects import key_categories, key_for, known_single
 from memoryd.memories.synonyms import close_keys, same_slot
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
@@ -88,7 +88,9 @@ def candidate_keys(
         ids = [found_id for found_id, _ in closest(session, settings, scope, vector, NEAREST)]
         rows = session.execute(
             select(Memory.name_key).where(
-                Memory.id.in_(ids), Memory.of(scope), Memory.category == fact.category
+                Memory.id.in_(ids),
+                Memory.of(scope),
+                Memory.category.in_(key_categories(fact.category)),
             )
         )
         found += [k for (k,) in rows if k and k != key and k in prepared.scope_keys]

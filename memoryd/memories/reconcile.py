@@ -37,7 +37,7 @@ from memoryd.memories.store import (
     set_content,
     supersede_memory,
 )
-from memoryd.memories.subjects import SAME_KEY_LIMIT, key_for
+from memoryd.memories.subjects import SAME_KEY_LIMIT, key_categories, key_for
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus
@@ -153,7 +153,7 @@ def _read_in_order(run: _Run, facts: Sequence[Fact]) -> None:
         Memory.content_hash.in_({content_hash(f.content) for f in facts})
     ]
     alike += [
-        and_(Memory.name_key == key, Memory.category == f.category)
+        and_(Memory.name_key == key, Memory.category.in_(key_categories(f.category)))
         for f in facts
         if (key := key_for(f.name, f.content))
     ]
@@ -278,7 +278,8 @@ def _same_key(run: _Run, key: str, category: str) -> list[Memory]:
     (subjects.same_key_memories, over what was read and created)."""
     if not key:
         return []
-    same = (m for m in run.known() if m.name_key == key and m.category == category)
+    kin = key_categories(category)
+    same = (m for m in run.known() if m.name_key == key and m.category in kin)
     return [m for m in same if m.status == MemoryStatus.ACTIVE][:SAME_KEY_LIMIT]
 
 

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.models.keys import Scope
-from memoryd.models.tables import Memory, MemoryStatus
+from memoryd.models.tables import Category, Memory, MemoryStatus
 
 MAX_KEY = 200
 # Memories of one key a fact is reconciled with: a single-valued slot holds one (two
@@ -39,6 +39,16 @@ KNOWN_SINGLE = frozenset(
     .replace("    ", "")
     .split("|")
 )
+
+
+# Categories whose memories of one key are about one subject: a model files "job title"
+# under `user` one day and `project` the next (measured with a real small model).
+_ABOUT_THE_USER = (Category.USER.value, Category.PROJECT.value)
+
+
+def key_categories(category: str) -> tuple[str, ...]:
+    """The categories a fact of `category` is reconciled with by its key."""
+    return _ABOUT_THE_USER if category in _ABOUT_THE_USER else (category,)
 
 
 def known_single(key: str) -> bool:
@@ -78,7 +88,7 @@ def same_key_memories(
         Memory.name_key == key,
         Memory.name_key != "",  # stated, so SQLite plans with the partial key index
         Memory.status == MemoryStatus.ACTIVE,
-        Memory.category == category,
+        Memory.category.in_(key_categories(category)),
     )
     if exclude:
         stmt = stmt.where(Memory.id.not_in(list(exclude)))

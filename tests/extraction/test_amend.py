@@ -137,3 +137,14 @@ def test_small_model_checks_keep_a_name_from_the_users_own_memory_of_the_subject
     turns = user("Guess who got promoted to audit manager? Same firm, way more meetings.")
     strict = amend(facts, turns, shown, ["job title"], UTC, strict=True)
     assert [f.content for f in strict.facts] == ["Promoted to audit manager at Deloitte"]
+
+
+def test_a_restated_old_value_gives_way_to_the_value_the_user_just_said() -> None:
+    """The real 1.5B model answered "we finally relocated to Lisbon" with the Berlin it
+    was shown, linked as replacing itself."""
+    shown = [MemoryView(2, "user", "home city", "I live in Berlin")]
+    facts = [fact("I live in Berlin", "home city", single=True, replaces=2)]
+    turns = user("Sorry I've been quiet, we finally relocated to Lisbon and there are boxes.")
+    got = amend(facts, turns, shown, ["home city"], UTC, strict=True)
+    assert [(f.content, f.name) for f in got.facts] == [("Lives in Lisbon", "home city")]
+    assert got.dropped["other_value_than_said"] == 1

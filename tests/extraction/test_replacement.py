@@ -353,3 +353,16 @@ def test_with_embeddings_a_key_sharing_no_word_is_a_candidate_by_meaning(
         "Drinks black tea every morning": "active",
     }
     assert key_index.aliases(db, Scope("bench", "ann")) == {"what i have at breakfast": "beverage"}
+
+
+def test_a_single_key_retires_its_value_filed_under_the_other_category_about_the_user(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """A real small model filed "job title" under `user` one day, `project` the next."""
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    fake_llm.push(answer({"facts": [fact("Chemist at Novartis", "job title", single=True)]}))
+    extract_session(s, say(s, "ann", "s1", "Novartis hired me as a chemist."))
+    switched = fact("Chemist at Roche", "job title", single=True, category="project")
+    fake_llm.push(answer({"facts": [switched]}))
+    extract_session(s, say(s, "ann", "s2", "Roche took me on instead, same role."))
+    assert statuses(db) == {"Chemist at Novartis": "superseded", "Chemist at Roche": "active"}
