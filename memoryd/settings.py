@@ -206,7 +206,8 @@ class Settings(BaseSettings):
     )
     embedding_model: str | None = Field(
         None,
-        description="Model name ('openai'), or a path or installed package ('local'); "
+        description="Model name ('openai'); 'multilingual-e5-small' (the bundled e5, extra "
+        "'multilingual') or a sentence-transformers path or installed package ('local'); "
         "unset means no embeddings",
     )
     embedding_base_url: str | None = Field(None, description="Defaults to the LLM's")

