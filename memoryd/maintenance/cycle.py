@@ -19,6 +19,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from memoryd.maintenance.retention import RETENTION_STEPS
+from memoryd.maintenance.statistics import analyze_changed
 from memoryd.memories.erasure import resume_interrupted
 from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import archive_due, decayed, half_life_days
@@ -46,6 +47,7 @@ class CycleCounts:
     erasures_resumed: int = 0
     tallies_folded: int = 0  # changes to the memory tallies folded (models/tallies.py)
     keys_folded: int = 0  # changes to the subject key index folded (models/key_index.py)
+    tables_analyzed: int = 0  # PostgreSQL tables given fresh statistics (statistics.py)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -240,6 +242,12 @@ def _fold_keys(session: Session, settings: Settings, now: datetime, limit: int) 
     return key_index.fold(session, limit)
 
 
+def _analyze(settings: Settings) -> int:
+    """Last, so the statistics see what the steps above changed."""
+    with session_scope(settings) as session:
+        return len(analyze_changed(session))
+
+
 def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUNK) -> CycleCounts:
     """One maintenance cycle. Promotion runs first, so a memory used often is kept even
     if its TTL ran out in the same interval."""
@@ -255,6 +263,7 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
         erasures_resumed=resume_interrupted(settings, now),
         tallies_folded=_run_step(settings, _counted(_fold_tallies), now, chunk),
         keys_folded=_run_step(settings, _counted(_fold_keys), now, chunk),
+        tables_analyzed=_analyze(settings),
     )
     log.info("maintenance cycle: %s", counts.as_dict())
     return counts
