@@ -20,13 +20,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, func, insert, select, text, tuple_
+from sqlalchemy import delete, func, insert, select, tuple_
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from memoryd.models.keys import Scope
 from memoryd.models.tables import KeyAlias, SubjectKey
-from memoryd.models.triggers import install_triggers, uninstall_triggers
+from memoryd.models.triggers import install_triggers, refill, uninstall_triggers
 
 _COLUMNS = "agent_id, user_id, name_key, active, held, used_at"
 
@@ -94,16 +94,17 @@ _COUNT_ALL = (
 
 def install(bind: Connection) -> None:
     """(Re-)create the triggers and start the index from the memories stored now."""
-    install_triggers(bind, _PG_INSTALL, _SQLITE_INSTALL)
-    recount(bind)
+    install_triggers(bind, _PG_INSTALL, _SQLITE_INSTALL, "subject_keys", _count_all(bind))
 
 
 def recount(bind: Connection) -> None:
     """Start the index again from the memories stored now: after a bulk load, or a
     TRUNCATE of memories (which fires no row trigger)."""
-    bind.execute(text("DELETE FROM subject_keys"))
-    true = "true" if bind.dialect.name == "postgresql" else "1"
-    bind.execute(text(_COUNT_ALL.format(true=true)))
+    refill(bind, "subject_keys", _count_all(bind))
+
+
+def _count_all(bind: Connection) -> str:
+    return _COUNT_ALL.format(true="true" if bind.dialect.name == "postgresql" else "1")
 
 
 def uninstall(bind: Connection) -> None:

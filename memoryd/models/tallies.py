@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from memoryd.models.tables import MemoryTally
-from memoryd.models.triggers import install_triggers, uninstall_triggers
+from memoryd.models.triggers import install_triggers, refill, uninstall_triggers
 
 _COLUMNS = "status, tier, category, memories, confidence"
 
@@ -91,15 +91,13 @@ _COUNT_ALL = (
 
 def install(bind: Connection) -> None:
     """(Re-)create the triggers and start the tallies from the memories stored now."""
-    install_triggers(bind, _PG_INSTALL, _SQLITE_INSTALL)
-    recount(bind)
+    install_triggers(bind, _PG_INSTALL, _SQLITE_INSTALL, "memory_tallies", _COUNT_ALL)
 
 
 def recount(bind: Connection) -> None:
     """Start the tallies again from the memories stored now: after a bulk load, or a
     TRUNCATE of memories (which fires no row trigger)."""
-    bind.execute(text("DELETE FROM memory_tallies"))
-    bind.execute(text(_COUNT_ALL))
+    refill(bind, "memory_tallies", _COUNT_ALL)
 
 
 def uninstall(bind: Connection) -> None:

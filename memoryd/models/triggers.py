@@ -10,9 +10,19 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 
-def install_triggers(bind: Connection, postgres: Sequence[str], sqlite: Sequence[str]) -> None:
+def install_triggers(
+    bind: Connection, postgres: Sequence[str], sqlite: Sequence[str], table: str, count_all: str
+) -> None:
+    """(Re-)create the triggers, and start `table` again from the memories stored now."""
     for statement in postgres if bind.dialect.name == "postgresql" else sqlite:
         bind.execute(text(statement))
+    refill(bind, table, count_all)
+
+
+def refill(bind: Connection, table: str, count_all: str) -> None:
+    """Empty `table` and fill it by `count_all` (a statement over the memories)."""
+    bind.execute(text(f"DELETE FROM {table}"))
+    bind.execute(text(count_all))
 
 
 def uninstall_triggers(bind: Connection, stem: str, function: str) -> None:
