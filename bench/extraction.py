@@ -69,8 +69,15 @@ class Recorder:
 
     def create(self, **kwargs: Any) -> Any:
         response = self._create(**kwargs)
-        text = response.choices[0].message.content if response.choices else ""
-        self.calls.append({"at": self.where, "messages": kwargs["messages"], "answer": text})
+        choice = response.choices[0] if response.choices else None
+        self.calls.append(
+            {
+                "at": self.where,
+                "messages": kwargs["messages"],
+                "answer": choice.message.content if choice else "",
+                "finish": choice.finish_reason if choice else None,
+            }
+        )
         return response
 
     def complete_json(self, model: str, messages: Any, schema: Any) -> LLMResult[Any]:
@@ -85,15 +92,17 @@ class Replayer(Recorder):
 
     def __init__(self, client: Any, path: Path) -> None:
         super().__init__(client)
-        self.answers: dict[str, list[str]] = {}
+        self.answers: dict[str, list[tuple[str, str]]] = {}
         for call in json.loads(path.read_text("utf-8"))["calls"]:
-            self.answers.setdefault(call["at"], []).append(call["answer"])
+            answer = (call["answer"], call.get("finish") or "stop")
+            self.answers.setdefault(call["at"], []).append(answer)
         self._create = self.recorded
 
     def recorded(self, **kwargs: Any) -> Any:
-        answers = self.answers.get(self.where) or ['{"facts": []}']
-        message = SimpleNamespace(content=answers.pop(0))
-        choice = SimpleNamespace(message=message, finish_reason="stop")
+        answers = self.answers.get(self.where) or [('{"facts": []}', "stop")]
+        content, finish = answers.pop(0)
+        message = SimpleNamespace(content=content)
+        choice = SimpleNamespace(message=message, finish_reason=finish)
         return SimpleNamespace(choices=[choice], usage=None, model=kwargs["model"])
 
 

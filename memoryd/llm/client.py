@@ -29,6 +29,7 @@ from memoryd.errors import (
     LLMTransientError,
     field_errors,
 )
+from memoryd.llm.salvage import complete_prefix
 from memoryd.settings import Settings
 
 if TYPE_CHECKING:
@@ -205,12 +206,12 @@ class LLMClient:
                 continue
             choice = response.choices[0]
             text = choice.message.content or ""
+            truncated = choice.finish_reason == "length"
             try:
                 # Python's parser, not pydantic's: it keeps an escaped lone surrogate
                 # ("\\ud800") as a string for the schema to refuse in one item alone.
-                value = schema.model_validate(json.loads(text))
+                value = schema.model_validate(_parsed(text, truncated))
             except (ValueError, ValidationError, RecursionError) as exc:
-                truncated = choice.finish_reason == "length"
                 last_error = (
                     "the answer was cut off (finish_reason=length); " if truncated else ""
                 ) + _short_errors(exc)
@@ -222,6 +223,18 @@ class LLMClient:
                 continue
             return LLMResult(value, response.model or model, tokens_in, tokens_out, calls)
         raise LLMOutputError(f"model output is not valid {schema.__name__} JSON: {last_error}")
+
+
+def _parsed(text: str, truncated: bool) -> Any:
+    """The answer as JSON; one cut off at the token limit, up to its last whole item."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        salvaged = complete_prefix(text) if truncated else None
+        if salvaged is None:
+            raise
+        log.warning("an answer cut off at the token limit: keeping its complete items")
+        return salvaged
 
 
 def _short_errors(exc: ValueError | RecursionError) -> str:

@@ -18,7 +18,7 @@ RECORDED = Path(__file__).parent / "recorded" / "qwen2.5-coder-1.5b.extract.smal
 
 # What replaying the recording measured when it was made (bench/extraction.py --replay):
 # the pipeline may do better with these answers, never worse.
-MEASURED = {"contradictions_resolved": 0.387, "recall_at_1": 0.614, "gold_recall": 0.772}
+MEASURED = {"contradictions_resolved": 0.387, "recall_at_1": 0.591, "gold_recall": 0.722}
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +33,10 @@ def figures() -> dict[str, float]:
     return measure("replayed", base, load_scenarios(), args)
 
 
-def test_nearly_every_answer_is_valid_at_once(figures: dict[str, float]) -> None:
-    # Two of 96 recorded answers looped until cut off; the repair round answered them.
-    assert figures["valid_answers"] >= 0.97
+def test_every_answer_is_used_at_once(figures: dict[str, float]) -> None:
+    # One of 99 recorded answers looped until max_tokens cut it: its complete items are
+    # kept (llm/salvage.py) instead of asking again.
+    assert figures["valid_answers"] >= 0.99
 
 
 def test_no_other_persons_fact_is_stored_as_the_users(figures: dict[str, float]) -> None:
