@@ -278,6 +278,8 @@ def print_dataset(plan: Plan, results: dict[str, Outcome], extra: dict[str, str]
         value = results.get(key)
         if value is None:
             continue
+        if key.startswith("local"):  # the model the run used
+            label = label.replace("MiniLM", LOCAL_MODEL)
         if isinstance(value, str):
             print(f"{label:<44} {'-':>6} {'-':>6} {'-':>6} {'-':>14}  {value}")
             continue
