@@ -26,6 +26,7 @@ from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embeddings import closest
+from memoryd.recall.intent import asks_about_now, newest_value_first
 from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
@@ -118,6 +119,8 @@ def recall(
     by_id = {row.id: row for row in rows}
     lists.rank_nearest(by_id)
     top = _scored(settings, lists, by_id, now, matched_only=bool(search.terms or lists.nearest))
+    if asks_about_now(query):
+        top = newest_value_first(session, top)
     return _hits(session, lists, top[:k], lock_hits)
 
 

@@ -1,0 +1,36 @@
+"""A question about the present prefers the newest active value of a subject key."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy.orm import Session
+
+from memoryd.memories.store import set_content
+from memoryd.models.db import utcnow
+from memoryd.models.keys import Scope
+from memoryd.recall.intent import asks_about_now
+from memoryd.recall.rank import recall
+from memoryd.settings import Settings
+from tests.factories import make_memory
+
+
+def test_now_prefers_the_newest_value_of_a_key(settings: Settings, db: Session) -> None:
+    """Two active values of one key (a change no model reconciled): the older matches
+    the question's words better, the newer is what "now" asks for."""
+    old = make_memory(db, settings, "Lives in Berlin, loves living in Berlin")
+    new = make_memory(db, settings, "Moved to Lisbon")
+    for memory, days in ((old, 90), (new, 2)):
+        set_content(memory, memory.content, "home city")
+        memory.said_at = utcnow() - timedelta(days=days)
+    db.commit()
+    ann = Scope("bot", "ann")
+    plain = recall(db, settings, ann, "where does she live, Berlin?", k=2, now=utcnow())
+    assert [h.id for h in plain] == [old.id, new.id]
+    now = recall(db, settings, ann, "where does she live now, Berlin?", k=2, now=utcnow())
+    assert [h.id for h in now] == [new.id, old.id]
+
+
+def test_the_words_that_ask_about_the_present() -> None:
+    assert all(map(asks_about_now, ["Where does Ali live now?", "她现在住哪", "目前在哪工作"]))
+    assert not any(map(asks_about_now, ["Where did Ali live in 2020?", "knowledge", "她以前住哪"]))
