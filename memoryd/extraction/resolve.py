@@ -54,7 +54,8 @@ Unsettled = list[tuple[Fact, list[MemoryView]]]
 def resolve(
     settings: Settings, prepared: Prepared, proposal: Proposal, extractor: Extractor
 ) -> None:
-    """Fill `prepared.nearby`, and settle the unshown memories of list-like keys."""
+    """Fill `prepared.nearby`, settle the unshown memories of list-like keys, and land
+    facts of keys new to the scope on the scope's key they name another way."""
     _drop_unshown(prepared, proposal.facts)
     land_on_known_keys(prepared, proposal)
     facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
@@ -90,6 +91,7 @@ def _unsettled(
     the scope with the memories of its close keys (shown or not: the model saw them
     under another name). New aliases follow FOLLOW_UP_ALIASES, apart from any the first
     prompt used."""
+    first_prompt = list(prepared.aliases.values())
     shown = {memory_id: alias for alias, memory_id in prepared.aliases.items()}
     scope = prepared.claim.key.scope
     unsettled: Unsettled = []
@@ -99,7 +101,7 @@ def _unsettled(
             continue
         if fact.confidence < settings.min_confidence:
             continue  # the gate drops it: not worth a call
-        memories = [] if fact.single else _same_key(session, scope, key, fact, list(shown))
+        memories = [] if fact.single else _same_key(session, scope, key, fact, first_prompt)
         if key not in prepared.scope_keys:
             for other in candidate_keys(session, settings, scope, prepared, fact, vectors.get(i)):
                 found = same_key_memories(session, scope, other, fact.category)
