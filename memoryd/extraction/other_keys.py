@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from memoryd.extraction.prepare import Prepared
 from memoryd.extraction.views import MemoryView, Proposal
 from memoryd.memories.subjects import key_categories, key_for, known_single
-from memoryd.memories.synonyms import close_keys, same_slot
+from memoryd.memories.synonyms import close_keys, rule_synonym
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Memory
@@ -41,8 +41,7 @@ def land_on_known_keys(prepared: Prepared, proposal: Proposal) -> None:
         target = prepared.key_aliases.get(key)
         kind = "key_from_alias"
         if target is None:
-            found = close_keys(key, prepared.scope_keys, limit=1)
-            target = found[0] if found and same_slot(key, found[0]) else None
+            target = rule_synonym(key, prepared.scope_keys)
             kind = "key_by_synonym_rule"
         if target is not None:
             rename(fact, target)

@@ -27,7 +27,7 @@ from memoryd.ingest.leases import Claim, claim_batch
 from memoryd.llm import circuit
 from memoryd.memories.profiles import get_profile
 from memoryd.memories.subjects import key_for
-from memoryd.memories.synonyms import key_terms
+from memoryd.memories.synonyms import key_terms, text_terms
 from memoryd.models import key_index
 from memoryd.models.coordination import database_time
 from memoryd.models.db import session_scope
@@ -134,7 +134,7 @@ def offered_keys(keys: list[str], text: str, hit_keys: list[str], budget: int) -
     first (the keys of the memories the search found for them, in its order, then keys
     whose words the turns hold), then the rest as given (most used first)."""
     held = set(keys)
-    said = key_terms(text)
+    said = text_terms(text)
     relevant = [k for k in hit_keys if k in held]
     relevant += [k for k in keys if key_terms(k) & said]
     chosen: list[str] = []

@@ -13,6 +13,7 @@ that the scope does not hold is compared with the keys it does:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from memoryd.memories.subjects import subject_key
 from memoryd.text import search_tokens
@@ -97,9 +98,22 @@ def same_slot(key: str, other: str) -> bool:
     return slot is not None and slot == slot_of(other)
 
 
-def key_terms(key: str) -> set[str]:
-    """The words that tell a key's subject apart."""
-    return set(search_tokens(key)) - _KEY_STOP
+@lru_cache(maxsize=65_536)
+def key_terms(key: str) -> frozenset[str]:
+    """The words that tell a key's subject apart (cached: a batch compares every key of
+    its scope, for the keys it offers and for each new key's candidates)."""
+    return text_terms(key)
+
+
+def text_terms(text: str) -> frozenset[str]:
+    """key_terms of any text, uncached: a batch's turns are read once."""
+    return frozenset(search_tokens(text)) - _KEY_STOP
+
+
+def rule_synonym(key: str, keys: Iterable[str]) -> str | None:
+    """The one of `keys` the explicit rule says `key` is another name of (the first in
+    order when several are)."""
+    return min((other for other in keys if other != key and same_slot(key, other)), default=None)
 
 
 def close_keys(key: str, keys: Iterable[str], limit: int = 3) -> list[str]:
