@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, tzinfo
 
-from memoryd.extraction import evidence, offline
+from memoryd.extraction import evidence, fact_rules, offline
 from memoryd.extraction.dates import resolve_relative
 from memoryd.extraction.views import MemoryView, TurnView
-from memoryd.memories.subjects import key_for, known_single, subject_key
+from memoryd.memories.subjects import key_for, subject_key
+from memoryd.memories.synonyms import single_valued, slot_name
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Category
 from memoryd.zones import local
@@ -248,7 +249,7 @@ def _keyed(fact: Fact, batch: _Batch, result: Amended) -> Fact:
         if key and re.search(rf"(?<!\w){re.escape(key)}(?!\w)", lower):
             result.changes["key_from_scope"] += 1
             return fact.model_copy(update={"name": key})
-    said = offline.slot_of_statement(fact.content)
+    said = fact_rules.slot_of_statement(fact.content)
     if said is not None:  # the fact is written as the rules write that slot
         result.changes["key_from_statement"] += 1
         return fact.model_copy(update={"name": said.name, "single": True})
@@ -266,7 +267,7 @@ def _rule_for(fact: Fact, batch: _Batch) -> Fact | None:
 
 # What the offline rules write before the value they read ("Lives in {x}" -> "Lives in ").
 _TEMPLATE_HEADS = sorted(
-    {r.template.split("{x}")[0] for r in offline.RULES if r.template.endswith("{x}")} - {""},
+    {r.template.split("{x}")[0] for r in fact_rules.RULES if r.template.endswith("{x}")} - {""},
     key=len,
     reverse=True,
 )
@@ -295,7 +296,7 @@ def _weighed(fact: Fact, batch: _Batch, result: Amended) -> Fact:
 
 def _single_by_key(fact: Fact, result: Amended) -> Fact:
     """`single` as the key says, not as the model marked it."""
-    single = known_single(subject_key(fact.name))
+    single = single_valued(subject_key(fact.name))
     if single == fact.single:
         return fact
     result.changes["single_by_key"] += 1
@@ -328,19 +329,19 @@ def _linked(fact: Fact, batch: _Batch, result: Amended) -> Fact:
 
 
 def _one_value_per_slot(batch: _Batch, result: Amended) -> None:
-    """One fact per single-valued key and batch: the one holding the value the rules read
-    for that key, else the last (the newest said)."""
+    """One fact per single-valued slot and batch ("lead" and "team lead" are one): the one
+    holding the value the rules read for that slot, else the last (the newest said)."""
     by_key: dict[str, list[Fact]] = {}
     for fact in result.facts:
         if fact.single and (key := subject_key(fact.name)):
-            by_key.setdefault(key, []).append(fact)
+            by_key.setdefault(slot_name(key), []).append(fact)
     for key, facts in by_key.items():
         if len(facts) < 2:
             continue
         values = [
             value
             for rule, value in zip(batch.rule_facts, batch.rule_values, strict=True)
-            if subject_key(rule.name) == key
+            if slot_name(subject_key(rule.name)) == key
         ]
         read = [f for f in facts if any(v and v <= evidence.words(f.content) for v in values)]
         keep = (read or facts)[-1]
@@ -351,19 +352,21 @@ def _one_value_per_slot(batch: _Batch, result: Amended) -> None:
 
 
 def _add_rule_changes(batch: _Batch, result: Amended) -> None:
-    """A single-valued change the rules read in the turns, of a key the scope holds: the
-    value the user just said is the slot's. A fact of the answer holding another value
-    for that key (a small model restating the old one) gives way to the rules' fact, so
-    the old value still retires."""
+    """A single-valued fact the rules read in the turns that the answer does not carry.
+    Of a key the scope holds, the value the user just said is the slot's: a fact of the
+    answer holding another value for that key (a small model restating the old one) gives
+    way to the rules' fact, so the old value still retires. Of a new key, the rules' fact
+    is added unless the answer holds its value under another key."""
     for rule, value in zip(batch.rule_facts, batch.rule_values, strict=True):
         key = subject_key(rule.name)
-        if not (rule.single and key in batch.keys and value):
+        if not (rule.single and value):
             continue
+        held = key in batch.keys
         same_key = [f for f in result.facts if subject_key(f.name) == key]
-        if any(value <= evidence.words(f.content) for f in same_key):
+        if any(value <= evidence.words(f.content) for f in (same_key if held else result.facts)):
             continue  # the answer carries the value the rules read
         for fact in same_key:
             result.facts.remove(fact)
             result.dropped["other_value_than_said"] += 1
         result.facts.append(rule)
-        result.changes["rule_replacement"] += 1
+        result.changes["rule_replacement" if held else "rule_added"] += 1

@@ -41,7 +41,7 @@ _OTHER_EN = re.compile(
     re.IGNORECASE,
 )
 _OTHER_ZH = re.compile(
-    rf"^\s*(?:用户的?|我的?)?(?P<rel>{RELATIONS_ZH})(?P<name>[\u4e00-\u9fff]{{0,2}})"
+    rf"^\s*(?:用户的?|我们?的?)?(?P<rel>{RELATIONS_ZH})(?P<name>(?:(?![是叫])[\u4e00-\u9fff]){{0,2}})"
 )
 _NAME_FIRST = re.compile(r"^\s*(?P<name>[A-Z][a-z]{1,20})\b")
 

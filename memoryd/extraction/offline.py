@@ -9,176 +9,34 @@ Everything it produces is marked `extractor: offline`.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from datetime import date, timedelta
 from typing import Any
 
+from memoryd.extraction.fact_rules import PERSON, RULES, Rule, rx
 from memoryd.models.profiles import ProfileUpdate
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Category
 
 EXTRACTOR_NAME = "offline"
-# v2: dated episodes; v3: named slots hold one value; v4: "we relocated to", "started at"
-PROMPT_VERSION = "offline.v4"
+# v2: dated episodes; v3: named slots hold one value; v4: "we relocated to", "started at";
+# v5: team lead, partner, diet, "I'm at X now"
+PROMPT_VERSION = "offline.v5"
 
 
-@dataclass(frozen=True)
-class Rule:
-    pattern: re.Pattern[str]
-    template: str  # formatted with the captured group `x`
-    category: Category
-    name: str  # the slot: a new fact with the same name replaces the old one
-    confidence: float
-    temporary: str = "no"
-
-
-def _r(regex: str) -> re.Pattern[str]:
-    return re.compile(regex, re.IGNORECASE)
-
-
-# A captured value ends at sentence punctuation, a joining word or a time phrase, so
-# "I live in Berlin and I prefer tea" and "I moved to Lisbon last week" stay clean.
-_END = (
-    r"(?P<x>[^.!?。！？\n]{2,200}?)"
-    r"(?=\s+(?:and|but|because|so|last|this|next|since|yesterday|today|tomorrow)\b"
-    r"|[.!?。！？;\n]|$)"
-)
-
-# A place ends at a comma too: "relocated to Lisbon, boxes everywhere".
-_PLACE_END = _END.replace("|[.!?。！？;\\n]", "|[,，.!?。！？;\\n]")
-
-# An employer is named with a capital ("Acme", "Globex Labs"), which "at home" is not.
-_COMPANY = (
-    r"(?-i:(?P<x>[A-Z][\w&.\-]*(?: [A-Z][\w&.\-]*){0,3}))"
-    r"(?=\s+(?:as|and|but|since|last|this|next|yesterday|today|for|on|in)\b|[,.!?;\n]|$)"
-)
-
-RULES: list[Rule] = [
-    Rule(_r(r"\b(?:please )?remember(?: that|:)?\s+" + _END), "{x}", Category.USER, "", 0.95),
-    Rule(_r(r"(?:请)?记住[:：,，]?\s*" + _END), "{x}", Category.USER, "", 0.95),
-    Rule(
-        _r(r"\bcall me\s+(?P<x>[\w\- ]{1,40}?)(?=[.!?,]|$)"),
-        "Wants to be called {x}",
-        Category.USER,
-        "preferred name",
-        0.95,
-    ),
-    Rule(
-        _r(r"\bmy name is\s+(?P<x>[\w\- ]{1,40}?)(?=[.!?,]|$)"),
-        "Name is {x}",
-        Category.USER,
-        "name",
-        0.9,
-    ),
-    Rule(
-        _r(r"叫我(?P<x>[^，。！？,.!?\s]{1,20}?)(?=就行|就好|吧|[，。！？,.!?\s]|$)"),
-        "希望被称为{x}",
-        Category.USER,
-        "preferred name",
-        0.95,
-    ),
-    Rule(
-        _r(
-            r"\b(?:I|we)(?:'ve| have)?(?:\s+(?:finally|just|recently|now))?\s+"
-            r"(?:live|moved|relocated|settled) (?:in|to)\s+" + _PLACE_END
-        ),
-        "Lives in {x}",
-        Category.USER,
-        "home city",
-        0.9,
-    ),
-    Rule(
-        _r(
-            r"我(?:们家?)?(?:现在)?(?:住在|搬到了?|搬去了?)(?P<x>[^，。！？,.!?\s]{1,30}?)(?:了|[，。！？,.!?\s]|$)"
-        ),
-        "住在{x}",
-        Category.USER,
-        "home city",
-        0.9,
-    ),
-    Rule(
-        _r(
-            r"(?:\bI (?:now )?work at|(?:\bI(?:'ve| have)? |^|[.!?]\s+)(?:just |recently )?"
-            r"started (?:a new job )?at|\bI(?:'m| am) (?:now )?an? [\w\- ]{2,40}? at)\s+" + _COMPANY
-        ),
-        "Works at {x}",
-        Category.USER,
-        "employer",
-        0.9,
-    ),
-    Rule(
-        _r(r"\bI (?:really )?(?:prefer|like|love)\s+" + _END), "Prefers {x}", Category.USER, "", 0.9
-    ),
-    Rule(
-        _r(r"\bI (?:don't|do not|never) (?:like|want)\s+" + _END),
-        "Dislikes {x}",
-        Category.USER,
-        "",
-        0.9,
-    ),
-    Rule(
-        _r(r"我(?:更|很|最)?(?:喜欢|偏好|爱)(?P<x>[^，。！？,.!?\n]{1,60})"),
-        "喜欢{x}",
-        Category.USER,
-        "",
-        0.9,
-    ),
-    Rule(_r(r"我不喜欢(?P<x>[^，。！？,.!?\n]{1,60})"), "不喜欢{x}", Category.USER, "", 0.9),
-    Rule(
-        _r(r"(?:^|[.!?]\s+)(?:please\s+)?(?:don't|do not|never)\s+(?P<x>[^.!?\n]{3,200})"),
-        "Do not {x}",
-        Category.FEEDBACK,
-        "",
-        0.85,
-    ),
-    Rule(_r(r"(?:请)?不要(?P<x>[^，。！？,.!?\n]{2,60})"), "不要{x}", Category.FEEDBACK, "", 0.85),
-    Rule(
-        _r(r"\bmy favou?rite (?P<slot>[\w ]{2,30}?) is\s+" + _END),
-        "Favourite {slot} is {x}",
-        Category.USER,
-        "favourite {slot}",
-        0.9,
-    ),
-    # Any other "my X is Y": less certain, so it lands in the short tier.
-    Rule(
-        _r(r"\bmy (?!name\b|favou?rite\b)(?P<slot>[\w' ]{2,30}?) is\s+" + _END),
-        "My {slot} is {x}",
-        Category.USER,
-        "{slot}",
-        0.75,
-    ),
-    Rule(_r(r"(?P<x>https?://[^\s<>\"'）)]+)"), "Shared link: {x}", Category.REFERENCE, "", 0.7),
-]
-
-
-def _statement(template: str) -> re.Pattern[str]:
-    """What a rule's template writes, as a pattern with its slot captured."""
-    parts = re.split(r"(\{x\}|\{slot\})", template)
-    pieces = {"{x}": ".+", "{slot}": r"(?P<slot>[\w' ]{2,30}?)"}
-    return re.compile("".join(pieces.get(p, re.escape(p)) for p in parts), re.IGNORECASE)
-
-
-# The rules that name a slot, with a template that is more than its value.
-_STATEMENTS = [(_statement(r.template), r) for r in RULES if r.name and r.template != "{x}"]
-
-
-def slot_of_statement(content: str) -> Rule | None:
-    """The rule whose template wrote `content` ("Lives in Porto": home city), with its
-    name filled ("My gym is X": gym); a model's fact without a key gets the slot."""
-    for pattern, rule in _STATEMENTS:
-        match = pattern.fullmatch(content.strip().rstrip(".。"))
-        if match:
-            slot = match.groupdict().get("slot") or ""
-            return Rule(
-                rule.pattern,
-                rule.template,
-                rule.category,
-                rule.name.format(slot=slot),
-                rule.confidence,
-                rule.temporary,
-            )
-    return None
+def _matches(content: str) -> Iterator[tuple[Rule, dict[str, str]]]:
+    """Each rule's reading of one turn, with its groups; a value a slot-naming rule already
+    read is not read again by a later, looser one ("my lead is Raj": team lead, not "lead")."""
+    named: set[str] = set()
+    for rule in RULES:
+        for match in rule.pattern.finditer(content):
+            groups = {k: v.strip() for k, v in match.groupdict().items() if v}
+            value = groups.get("x", "").casefold()
+            if not value or value in named:
+                continue
+            if rule.name:
+                named.add(value)
+            yield rule, groups
 
 
 def extract_facts(
@@ -192,32 +50,28 @@ def extract_facts(
     for role, content in turns:
         if role != "user":
             continue
-        for rule in RULES:
-            for match in rule.pattern.finditer(content):
-                groups = {k: v.strip() for k, v in match.groupdict().items() if v}
-                if "x" not in groups:
-                    continue
-                text = rule.template.format(**groups)
-                text = text[:1].upper() + text[1:]
-                if text.casefold() in seen:
-                    continue
-                seen.add(text.casefold())
-                # A named slot holds one value: a new one retires the old, shown or not.
-                name = rule.name.format(**groups) if rule.name else ""
-                replaces = by_name.get(name.casefold()) if rule.name else None
-                if replaces is not None and existing[replaces][1].casefold() == text.casefold():
-                    replaces = None  # same value again: dedup will confirm it
-                facts.append(
-                    Fact(
-                        content=text,
-                        category=rule.category,
-                        name=name,
-                        single=bool(rule.name),
-                        tags=[],
-                        confidence=rule.confidence,
-                        replaces=replaces,
-                    )
+        for rule, groups in _matches(content):
+            text = rule.template.format(**groups)
+            text = text[:1].upper() + text[1:]
+            if text.casefold() in seen:
+                continue
+            seen.add(text.casefold())
+            # A named slot holds one value: a new one retires the old, shown or not.
+            name = rule.name.format(**groups) if rule.name else ""
+            replaces = by_name.get(name.casefold()) if rule.name else None
+            if replaces is not None and existing[replaces][1].casefold() == text.casefold():
+                replaces = None  # same value again: dedup will confirm it
+            facts.append(
+                Fact(
+                    content=text,
+                    category=rule.category,
+                    name=name,
+                    single=bool(rule.name),
+                    tags=[],
+                    confidence=rule.confidence,
+                    replaces=replaces,
                 )
+            )
     return facts
 
 
@@ -241,9 +95,9 @@ _EPISODE_DAYS = {
 _WHEN_EN = "|".join(w for w in _EPISODE_DAYS if w.isascii())
 _WHEN_ZH = "|".join(w for w in _EPISODE_DAYS if not w.isascii())
 _EPISODES = [
-    _r(rf"(?:^|[.!?]\s+)(?P<when>{_WHEN_EN}),?\s+I\s+(?P<x>[^.!?\n]{{3,200}})"),
-    _r(rf"我(?P<when>{_WHEN_ZH})(?P<x>[^，。！？,.!?\n]{{2,60}})"),
-    _r(rf"(?P<when>{_WHEN_ZH})我(?P<x>[^，。！？,.!?\n]{{2,60}})"),
+    rx(rf"(?:^|[.!?]\s+)(?P<when>{_WHEN_EN}),?\s+I\s+(?P<x>[^.!?\n]{{3,200}})"),
+    rx(rf"我(?P<when>{_WHEN_ZH})(?P<x>[^，。！？,.!?\n]{{2,60}})"),
+    rx(rf"(?P<when>{_WHEN_ZH})我(?P<x>[^，。！？,.!?\n]{{2,60}})"),
 ]
 
 
@@ -279,17 +133,18 @@ def extract_episodes(turns: Sequence[tuple[str, str, date]]) -> list[Fact]:
 
 CALL_PREFIX = "Call the user "
 _NAME = [
-    _r(r"\b(?:call me|my name is)\s+(?P<x>[\w\- ]{1,40}?)(?=[.!?,]|$)"),
-    _r(r"(?:叫我|我叫)(?P<x>[^，。！？,.!?\s]{1,20}?)(?=就行|就好|吧|[，。！？,.!?\s]|$)"),
+    rx(r"\b(?:call me|my name is)\s+(?P<x>[\w\- ]{1,40}?)(?=[.!?,]|$)"),
+    rx(r"\bI(?: am going|'m going| go) by " + PERSON),
+    rx(r"(?:叫我|我叫)(?P<x>[^，。！？,.!?\s]{1,20}?)(?=就行|就好|吧|[，。！？,.!?\s]|$)"),
 ]
 _TIMEZONE = [
-    _r(r"\bmy time\s?zone is\s+(?P<x>[A-Za-z_/]+(?:[+-]\d{1,2}(?::\d\d)?)?)"),
-    _r(r"\b(?:I am|I'm) in (?P<x>(?:UTC|GMT)[+-]\d{1,2}(?::\d\d)?)"),
-    _r(r"我的时区是(?P<x>[A-Za-z_/+\-:0-9]+)"),
+    rx(r"\bmy time\s?zone is\s+(?P<x>[A-Za-z_/]+(?:[+-]\d{1,2}(?::\d\d)?)?)"),
+    rx(r"\b(?:I am|I'm) in (?P<x>(?:UTC|GMT)[+-]\d{1,2}(?::\d\d)?)"),
+    rx(r"我的时区是(?P<x>[A-Za-z_/+\-:0-9]+)"),
 ]
 _LANGUAGE = [
-    _r(r"\bmy (?:native|first|primary|mother) (?:language|tongue) is\s+(?P<x>[A-Za-z]+)"),
-    _r(r"我的母语是(?P<x>[^，。！？,.!?\s]{1,10})"),
+    rx(r"\bmy (?:native|first|primary|mother) (?:language|tongue) is\s+(?P<x>[A-Za-z]+)"),
+    rx(r"我的母语是(?P<x>[^，。！？,.!?\s]{1,10})"),
 ]
 # Profiles hold language tags (BCP 47); the names the rules above catch, as tags.
 LANGUAGE_TAGS = {
@@ -299,9 +154,9 @@ LANGUAGE_TAGS = {
     "korean": "ko", "韩语": "ko", "russian": "ru", "arabic": "ar", "hindi": "hi",
 }  # fmt: skip
 _OCCUPATION = [
-    _r(r"\bI work as an? (?P<x>[a-z][a-z \-]{2,40}?)(?=[.!?,]| at | in | for |$)"),
-    _r(r"\bI(?:'m| am) an? (?P<x>[a-z][a-z \-]{2,40}?) by profession"),
-    _r(r"我的职业是(?P<x>[^，。！？,.!?\s]{2,15})"),
+    rx(r"\bI work as an? (?P<x>[a-z][a-z \-]{2,40}?)(?=[.!?,]| at | in | for |$)"),
+    rx(r"\bI(?:'m| am) an? (?P<x>[a-z][a-z \-]{2,40}?) by profession"),
+    rx(r"我的职业是(?P<x>[^，。！？,.!?\s]{2,15})"),
 ]
 
 

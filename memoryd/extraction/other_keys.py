@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 
 from memoryd.extraction.prepare import Prepared
 from memoryd.extraction.views import MemoryView, Proposal
-from memoryd.memories.subjects import key_categories, key_for, known_single
-from memoryd.memories.synonyms import close_keys, rule_synonym
+from memoryd.memories.subjects import key_categories, key_for
+from memoryd.memories.synonyms import close_keys, rule_synonym, single_valued
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Memory
@@ -52,7 +52,7 @@ def land_on_known_keys(prepared: Prepared, proposal: Proposal) -> None:
 
 def rename(fact: Fact, key: str) -> None:
     fact.name = key
-    fact.single = fact.single or known_single(key)
+    fact.single = fact.single or single_valued(key)
 
 
 def new_key_vectors(

@@ -33,8 +33,8 @@ _EDGE = " \t\n.,;:!?'\"“”‘’()[]{}。，；：！？、（）"
 KNOWN_SINGLE = frozenset(
     """home city|city|country|address|preferred name|name|nickname|employer|company|job|
     job title|role|occupation|position|diet|partner|spouse|relationship status|birthday|age|
-    team lead|manager|boss|school|university|major|timezone|primary language|
-    居住城市|城市|住址|名字|称呼|昵称|公司|工作|职位|职业|饮食|伴侣|对象|生日|年龄|组长|领导|经理|
+    team lead|manager|boss|surname|school|university|major|timezone|primary language|
+    居住城市|城市|住址|名字|姓氏|称呼|昵称|公司|工作|职位|职业|饮食|伴侣|对象|生日|年龄|组长|领导|经理|
     学校|专业|时区""".replace("\n", "")
     .replace("    ", "")
     .split("|")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
-from memoryd.memories.subjects import subject_key
+from memoryd.memories.subjects import known_single, subject_key
 from memoryd.text import search_tokens
 
 # Each line is one slot: its names, separated by '|'.
@@ -26,6 +26,7 @@ city i live in|location|current location|living city|居住城市|城市|所在�
 address|home address|street address|住址|家庭住址|地址|家庭地址
 preferred name|what to call me|form of address|how to address me|称呼|怎么称呼|希望的称呼
 name|full name|legal name|名字|姓名|全名
+surname|last name|family name|姓|姓氏
 employer|company|workplace|current employer|company i work for|place of work|work place|
 公司|工作单位|单位|雇主|所在公司|就职公司
 job title|job|role|occupation|position|profession|title|current job|current role|
@@ -77,6 +78,7 @@ _LINES = f"{_SLOTS}\n{_FAVOURITE_SLOTS}".replace("|\n", "|").strip().splitlines(
 for _number, _line in enumerate(_LINES):
     for _name in _line.split("|"):
         _GROUPS[subject_key(_name)] = _number
+_SINGLE_SLOTS = frozenset(n for name, n in _GROUPS.items() if known_single(name))
 
 # Words a key of any subject may hold: they make no two keys alike.
 _KEY_STOP = frozenset(
@@ -90,6 +92,19 @@ _KEY_STOP = frozenset(
 def slot_of(key: str) -> int | None:
     """The rule's slot a key names, if any."""
     return _GROUPS.get(key)
+
+
+def single_valued(key: str) -> bool:
+    """Whether a key holds one value: known so, or another name of a slot that is ("lead"
+    is "team lead", "男朋友" is "伴侣")."""
+    slot = slot_of(key)
+    return known_single(key) or (slot is not None and slot in _SINGLE_SLOTS)
+
+
+def slot_name(key: str) -> str:
+    """One name for all the names of a rule's slot (the key itself when it names none)."""
+    slot = slot_of(key)
+    return key if slot is None else _LINES[slot].split("|")[0]
 
 
 def same_slot(key: str, other: str) -> bool:

@@ -40,7 +40,10 @@ def test_a_relative_date_left_by_the_model_is_written_as_a_date() -> None:
 
 def test_a_tautology_is_not_kept() -> None:
     got = amend([fact("小波是小波。")], user("你好，叫我小波就行。"), [], [], UTC)
-    assert got.facts == [] and got.dropped["tautology"] == 1
+    assert got.dropped["tautology"] == 1
+    # What the user said is still kept, as the rules read it.
+    assert [f.content for f in got.facts] == ["希望被称为小波"]
+    assert got.changes["rule_added"] == 1
 
 
 def test_another_persons_move_never_takes_the_users_slot() -> None:
@@ -148,3 +151,21 @@ def test_a_restated_old_value_gives_way_to_the_value_the_user_just_said() -> Non
     got = amend(facts, turns, shown, ["home city"], UTC, strict=True)
     assert [(f.content, f.name) for f in got.facts] == [("Lives in Lisbon", "home city")]
     assert got.dropped["other_value_than_said"] == 1
+
+
+def test_another_name_of_a_single_valued_slot_holds_one_value() -> None:
+    """"lead" is "team lead" by the synonym rules: two leads in one batch are one slot,
+    and the one the rules read as the lead now is kept."""
+    turns = user("Reorg happened. Raj left, and for now Chloe is our interim lead.")
+    answer = [fact("Raj left", "lead", single=False), fact("Chloe is our interim lead", "lead")]
+    got = amend(answer, turns, [], [], UTC, strict=True)
+    assert [(f.content, f.single) for f in got.facts] == [("Chloe is our interim lead", True)]
+
+
+def test_a_slot_the_model_missed_is_added_as_the_rules_read_it() -> None:
+    turns = user("Okay, happier update: I've been seeing someone new, her name is Priya.")
+    got = amend([fact("Wants a weekend by the sea", "trip")], turns, [], [], UTC, strict=True)
+    assert ("Partner is Priya", "partner") in [(f.content, f.name) for f in got.facts]
+    # Said under another key, the value is the model's: nothing is added twice.
+    same = amend([fact("Dating Priya", "dating")], turns, [], [], UTC, strict=True)
+    assert [f.content for f in same.facts] == ["Dating Priya"]

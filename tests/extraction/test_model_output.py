@@ -32,7 +32,7 @@ def extract(settings: Settings, llm: FakeLLM, reply: dict[str, Any]) -> None:
     s = with_llm(settings, llm)
     llm.push(answer(reply))
     client = MemoryClient(s, dispatch=False)
-    for line in ("Call me Sam.", "I live in Porto and I drink tea."):
+    for line in ("Hi, Sam here.", "I live in Porto and I drink tea."):
         client.enqueue_turn(
             agent_id=KEY.agent_id,
             user_id=KEY.user_id,

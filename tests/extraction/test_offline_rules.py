@@ -29,3 +29,48 @@ def test_a_single_valued_slot_is_read(said: str, read: tuple[str, str]) -> None:
 @pytest.mark.parametrize("said", ["I work at home on Fridays", "I just started at the bakery"])
 def test_no_employer_without_a_name(said: str) -> None:
     assert [f for f in extract_facts([("user", said)], {}) if f.name == "employer"] == []
+
+
+@pytest.mark.parametrize(
+    ("said", "read"),
+    [
+        (
+            "Our new team lead is Sofia Marquez, she starts Monday.",
+            ("Team lead is Sofia Marquez", "team lead"),
+        ),
+        (
+            "Since the reorg, Tomasz Nowak has been running the team.",
+            ("Team lead is Tomasz Nowak", "team lead"),
+        ),
+        ("Big change: Amara Obi is now leading our team.", ("Team lead is Amara Obi", "team lead")),
+        ("Fine, Ines is our interim lead until spring.", ("Team lead is Ines", "team lead")),
+        ("我们部门调整了，组长变成了王芳。", ("组长是王芳", "组长")),
+        ("My girlfriend, Hana, says hi.", ("Partner is Hana", "partner")),
+        ("I'm dating Luis these days.", ("Partner is Luis", "partner")),
+        ("我交了个女朋友，叫小雨。", ("伴侣是小雨", "伴侣")),
+        ("I'm vegetarian, so no ham please.", ("Diet is vegetarian", "diet")),
+        ("I'm on a low-FODMAP diet for my stomach.", ("Diet is low-FODMAP", "diet")),
+        ("医生建议我开始低盐饮食。", ("饮食方式是低盐饮食", "饮食")),
+        ("Changed jobs again, I'm at Zalando now.", ("Works at Zalando", "employer")),
+        ("I go by Sam at work.", ("Wants to be called Sam", "preferred name")),
+        ("Please, I'm going by Alex from now on.", ("Wants to be called Alex", "preferred name")),
+    ],
+)
+def test_a_change_of_person_diet_or_name_is_read(said: str, read: tuple[str, str] | None) -> None:
+    """Phrasings of the slots a small model most often misses, none taken from the bench's
+    scenarios. `None`: a phrasing the rules leave to the model."""
+    facts = [(f.content, f.name) for f in extract_facts([("user", said)], {}) if f.single]
+    assert (facts[0] if facts else None) == read
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "I'm at Starbucks now, it's loud.",  # a place, not an employer, with a capital
+        "My lead is great about reviews.",  # no name
+        "I'm going by train.",  # a means, not a name
+    ],
+)
+def test_look_alikes_are_left_alone(said: str) -> None:
+    named = {f.name for f in extract_facts([("user", said)], {}) if f.single}
+    assert not named & {"employer", "team lead", "preferred name"}, named
