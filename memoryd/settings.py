@@ -197,6 +197,9 @@ class Settings(BaseSettings):
     rank_weight_strength: float = Field(0.05, ge=0)
     rank_weight_recency: float = Field(0.1, ge=0)
     rank_weight_confidence: float = Field(0.1, ge=0)
+    # A question naming a memory's subject key ("who is my team lead?", "我的组长是谁")
+    # wants that key's memories: a match of that weight outranks most keyword ranks.
+    rank_weight_key: float = Field(0.3, ge=0)
     recency_half_life_days: float = Field(30.0, gt=0)
     referenced_similarity: float = Field(
         0.5, gt=0, le=1, description="Share of a memory's distinctive terms a reply must use"
@@ -229,6 +232,20 @@ class Settings(BaseSettings):
         ge=0,
         description="Scope vectors each process keeps in memory (MB); the scopes recalled "
         "least recently go first, and a scope larger than this is read on every recall",
+    )
+    rerank: Literal["off", "endpoint", "cross-encoder"] = Field(
+        "off",
+        description="Rerank the fused list's head: 'endpoint' (POST {MEMORYD_RERANK_URL}"
+        "/rerank) or 'cross-encoder' (a sentence-transformers model from a local path)",
+    )
+    rerank_url: str | None = Field(None, description="Base URL of a rerank API, e.g. .../v1")
+    rerank_model: str | None = Field(
+        None, description="Model name sent to the endpoint, or the cross-encoder's path"
+    )
+    rerank_api_key: str | None = Field(None, description="Bearer key of the rerank endpoint")
+    rerank_top_n: int = Field(20, ge=2, le=200, description="Fused hits the reranker orders")
+    rerank_timeout: float = Field(
+        2.0, gt=0, le=60, description="Seconds a rerank may take before the fused order stands"
     )
 
     # --- per-agent defaults (each agent may override them: memoryd/agents) ------------
@@ -323,7 +340,7 @@ class Settings(BaseSettings):
     def _broker_url(cls, value: str) -> str:
         return checks.broker_url(value)
 
-    @field_validator("llm_base_url", "embedding_base_url")
+    @field_validator("llm_base_url", "embedding_base_url", "rerank_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         return checks.http_url(value)
@@ -386,6 +403,10 @@ class Settings(BaseSettings):
                 "MEMORYD_TASK_TIME_LIMIT_SECONDS must be above "
                 "MEMORYD_TASK_SOFT_TIME_LIMIT_SECONDS, so a task can stop on its own first"
             )
+        if self.rerank == "endpoint" and not self.rerank_url:
+            raise ValueError("MEMORYD_RERANK=endpoint needs MEMORYD_RERANK_URL")
+        if self.rerank == "cross-encoder" and not self.rerank_model:
+            raise ValueError("MEMORYD_RERANK=cross-encoder needs MEMORYD_RERANK_MODEL, a path")
         return self
 
     @property

@@ -107,6 +107,34 @@ def slot_name(key: str) -> str:
     return key if slot is None else _LINES[slot].split("|")[0]
 
 
+@lru_cache(maxsize=65_536)
+def _asking_terms(key: str) -> tuple[frozenset[str], ...]:
+    """The word sets a question may name a key by: its own, and each name of its slot."""
+    slot = slot_of(key)
+    names = [key] if slot is None else _LINES[slot].split("|")
+    return tuple(t for t in {key_terms(subject_key(n)) for n in names} if t)
+
+
+def key_asked(key: str, terms: frozenset[str]) -> bool:
+    """Whether a question of these search terms names the key ("who is my manager?"
+    names "team lead"): all the words of one of its names are in it."""
+    return any(names <= terms for names in _asking_terms(key))
+
+
+def asked_slot_keys(terms: frozenset[str]) -> list[str]:
+    """Every name of each slot the question names, as keys: the keys its memories may
+    be stored under ("manager" asked: "team lead", "lead", "组长", …)."""
+    asked = {slot for words, slot in _slot_words() if words <= terms}
+    return [name for name, slot in _GROUPS.items() if slot in asked]
+
+
+@lru_cache(maxsize=1)
+def _slot_words() -> tuple[tuple[frozenset[str], int], ...]:
+    """Each slot name's words, with its slot (built on first use: a recall that names
+    no slot pays a few hundred subset checks)."""
+    return tuple((words, slot) for name, slot in _GROUPS.items() if (words := key_terms(name)))
+
+
 def same_slot(key: str, other: str) -> bool:
     """Whether the explicit rule says the two keys name one slot."""
     slot = slot_of(key)

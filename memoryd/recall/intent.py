@@ -1,6 +1,9 @@
 """What a question's words say it wants, beyond its topic (seed 004: recall that adapts
 to the question). Rules, each measured by bench/extraction.py's recall@1:
 
+- a question that names a subject key's slot ("who is my manager?") wants the memories
+  of every key that names it ("team lead", "组长"), found by key even when none of their
+  words is the question's; recall ranks them first among its matches (rank.py);
 - a question about the present ("where does she live now?", "现在住哪") wants the newest
   active value of a subject key: where two active memories of one key compete (a change
   not yet reconciled, a list-like key), the newest said takes the best place the key's
@@ -10,12 +13,16 @@ to the question). Rules, each measured by bench/extraction.py's recall@1:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from memoryd.memories.synonyms import asked_slot_keys
 from memoryd.models.tables import Memory
+from memoryd.recall.search import LIST_LIMIT, SCORING_COLUMNS
 
 _PRESENT = re.compile(
     r"\b(?:now|currently|current|these days|nowadays|at the moment|at present|still|today)\b"
@@ -29,6 +36,16 @@ _KEYS = select(Memory.id, Memory.name_key, Memory.said_at, Memory.created_at).wh
 )
 
 Scored = list[tuple[float, int, dict[str, float]]]
+
+
+def key_rows(session: Session, where: list[Any], terms: Sequence[str]) -> list[Any]:
+    """SCORING_COLUMNS of the active memories stored under a key of a slot the question
+    names (the partial index on the scope's keys)."""
+    keys = asked_slot_keys(frozenset(terms))
+    if not keys:
+        return []
+    read = select(*SCORING_COLUMNS).where(*where, Memory.name_key.in_(keys)).limit(LIST_LIMIT)
+    return list(session.connection().execute(read).all())
 
 
 def asks_about_now(query: str) -> bool:

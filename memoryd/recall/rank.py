@@ -20,13 +20,15 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.store import lock_rows
+from memoryd.memories.synonyms import key_asked
 from memoryd.memories.weights import MAX_WEIGHT, effective_weight
 from memoryd.models.base import readable_users
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embeddings import closest
-from memoryd.recall.intent import asks_about_now, newest_value_first
+from memoryd.recall.intent import asks_about_now, key_rows, newest_value_first
+from memoryd.recall.rerank import reranked, reranker_for
 from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
@@ -48,6 +50,8 @@ UNREAD_CANDIDATES = select(*SCORING_COLUMNS, Memory.agent_id, Memory.user_id).wh
 )
 # what a Hit shows of its memory (MemoryOut's fields), for the k hits only.
 HIT_FIELDS = select(*MemoryOut.columns()).where(Memory.id.in_(bindparam("ids", expanding=True)))
+# What a reranker reads of the fused list's head.
+CONTENTS = select(Memory.id, Memory.content).where(Memory.id.in_(bindparam("ids", expanding=True)))
 # What usage feedback computes a memory's new weight and access columns from (usage.py).
 FEEDBACK_COLUMNS = (
     Memory.tier,
@@ -76,6 +80,8 @@ class ScoreParts(BaseModel):
     strength: float
     recency: float
     confidence: float
+    key: float = 0.0  # 1 when the question names the memory's subject key
+    rerank: float | None = None  # the reranker's relevance, when one ordered this hit
 
 
 class Hit(MemoryOut):
@@ -114,11 +120,20 @@ def recall(
     lists = _ranked_lists(session, settings, search, query, query_vector)
     if search.terms or lists.nearest:
         rows = _matched_rows(session, search, lists)
+        found = {row.id for row in rows}
+        rows += [r for r in key_rows(session, search.where, search.terms) if r.id not in found]
     else:  # nothing to match on: the most recent memories, re-scored below
         rows = _recent_rows(session, search, k)
     by_id = {row.id: row for row in rows}
     lists.rank_nearest(by_id)
-    top = _scored(settings, lists, by_id, now, matched_only=bool(search.terms or lists.nearest))
+    matched_only = bool(search.terms or lists.nearest)
+    top = _scored(settings, lists, by_id, now, matched_only, frozenset(search.terms))
+    reranker = reranker_for(settings)
+    if reranker is not None and search.terms:
+        contents = session.connection().execute(
+            CONTENTS, {"ids": [mid for _, mid, _ in top[: settings.rerank_top_n]]}
+        )
+        top = reranked(settings, reranker, query, top, {mid: text for mid, text in contents})
     if asks_about_now(query):
         top = newest_value_first(session, top)
     return _hits(session, lists, top[:k], lock_hits)
@@ -254,16 +269,19 @@ def _scored(
     by_id: dict[int, Any],
     now: datetime,
     matched_only: bool,
+    terms: frozenset[str],
 ) -> list[tuple[float, int, dict[str, float]]]:
     """(score, id, signals) of the candidates, best first: the fused list ranks,
-    re-scored by strength, recency and confidence. Plain tuples: models are built only
+    re-scored by strength, recency, confidence and whether the question (its `terms`)
+    names the memory's subject key. Plain tuples: models are built only
     for the hits returned."""
     rrf_k = settings.fusion_rrf_k
     best_possible = sum(weight for weight, _ in lists.weighted) / (rrf_k + 1)
     scored: list[tuple[float, int, dict[str, float]]] = []
     for mid, row in by_id.items():
         fused = sum(w / (rrf_k + ranks[mid]) for w, ranks in lists.weighted if mid in ranks)
-        if matched_only and not fused:
+        asked = bool(row.name_key) and key_asked(row.name_key, terms)
+        if matched_only and not fused and not asked:
             continue
         age_days = max((now - row.updated_at).total_seconds(), 0) / 86_400
         signals = {
@@ -271,12 +289,14 @@ def _scored(
             "strength": min(effective_weight(row, now, settings) / MAX_WEIGHT * 2, 1.0),
             "recency": 0.5 ** (age_days / settings.recency_half_life_days),
             "confidence": row.confidence,
+            "key": 1.0 if asked else 0.0,
         }
         score = (
             settings.rank_weight_match * signals["fused"]
             + settings.rank_weight_strength * signals["strength"]
             + settings.rank_weight_recency * signals["recency"]
             + settings.rank_weight_confidence * signals["confidence"]
+            + settings.rank_weight_key * signals["key"]
         )
         scored.append((round(score, 6), mid, signals))
     scored.sort(key=lambda item: (-item[0], -item[1]))

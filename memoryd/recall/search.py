@@ -74,6 +74,7 @@ SCORING_COLUMNS = (
     Memory.weight_at,
     Memory.updated_at,
     Memory.confidence,
+    Memory.name_key,
 )
 
 

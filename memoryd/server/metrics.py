@@ -23,6 +23,7 @@ from memoryd.models.db import session_scope, utcnow
 from memoryd.models.schemas import IngestResult
 from memoryd.monitoring import MULTIPROC_ENV
 from memoryd.monitoring.figures import PipelineFigures, pipeline_figures
+from memoryd.recall.rerank import RERANK_FAILURES
 from memoryd.settings import Settings
 
 DB_CACHE_SECONDS = 5.0  # scrapes closer together than this share one set of queries
@@ -111,6 +112,7 @@ def metrics_registry(settings: Settings) -> CollectorRegistry:
     else:
         for collector in (TURNS_INGESTED, TURNS_DUPLICATE, TURNS_REJECTED, RECALL_SECONDS):
             registry.register(collector)
+        registry.register(RERANK_FAILURES)
     registry.register(DatabaseCollector(settings))
     return registry
 

@@ -34,3 +34,22 @@ def test_now_prefers_the_newest_value_of_a_key(settings: Settings, db: Session) 
 def test_the_words_that_ask_about_the_present() -> None:
     assert all(map(asks_about_now, ["Where does Ali live now?", "她现在住哪", "目前在哪工作"]))
     assert not any(map(asks_about_now, ["Where did Ali live in 2020?", "knowledge", "她以前住哪"]))
+
+
+def test_a_question_in_a_keys_words_finds_that_keys_memories(
+    settings: Settings, db: Session
+) -> None:
+    """The subject key is searched with the content: "who is my team lead?" finds the
+    memory keyed "team lead" whose text names only the person; "住在哪里" finds the
+    one keyed "home city" through its slot's words."""
+    lead = make_memory(db, settings, "Jürgen Bauer since the reorg")
+    city = make_memory(db, settings, "杭州")
+    set_content(lead, lead.content, "team lead")
+    set_content(city, city.content, "home city")
+    for n in range(200):  # a scope of other memories, some sharing the question's words
+        make_memory(db, settings, f"Team offsite idea {n}: a lead climbing day in a city")
+    db.commit()
+    ann = Scope("bot", "ann")
+    for question in ("Who is my team lead?", "Who is my manager?", "我的组长是谁？"):
+        assert recall(db, settings, ann, question, k=1, now=utcnow())[0].id == lead.id, question
+    assert recall(db, settings, ann, "用户住在哪里？", k=1, now=utcnow())[0].id == city.id

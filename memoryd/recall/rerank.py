@@ -1,0 +1,180 @@
+"""A rerank stage after fusion (seed 004: multi-path recall, then reranking), off unless
+MEMORYD_RERANK names one:
+
+- "endpoint": the common rerank API at MEMORYD_RERANK_URL, `POST {url}/rerank` with
+  model, query, documents and top_n, answered with results of index and
+  relevance_score (llama.cpp's server, Text Embeddings Inference, Cohere- and
+  Jina-compatible gateways);
+- "cross-encoder": a sentence-transformers cross-encoder from MEMORYD_RERANK_MODEL, a
+  local path (never downloaded).
+
+Only the first MEMORYD_RERANK_TOP_N of the fused list are reranked, within
+MEMORYD_RERANK_TIMEOUT seconds; a reranker that fails, is slow or answers nonsense leaves
+the fused order as it was, is logged, and is counted (memoryd_rerank_failures_total).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Protocol
+
+import httpx
+from pydantic import BaseModel, Field, ValidationError
+
+from memoryd.errors import ConfigError
+from memoryd.llm.shared import Shared
+from memoryd.settings import Settings
+
+log = logging.getLogger(__name__)
+
+RERANK_FAILURES: Any = None
+try:  # the 'server' extra: without it there is no /metrics to count for
+    from prometheus_client import Counter
+
+    RERANK_FAILURES = Counter(
+        "memoryd_rerank_failures",
+        "Recalls whose rerank step failed and kept the fused order, by reason",
+        ["reason"],
+    )
+except ImportError:  # pragma: no cover - the test suite installs the extra
+    pass
+MAX_DOCUMENT_CHARS = 2000  # a memory longer than this is judged by its beginning
+
+
+class Reranker(Protocol):
+    def scores(self, query: str, documents: list[str]) -> list[float]:
+        """How relevant each document is to the query, in the documents' order."""
+        ...
+
+
+class _Result(BaseModel):
+    index: int = Field(ge=0)
+    relevance_score: float
+
+
+class _Answer(BaseModel):
+    results: list[_Result]
+
+
+class EndpointReranker:
+    """The common rerank API over HTTP."""
+
+    def __init__(self, settings: Settings) -> None:
+        if not settings.rerank_url:
+            raise ConfigError("MEMORYD_RERANK=endpoint needs MEMORYD_RERANK_URL")
+        self.url = settings.rerank_url.rstrip("/") + "/rerank"
+        self.model = settings.rerank_model or ""
+        headers = {"Authorization": f"Bearer {settings.rerank_api_key}"}
+        self.client = httpx.Client(
+            timeout=settings.rerank_timeout, headers=headers if settings.rerank_api_key else {}
+        )
+
+    def scores(self, query: str, documents: list[str]) -> list[float]:
+        body = {"model": self.model, "query": query, "documents": documents}
+        response = self.client.post(self.url, json={**body, "top_n": len(documents)})
+        response.raise_for_status()
+        answer = _Answer.model_validate_json(response.content)
+        found = [float("-inf")] * len(documents)
+        for result in answer.results:
+            if result.index >= len(documents):
+                raise ValueError(f"rerank result index {result.index} out of range")
+            found[result.index] = result.relevance_score
+        return found
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers cross-encoder from a local path."""
+
+    def __init__(self, settings: Settings) -> None:
+        from memoryd.recall.embedders import local_model_path
+
+        if not settings.rerank_model:
+            raise ConfigError("MEMORYD_RERANK=cross-encoder needs MEMORYD_RERANK_MODEL, a path")
+        try:
+            from sentence_transformers import CrossEncoder
+        except ImportError as exc:
+            raise ConfigError(
+                "MEMORYD_RERANK=cross-encoder needs sentence-transformers: "
+                "pip install 'memoryd[local-embeddings]'"
+            ) from exc
+        self.model = CrossEncoder(str(local_model_path(settings.rerank_model or "")))
+        self.lock = threading.Lock()
+
+    def scores(self, query: str, documents: list[str]) -> list[float]:
+        with self.lock:
+            found = self.model.predict([(query, d) for d in documents])
+        return [float(s) for s in found]
+
+
+_SHARED: Shared[Reranker] = Shared(4)
+# Local rerankers run on this pool so a recall waits at most the timeout for them.
+_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memoryd-rerank")
+
+
+def reranker_for(settings: Settings) -> Reranker | None:
+    """The configured reranker, one per process and configuration; None when off."""
+    kind = settings.rerank
+    if kind == "off":
+        return None
+    key = (kind, settings.rerank_url, settings.rerank_model, settings.rerank_timeout)
+    build = EndpointReranker if kind == "endpoint" else CrossEncoderReranker
+    return _SHARED.get(key, lambda: build(settings))
+
+
+Scored = list[tuple[float, int, dict[str, float]]]
+
+
+def reranked(
+    settings: Settings, reranker: Reranker, query: str, top: Scored, contents: dict[int, str]
+) -> Scored:
+    """`top` with its first MEMORYD_RERANK_TOP_N in the reranker's order (its score in
+    the signals as `rerank`); on any failure, `top` as it was."""
+    head = [item for item in top[: settings.rerank_top_n] if item[1] in contents]
+    if len(head) < 2:
+        return top
+    documents = [contents[mid][:MAX_DOCUMENT_CHARS] for _score, mid, _signals in head]
+    found = _scores(settings, reranker, query, documents)
+    if found is None:
+        return top
+    order = sorted(range(len(head)), key=lambda i: found[i], reverse=True)
+    ranked = [(head[i][0], head[i][1], {**head[i][2], "rerank": found[i]}) for i in order]
+    chosen = {mid for _score, mid, _signals in head}
+    return ranked + [item for item in top if item[1] not in chosen]
+
+
+def _scores(
+    settings: Settings, reranker: Reranker, query: str, documents: list[str]
+) -> Sequence[float] | None:
+    """The reranker's scores, or None (logged and counted) when it cannot give them."""
+    try:
+        if isinstance(reranker, EndpointReranker):  # its HTTP client keeps the timeout
+            found = reranker.scores(query, documents)
+        else:
+            future = _POOL.submit(reranker.scores, query, documents)
+            found = future.result(timeout=settings.rerank_timeout)
+        if len(found) != len(documents):
+            raise ValueError("scores for another number of documents")
+        return found
+    except (FutureTimeout, httpx.TimeoutException):
+        _failed("timeout", "rerank took longer than MEMORYD_RERANK_TIMEOUT")
+    except httpx.HTTPStatusError as exc:
+        _failed("status", f"rerank answered HTTP {exc.response.status_code}")
+    except (ValidationError, ValueError) as exc:
+        _failed("invalid", f"rerank answer unusable: {_first_line(exc)}")
+    except Exception as exc:  # a reranker never fails a recall
+        _failed("error", f"rerank failed: {type(exc).__name__}: {_first_line(exc)}")
+    return None
+
+
+def _failed(reason: str, message: str) -> None:
+    if RERANK_FAILURES is not None:
+        RERANK_FAILURES.labels(reason).inc()
+    log.warning("%s; the fused order is kept", message)
+
+
+def _first_line(exc: Any) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else ""
