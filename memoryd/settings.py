@@ -200,6 +200,9 @@ class Settings(BaseSettings):
     # A question naming a memory's subject key ("who is my team lead?", "我的组长是谁")
     # wants that key's memories: a match of that weight outranks most keyword ranks.
     rank_weight_key: float = Field(0.3, ge=0)
+    # A "when" question wants dated episodes, "how should you reply?" feedback and
+    # procedures, a question naming a person that person's memories (recall/intent.py).
+    rank_weight_intent: float = Field(0.2, ge=0)
     recency_half_life_days: float = Field(30.0, gt=0)
     referenced_similarity: float = Field(
         0.5, gt=0, le=1, description="Share of a memory's distinctive terms a reply must use"

@@ -178,6 +178,18 @@ def content_words(text: str) -> str:
     return " ".join(w for w in words(text) if w not in STOP_WORDS)
 
 
+# People in a user's life, as a sentence names them before saying something about them.
+RELATIONS_EN = (
+    "sister|brother|mother|mom|mum|father|dad|wife|husband|partner|girlfriend|boyfriend|"
+    "son|daughter|friend|colleague|coworker|boss|manager|neighbour|neighbor|roommate|"
+    "cousin|aunt|uncle|grandmother|grandma|grandfather|grandpa|team lead|teammate"
+)
+RELATIONS_ZH = (
+    "妹妹|姐姐|哥哥|弟弟|妈妈|母亲|爸爸|父亲|老婆|老公|妻子|丈夫|太太|先生|女朋友|男朋友|"
+    "儿子|女儿|朋友|同事|老板|经理|领导|邻居|室友|表姐|表妹|表哥|表弟|奶奶|爷爷|外婆|外公|组长"
+)
+
+
 # ------------------------------------------------------------------------------ secrets
 
 _SECRET_PATTERNS = [

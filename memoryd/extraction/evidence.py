@@ -13,6 +13,8 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from memoryd.text import RELATIONS_EN, RELATIONS_ZH
+
 _LATIN = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d+")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 _SENTENCE = re.compile(r"[^.!?。！？;；\n]+[.!?。！？;；]?")
@@ -25,16 +27,6 @@ day days turn"""
 _STOP = frozenset(_STOP_WORDS.split())
 _CJK_STOP = frozenset("的了是在我你他她它们这那有和就也都很会要说吗呢吧啊")
 
-# People in a user's life, as a sentence names them before saying something about them.
-RELATIONS_EN = (
-    "sister|brother|mother|mom|mum|father|dad|wife|husband|partner|girlfriend|boyfriend|"
-    "son|daughter|friend|colleague|coworker|boss|manager|neighbour|neighbor|roommate|"
-    "cousin|aunt|uncle|grandmother|grandma|grandfather|grandpa|team lead|teammate"
-)
-RELATIONS_ZH = (
-    "妹妹|姐姐|哥哥|弟弟|妈妈|母亲|爸爸|父亲|老婆|老公|妻子|丈夫|太太|先生|女朋友|男朋友|"
-    "儿子|女儿|朋友|同事|老板|经理|领导|邻居|室友|表姐|表妹|表哥|表弟|奶奶|爷爷|外婆|外公|组长"
-)
 _OTHER_EN = re.compile(
     rf"^\s*(?:(?:the user's|user's|my|our|his|her)\s+)?(?:best\s+|older\s+|younger\s+|little\s+|"
     rf"big\s+|new\s+)?(?P<rel>{RELATIONS_EN})(?:'s)?\b(?:,?\s+(?P<name>(?-i:[A-Z][a-z]+)))?",

@@ -7,13 +7,19 @@ to the question). Rules, each measured by bench/extraction.py's recall@1:
 - a question about the present ("where does she live now?", "现在住哪") wants the newest
   active value of a subject key: where two active memories of one key compete (a change
   not yet reconciled, a list-like key), the newest said takes the best place the key's
-  memories hold among the hits.
+  memories hold among the hits;
+- a "when" question ("when did I…", "什么时候") wants dated episodes; one about how to
+  behave ("how should you reply?", "怎么回答") wants feedback and procedures; one naming
+  a person ("what does Anna do?", "我妹妹…") wants the memories keyed to that person
+  ("sister anna home city"). Each is a signal rank.py weighs (MEMORYD_RANK_WEIGHT_INTENT)
+  among the question's matches, never a filter.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,8 +27,9 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.synonyms import asked_slot_keys
-from memoryd.models.tables import Memory
+from memoryd.models.tables import Category, Memory
 from memoryd.recall.search import LIST_LIMIT, SCORING_COLUMNS
+from memoryd.text import RELATIONS_EN, RELATIONS_ZH
 
 _PRESENT = re.compile(
     r"\b(?:now|currently|current|these days|nowadays|at the moment|at present|still|today)\b"
@@ -36,6 +43,49 @@ _KEYS = select(Memory.id, Memory.name_key, Memory.said_at, Memory.created_at).wh
 )
 
 Scored = list[tuple[float, int, dict[str, float]]]
+
+_WHEN = re.compile(
+    r"\b(?:when|what day|what date|which day|how long ago|since when)\b"
+    r"|什么时候|哪天|哪一天|几号|几月|多久以前|何时",
+    re.IGNORECASE,
+)
+_GUIDANCE = re.compile(
+    r"\bhow (?:should|do|would) (?:you|i want you to) (?:answer|reply|respond|write|talk|format)"
+    r"|\b(?:my|the user's) (?:preferences? for|instructions? for) (?:answers|replies)\b"
+    r"|\bhow (?:do|does) (?:i|the user) (?:like|want|prefer) (?:answers|replies|responses)\b"
+    r"|怎么回答|怎么回复|如何回复|如何回答|回答的方式|回复的方式",
+    re.IGNORECASE,
+)
+_PERSON = re.compile(
+    rf"\b(?:{RELATIONS_EN})\b|{RELATIONS_ZH}|(?<=[a-z,] )(?-i:[A-Z][a-z]{{2,20}})\b",
+    re.IGNORECASE,
+)
+_GUIDANCE_CATEGORIES = frozenset({Category.FEEDBACK.value, Category.PROCEDURE.value})
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What a question asks for beyond its topic."""
+
+    dated: bool = False  # a "when" question
+    guidance: bool = False  # how to behave
+    persons: frozenset[str] = frozenset()  # the people it names, as key words
+
+    def __bool__(self) -> bool:
+        return self.dated or self.guidance or bool(self.persons)
+
+    def wants(self, row: Any) -> bool:
+        """Whether a candidate (its SCORING_COLUMNS) is what the question asks for."""
+        if self.dated and row.category == Category.EPISODE.value and row.occurred_at:
+            return True
+        if self.guidance and row.category in _GUIDANCE_CATEGORIES:
+            return True
+        return bool(self.persons) and bool(self.persons & set(row.name_key.split()))
+
+
+def intent_of(query: str) -> Intent:
+    persons = frozenset(m.group().casefold() for m in _PERSON.finditer(query))
+    return Intent(bool(_WHEN.search(query)), bool(_GUIDANCE.search(query)), persons)
 
 
 def key_rows(session: Session, where: list[Any], terms: Sequence[str]) -> list[Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,7 +27,13 @@ from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embeddings import closest
-from memoryd.recall.intent import asks_about_now, key_rows, newest_value_first
+from memoryd.recall.intent import (
+    Intent,
+    asks_about_now,
+    intent_of,
+    key_rows,
+    newest_value_first,
+)
 from memoryd.recall.rerank import reranked, reranker_for
 from memoryd.recall.search import (
     LIST_LIMIT,
@@ -81,6 +87,7 @@ class ScoreParts(BaseModel):
     recency: float
     confidence: float
     key: float = 0.0  # 1 when the question names the memory's subject key
+    intent: float = 0.0  # 1 when the memory is of the kind the question asks for
     rerank: float | None = None  # the reranker's relevance, when one ordered this hit
 
 
@@ -127,7 +134,8 @@ def recall(
     by_id = {row.id: row for row in rows}
     lists.rank_nearest(by_id)
     matched_only = bool(search.terms or lists.nearest)
-    top = _scored(settings, lists, by_id, now, matched_only, frozenset(search.terms))
+    asked = _Asked(frozenset(search.terms), intent_of(query))
+    top = _scored(settings, lists, by_id, now, matched_only, asked)
     reranker = reranker_for(settings)
     if reranker is not None and search.terms:
         contents = session.connection().execute(
@@ -137,6 +145,13 @@ def recall(
     if asks_about_now(query):
         top = newest_value_first(session, top)
     return _hits(session, lists, top[:k], lock_hits)
+
+
+class _Asked(NamedTuple):
+    """What a question asks beyond its matches: its terms (for keys) and its intent."""
+
+    terms: frozenset[str]
+    intent: Intent
 
 
 class _Search:
@@ -269,7 +284,7 @@ def _scored(
     by_id: dict[int, Any],
     now: datetime,
     matched_only: bool,
-    terms: frozenset[str],
+    asked: _Asked,
 ) -> list[tuple[float, int, dict[str, float]]]:
     """(score, id, signals) of the candidates, best first: the fused list ranks,
     re-scored by strength, recency, confidence and whether the question (its `terms`)
@@ -280,8 +295,8 @@ def _scored(
     scored: list[tuple[float, int, dict[str, float]]] = []
     for mid, row in by_id.items():
         fused = sum(w / (rrf_k + ranks[mid]) for w, ranks in lists.weighted if mid in ranks)
-        asked = bool(row.name_key) and key_asked(row.name_key, terms)
-        if matched_only and not fused and not asked:
+        key = bool(row.name_key) and key_asked(row.name_key, asked.terms)
+        if matched_only and not fused and not key:
             continue
         age_days = max((now - row.updated_at).total_seconds(), 0) / 86_400
         signals = {
@@ -289,7 +304,8 @@ def _scored(
             "strength": min(effective_weight(row, now, settings) / MAX_WEIGHT * 2, 1.0),
             "recency": 0.5 ** (age_days / settings.recency_half_life_days),
             "confidence": row.confidence,
-            "key": 1.0 if asked else 0.0,
+            "key": 1.0 if key else 0.0,
+            "intent": 1.0 if asked.intent and asked.intent.wants(row) else 0.0,
         }
         score = (
             settings.rank_weight_match * signals["fused"]
@@ -297,6 +313,7 @@ def _scored(
             + settings.rank_weight_recency * signals["recency"]
             + settings.rank_weight_confidence * signals["confidence"]
             + settings.rank_weight_key * signals["key"]
+            + settings.rank_weight_intent * signals["intent"]
         )
         scored.append((round(score, 6), mid, signals))
     scored.sort(key=lambda item: (-item[0], -item[1]))

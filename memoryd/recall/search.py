@@ -75,6 +75,8 @@ SCORING_COLUMNS = (
     Memory.updated_at,
     Memory.confidence,
     Memory.name_key,
+    Memory.category,
+    Memory.occurred_at,
 )
 
 

@@ -53,3 +53,50 @@ def test_a_question_in_a_keys_words_finds_that_keys_memories(
     for question in ("Who is my team lead?", "Who is my manager?", "我的组长是谁？"):
         assert recall(db, settings, ann, question, k=1, now=utcnow())[0].id == lead.id, question
     assert recall(db, settings, ann, "用户住在哪里？", k=1, now=utcnow())[0].id == city.id
+
+
+def _first(db: Session, settings: Settings, question: str) -> int:
+    return recall(db, settings, Scope("bot", "ann"), question, k=1, now=utcnow())[0].id
+
+
+def test_a_when_question_prefers_the_dated_episode(settings: Settings, db: Session) -> None:
+    from datetime import UTC, datetime
+
+    from memoryd.models.tables import Category
+
+    plans = make_memory(
+        db, settings, "Training plan: run the Berlin marathon again, the Berlin marathon in 2027"
+    )
+    ran = make_memory(
+        db,
+        settings,
+        "Ran the Berlin marathon",
+        category=Category.EPISODE,
+        occurred_at=datetime(2026, 4, 12, tzinfo=UTC),
+    )
+    db.commit()
+    assert _first(db, settings, "the Berlin marathon training plan") == plans.id
+    assert _first(db, settings, "When did I run the Berlin marathon?") == ran.id
+
+
+def test_a_question_on_how_to_behave_prefers_feedback(settings: Settings, db: Session) -> None:
+    from memoryd.models.tables import Category
+
+    topic = make_memory(db, settings, "Replies about the user's reply-all email etiquette talk")
+    rule = make_memory(db, settings, "Reply in short bullet points", category=Category.FEEDBACK)
+    db.commit()
+    assert _first(db, settings, "reply etiquette") == topic.id
+    assert _first(db, settings, "How should you reply to me about etiquette?") == rule.id
+
+
+def test_a_question_naming_a_person_prefers_that_persons_memories(
+    settings: Settings, db: Session
+) -> None:
+    own = make_memory(db, settings, "Works as a nurse in Leeds, works nights in Leeds")
+    sister = make_memory(db, settings, "Works in Leeds")
+    set_content(own, own.content, "job title")
+    set_content(sister, sister.content, "sister anna job title")
+    db.commit()
+    assert _first(db, settings, "Who works in Leeds?") == own.id
+    assert _first(db, settings, "Where does my sister work, Leeds?") == sister.id
+    assert _first(db, settings, "What does Anna do, works in Leeds?") == sister.id
