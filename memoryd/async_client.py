@@ -14,11 +14,13 @@ import asyncio
 import contextvars
 import functools
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from memoryd.client import MemoryClient
+from memoryd.client_receipts import WAIT_POLL_SECONDS
+from memoryd.ingest.receipts import TurnReceipt, all_settled
 from memoryd.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -94,6 +96,18 @@ class AsyncMemoryClient:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(context.run, call))
 
+    async def wait_extracted(
+        self, agent_id: str, user_id: str, turn_keys: Sequence[str], timeout: float = 30.0
+    ) -> list[TurnReceipt]:
+        """MemoryClient.wait_extracted, holding no thread while it waits."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        while True:
+            found = await self.turn_statuses(agent_id, user_id, turn_keys)
+            if all_settled(found, turn_keys) or loop.time() >= deadline:
+                return found
+            await asyncio.sleep(min(WAIT_POLL_SECONDS, max(deadline - loop.time(), 0.0)))
+
     async def aclose(self, timeout: float = 5.0) -> None:
         """Wait for the triggers sent so far, then release the threads; the client
         cannot be used afterwards. Closing again does nothing."""
@@ -114,6 +128,8 @@ class AsyncMemoryClient:
     enqueue_turns = _InThread(MemoryClient.enqueue_turns)
     ingest_payload = _InThread(MemoryClient.ingest_payload)
     end_session = _InThread(MemoryClient.end_session)
+    turn_status = _InThread(MemoryClient.turn_status)
+    turn_statuses = _InThread(MemoryClient.turn_statuses)
     flush = _InThread(MemoryClient.flush)
     # read side
     session_context = _InThread(MemoryClient.session_context)

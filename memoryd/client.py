@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from memoryd import tracing
 from memoryd.agents import config as agent_config
 from memoryd.client_profiles import ProfileMethods
+from memoryd.client_receipts import ReceiptMethods
 from memoryd.errors import DatabaseUnavailable, MemorydError, TurnRejected
 from memoryd.ingest.buffer import end_session, ingest, payload_items
 from memoryd.memories import edits, erasure
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # Celery is imported only once something is dispatched
     from memoryd.ingest.dispatch import BackgroundDispatcher
 
 
-class MemoryClient(ProfileMethods):
+class MemoryClient(ProfileMethods, ReceiptMethods):
     """Entry point for chat backends written in Python.
 
     `dispatch=False` stores turns without sending Celery messages; beat's sweeper then

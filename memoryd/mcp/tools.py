@@ -79,6 +79,15 @@ class SessionEndArgs(ScopeArgs):
     session_id: Ident = Field(description="The conversation that is over")
 
 
+class TurnStatusArgs(ScopeArgs):
+    turn_keys: list[Ident] = Field(
+        min_length=1, max_length=100, description="The turn_key each turn was stored with"
+    )
+    wait: float = Field(
+        0.0, ge=0, le=30, description="Seconds to wait for the turns to be extracted"
+    )
+
+
 Args = TypeVar("Args", bound=ScopeArgs)
 Result = dict[str, Any]
 
@@ -132,6 +141,11 @@ def _session_end(client: MemoryClient, args: SessionEndArgs) -> Result:
     return {"ended": True}
 
 
+def _turn_status(client: MemoryClient, args: TurnStatusArgs) -> Result:
+    found = client.wait_extracted(args.agent_id, args.user_id, args.turn_keys, args.wait)
+    return {"turns": [r.model_dump(mode="json") for r in found]}
+
+
 def _doc(model: type[BaseModel]) -> str:
     return (model.__doc__ or "").strip()
 
@@ -167,6 +181,15 @@ TOOLS: tuple[Tool[Any], ...] = (
         SessionEndArgs,
         _session_end,
         True,
+    ),
+    Tool(
+        "turn_status",
+        "Where turns stand after they were handed to memory (pending, claimed, done, failed, "
+        "skipped) and, once extracted, the memories their batch produced; unknown keys are "
+        "left out",
+        TurnStatusArgs,
+        _turn_status,
+        False,
     ),
 )
 BY_NAME: dict[str, Tool[Any]] = {tool.name: tool for tool in TOOLS}

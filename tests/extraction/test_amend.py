@@ -154,7 +154,7 @@ def test_a_restated_old_value_gives_way_to_the_value_the_user_just_said() -> Non
 
 
 def test_another_name_of_a_single_valued_slot_holds_one_value() -> None:
-    """"lead" is "team lead" by the synonym rules: two leads in one batch are one slot,
+    """ "lead" is "team lead" by the synonym rules: two leads in one batch are one slot,
     and the one the rules read as the lead now is kept."""
     turns = user("Reorg happened. Raj left, and for now Chloe is our interim lead.")
     answer = [fact("Raj left", "lead", single=False), fact("Chloe is our interim lead", "lead")]

@@ -35,6 +35,7 @@ TOOL_NAMES = {
     "profile_read",
     "profile_patch",
     "session_end",
+    "turn_status",
 }
 
 
@@ -56,6 +57,7 @@ async def refusal(client: Client, name: str, **arguments: Any) -> str:
 
 def start_session(settings: Settings, user_id: str) -> None:
     turn = {**ANN, "user_id": user_id, "session_id": "s1", "role": "user", "content": "Hello"}
+    turn["turn_key"] = "t-hello"
     MemoryClient(settings, dispatch=False).enqueue_turn(turn)
 
 
@@ -98,6 +100,10 @@ def test_every_tool_acts_on_the_keys_scope(
             read = await call(client, "profile_read", type="user", **ANN)
             assert read["content"]["timezone"] == "Europe/Lisbon"
             assert read["version"] == patched["version"] == 1
+            status = await call(client, "turn_status", turn_keys=["t-hello", "unknown"], **ANN)
+            assert [(t["turn_key"], t["status"]) for t in status["turns"]] == [
+                ("t-hello", "pending")
+            ]
             assert await call(client, "session_end", session_id="s1", **ANN) == {"ended": True}
 
     anyio.run(scenario)

@@ -33,9 +33,7 @@ def reranker() -> Iterator[RerankServer]:
 
 
 def _ask(db: Session, settings: Settings, server: RerankServer, **more: object) -> list[Hit]:
-    on = settings.model_copy(
-        update={"rerank": "endpoint", "rerank_url": server.base_url, **more}
-    )
+    on = settings.model_copy(update={"rerank": "endpoint", "rerank_url": server.base_url, **more})
     return recall(db, on, ANN, QUESTION, k=3, now=utcnow())
 
 

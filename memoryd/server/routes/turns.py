@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Path, Query
 
 from memoryd.ingest.buffer import payload_items
+from memoryd.ingest.receipts import TurnReceipt
 from memoryd.models.schemas import IngestResult
 from memoryd.server import metrics
 from memoryd.server.auth import Caller, check_scope
 from memoryd.server.keys import Principal
 from memoryd.server.problems import FieldError, ProblemError
-from memoryd.server.schemas import AgentPath, SessionEnded, SessionPath, UserPath
+from memoryd.server.schemas import IDENT_PATTERN, AgentPath, SessionEnded, SessionPath, UserPath
 from memoryd.server.state import State
 from memoryd.server.strict import JsonRoute
 
@@ -95,3 +96,34 @@ def end_session(
     if not state.client.end_session(agent_id, user_id, session_id):
         raise ProblemError(404, "not-found", f"no session {session_id!r} for that scope")
     return SessionEnded(ended=True)
+
+
+# The last segment takes any key a body may give, "/" included.
+TurnKeyPath = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
+MAX_WAIT_SECONDS = 30.0
+
+
+@router.get(
+    "/v1/turns/{agent_id}/{user_id}/{turn_key:path}",
+    response_model=TurnReceipt,
+    summary="Where a turn stands (pending, claimed, done, failed, skipped) and its memories",
+)
+def get_turn_status(
+    state: State,
+    principal: Caller,
+    agent_id: AgentPath,
+    user_id: UserPath,
+    turn_key: TurnKeyPath,
+    wait: Annotated[
+        float,
+        Query(ge=0, le=MAX_WAIT_SECONDS, description="Seconds to wait for the turn to settle"),
+    ] = 0.0,
+) -> TurnReceipt:
+    """The write receipt of the turn stored with this `turn_key`. With `wait`, the answer
+    comes once the turn is done, failed or skipped, or when `wait` seconds have passed
+    (then as it stands: check `status`)."""
+    check_scope(principal, agent_id, user_id, write=False)
+    found = state.client.wait_extracted(agent_id, user_id, [turn_key], timeout=wait)
+    if not found:
+        raise ProblemError(404, "not-found", f"no turn with turn_key {turn_key!r} in that scope")
+    return found[0]
