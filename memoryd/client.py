@@ -367,7 +367,9 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         categories = [args.type] if args.type else None
         hits = self.recall(args.query, agent_id, user_id, k=args.limit, categories=categories)
         found = [
-            {"id": h.id, "type": h.category, "name": h.name, "content": h.content} for h in hits
+            {"id": h.id, "type": h.category, "name": h.name, "content": h.content}
+            | ({"pending": True, "said_at": h.created_at.isoformat()} if h.pending else {})
+            for h in hits
         ]
         return {"ok": True, "memories": found}
 

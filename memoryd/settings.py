@@ -272,6 +272,11 @@ class Settings(BaseSettings):
     inject_long_term_triggers: tuple[str, ...] | None = Field(
         None, description="When set, long-tier memories are injected only for queries naming one"
     )
+    recall_pending: bool = Field(
+        True,
+        description="Recall and context also show the scope's user turns not yet extracted "
+        "that match, marked pending",
+    )
 
     # --- HTTP server (memoryd serve) ----------------------------------------------------
     max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest HTTP body")

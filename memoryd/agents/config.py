@@ -66,6 +66,9 @@ class AgentSettings(BaseModel):
         max_length=200,
         description="Long-tier memories are injected only for queries containing one",
     )
+    recall_pending: bool | None = Field(
+        None, description="Recall and context also show matching turns not yet extracted"
+    )
 
 
 FIELDS = list(AgentSettings.model_fields)

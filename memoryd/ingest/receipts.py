@@ -53,11 +53,7 @@ def receipts(session: Session, scope: Scope, turn_keys: Iterable[str]) -> list[T
     keys = list(dict.fromkeys(turn_keys))
     if not keys:
         return []
-    rows = session.execute(
-        select(Turn).where(
-            Turn.agent_id == scope.agent_id, Turn.user_id == scope.user_id, Turn.turn_key.in_(keys)
-        )
-    ).scalars()
+    rows = session.execute(select(Turn).where(Turn.of(scope), Turn.turn_key.in_(keys))).scalars()
     turns = {t.turn_key: t for t in rows}
     produced = _produced(session, scope, [t for t in turns.values() if t.status == "done"])
     return [
@@ -84,11 +80,7 @@ def _produced(session: Session, scope: Scope, done: list[Turn]) -> dict[int, lis
     since = min(t.received_at for t in done)
     rows = session.execute(
         select(Memory.id, Memory.source_turn_ids)
-        .where(
-            Memory.agent_id == scope.agent_id,
-            Memory.user_id == scope.user_id,
-            Memory.updated_at >= since,
-        )
+        .where(Memory.of(scope), Memory.updated_at >= since)
         .order_by(Memory.id)
     )
     found: dict[int, list[int]] = {}

@@ -57,6 +57,7 @@ class AgentConfig(Base):
     inject_first_round_empty: Mapped[bool | None]
     inject_min_query_length: Mapped[int | None] = mapped_column(Integer)
     inject_long_term_triggers: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
+    recall_pending: Mapped[bool | None]
     updated_at: Mapped[datetime]
 
 

@@ -17,6 +17,8 @@ from memoryd.zones import local
 
 HEADER = "<memory-context>\nLong-term memories that may be relevant to this conversation:\n"
 FOOTER = "</memory-context>"
+# What the user said that is not a memory yet (recall/pending.py): read last, as such.
+PENDING_HEADING = "said recently, not yet remembered"
 # Categories in the order a model should read them: who the user is and how to behave
 # first, then lessons and what they are working on, then events and references.
 CATEGORY_ORDER = [
@@ -138,6 +140,9 @@ def entry(hit: Hit, now: datetime, zone: tzinfo = UTC) -> str:
     user's (`zone`), as extraction dated them: an episode of this morning in UTC+8 is
     "today" there, whatever the date in UTC."""
     text = hit.content.strip()
+    if hit.pending:
+        said_on = relative_day(local(hit.said_at or hit.created_at, zone), local(now, zone))
+        return f"[{PENDING_HEADING}] {text} (said {said_on})"
     notes = [f"confidence {round(hit.confidence * 100)}%"]
     if hit.evidence_count > 1:
         notes.append(f"seen {hit.evidence_count} times")
@@ -173,8 +178,8 @@ def render(
         used += cost
     if not included:
         return "", []
-    order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
-    grouped = sorted(included, key=lambda h: (order.get(Category(h.category), 99), -h.score))
+    order: dict[str, int] = {c.value: i for i, c in enumerate(CATEGORY_ORDER)}
+    grouped = sorted(included, key=lambda h: (order.get(h.category, 99), -h.score))
     # Escaped as a whole: a tag could be split across a name, its text and the next entry.
     body = neutralise("\n\n".join(entry(h, now, zone) for h in grouped), after="\n" + FOOTER)
     return f"{HEADER}\n{body}\n{FOOTER}", included

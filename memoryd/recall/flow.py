@@ -21,12 +21,15 @@ from memoryd.recall import embeddings, inject
 from memoryd.recall.context import dated
 from memoryd.recall.context import render as render_context
 from memoryd.recall.embedders import Vectors
+from memoryd.recall.pending import merged, pending_hits
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.usage import log_retrieval
 from memoryd.settings import Settings
 from memoryd.text import query_tokens
 
 BlockRules = tuple[Settings, list[str] | None, list[str] | None]
+# Turns not yet extracted that a block may show, under their own heading.
+PENDING_IN_BLOCK = 5
 
 
 def ranked(
@@ -54,6 +57,9 @@ def ranked(
             scope = Scope(agent_id, user_id)
             hits = _locked(session, settings, scope, query, categories, tiers, now, vector, k)
             log_retrieval(session, settings, scope, hits, query, session_id, now)
+            if categories is None and tiers is None:  # a filter asks for memories only
+                limit = settings.prefetch_limit if k is None else k
+                hits = merged(hits, pending_hits(session, settings, scope, query, limit), limit)
         span.set_attribute("memoryd.hits", len(hits))
     return hits
 
@@ -106,10 +112,12 @@ def _context_block(
         scope = Scope(agent_id, user_id)
         hits = _locked(session, settings, scope, query, categories, tiers, now, vector)
         hits = inject.injectable(settings, hits)
+        hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK)
         budget = settings.context_token_budget if token_budget is None else token_budget
         zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
         block, included = render_context(hits, budget, now, zone)
-        log_retrieval(session, settings, scope, included, query, session_id, now)
+        remembered = [h for h in included if not h.pending]
+        log_retrieval(session, settings, scope, remembered, query, session_id, now)
     return block, len(included)
 
 

@@ -94,6 +94,9 @@ class ScoreParts(BaseModel):
 class Hit(MemoryOut):
     score: float
     parts: ScoreParts
+    # A turn not yet extracted that matches (recall/pending.py): not a memory yet.
+    pending: bool = False
+    turn_key: str | None = None
     # Its FEEDBACK_COLUMNS as read under its row lock, when recall locked its hits for
     # the usage feedback that follows in the same transaction; never serialised.
     _feedback: Any = PrivateAttr(default=None)

@@ -136,8 +136,9 @@ def test_a_recall_writes_its_feedback_in_one_statement(settings: Settings, db: S
     assert len(hits) == 2
     assert statements["transactional"] == []  # nothing ran inside BEGIN ... COMMIT
     ran = statements["autocommit"]
-    # The agent's settings, the scope (small: read whole), BM25, the hits, the feedback.
-    assert len(ran) == 5, ran
+    # The agent's settings, the scope (small: read whole), BM25, the hits, the feedback,
+    # then the turns not yet extracted (recall/pending.py).
+    assert len(ran) == 6, ran
     markers = ("FOR UPDATE", "UPDATE memories", "INSERT INTO", "set_config")
     writes = [s for s in ran if any(m in s for m in markers)]
     assert len(writes) == 1 and all(m in writes[0] for m in markers), writes

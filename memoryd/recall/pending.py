@@ -1,0 +1,82 @@
+"""What the user just said, before it is a memory: recall and the context block also
+search the scope's user turns not yet extracted (pending or claimed) and return those
+that match as provisional hits, marked `pending`.
+
+A turn's facts become memories in the same transaction that marks it done, so a turn is
+shown either here or through the memories it produced, never both; dead-lettered,
+skipped and erased turns are never read. Matching is by keyword (the index's own terms,
+so stems and Chinese pairs match as they do for memories) over the newest PENDING_SCAN
+turns of the scope, read through the partial indexes of pending and claimed turns.
+A pending hit's `id` is its turn's id negated: no memory has it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from memoryd.models.base import TurnStatus
+from memoryd.models.conversation_tables import Turn
+from memoryd.models.keys import Scope
+from memoryd.recall.rank import Hit, ScoreParts
+from memoryd.settings import Settings
+from memoryd.text import query_tokens, search_tokens
+
+PENDING_SCAN = 200  # the newest unextracted user turns a recall reads
+PENDING_CATEGORY = "pending"
+
+_COLUMNS = (Turn.id, Turn.agent_id, Turn.user_id, Turn.turn_key, Turn.content, Turn.created_at)
+_UNEXTRACTED = or_(Turn.status == TurnStatus.PENDING, Turn.status == TurnStatus.CLAIMED)
+
+
+def pending_hits(
+    session: Session, settings: Settings, scope: Scope, query: str, k: int
+) -> list[Hit]:
+    """The scope's unextracted user turns that share a search term with `query`, best
+    first (share of the query's terms, then newest), at most `k`."""
+    terms = set(query_tokens(query))
+    if not terms or k <= 0 or not settings.recall_pending:
+        return []
+    read = (
+        select(*_COLUMNS)
+        .where(Turn.of(scope), _UNEXTRACTED, Turn.role == "user")
+        .order_by(Turn.id.desc())
+        .limit(PENDING_SCAN)
+    )
+    rows = session.connection().execute(read)
+    scored = []
+    for row in rows:
+        share = len(terms.intersection(search_tokens(row.content))) / len(terms)
+        if share:
+            scored.append((share, row))
+    scored.sort(key=lambda item: (-item[0], -item[1].id))
+    return [_hit(settings, row, share) for share, row in scored[:k]]
+
+
+def _hit(settings: Settings, row: Any, share: float) -> Hit:
+    parts = ScoreParts(
+        keyword_rank=None, similarity=0.0, embedding=None, fused=round(share, 6),
+        strength=0.0, recency=1.0, confidence=1.0,
+    )  # fmt: skip
+    score = (
+        settings.rank_weight_match * share
+        + settings.rank_weight_recency
+        + settings.rank_weight_confidence
+    )
+    return Hit(
+        id=-row.id, agent_id=row.agent_id, user_id=row.user_id, category=PENDING_CATEGORY,
+        tier="", status=TurnStatus.PENDING.value, name="", content=row.content, tags=[],
+        confidence=1.0, evidence_count=0, access_count=0, created_at=row.created_at,
+        updated_at=row.created_at, expires_at=None, supersedes_id=None,
+        superseded_by_id=None, metadata=None, said_at=row.created_at, score=round(score, 6),
+        parts=parts, pending=True, turn_key=row.turn_key,
+    )  # fmt: skip
+
+
+def merged(hits: Sequence[Hit], pending: Sequence[Hit], k: int | None) -> list[Hit]:
+    """Memories and pending turns in one list by score, at most `k` (all when None)."""
+    both = sorted([*hits, *pending], key=lambda h: -h.score)
+    return both if k is None else both[:k]

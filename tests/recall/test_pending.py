@@ -1,0 +1,73 @@
+"""Read-your-writes: what the user just said is found before a worker extracted it, as a
+pending hit, and through its memories once extracted, never both."""
+
+from __future__ import annotations
+
+from sqlalchemy import update
+
+from memoryd.agents import config as agent_config
+from memoryd.agents.config import AgentSettings
+from memoryd.client import MemoryClient
+from memoryd.extraction.batch import extract_session
+from memoryd.models.db import session_scope, utcnow
+from memoryd.models.keys import SessionKey
+from memoryd.models.tables import Turn, TurnStatus
+from memoryd.recall.context import PENDING_HEADING
+from memoryd.settings import Settings
+
+MOVE = "Big news: I just moved to Porto!"
+QUESTION = "where does ann live now, Porto or Lisbon?"
+
+
+def _said(client: MemoryClient, content: str = MOVE, key: str = "t1", role: str = "user") -> None:
+    client.enqueue_turn(
+        agent_id="bot", user_id="ann", session_id="s1", role=role, content=content, turn_key=key
+    )
+
+
+def test_a_turn_not_yet_extracted_is_recalled_as_pending(settings: Settings) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    client.remember("bot", "ann", "Lives in Lisbon")
+    _said(client)
+    _said(client, "Porto has the best pastries, I told ann", key="t2", role="assistant")
+    hits = client.recall(QUESTION, "bot", "ann")
+    pending = [h for h in hits if h.pending]
+    assert [(h.content, h.turn_key, h.status) for h in pending] == [(MOVE, "t1", "pending")]
+    assert pending[0].id < 0  # no memory has its id
+    assert "Lives in Lisbon" in [h.content for h in hits if not h.pending]
+    block = client.build_context(QUESTION, "bot", "ann")
+    assert f"[{PENDING_HEADING}] {MOVE} (said today)" in block
+    assert "Lives in Lisbon" in block
+    tool = client.execute_tool("bot", "ann", "memory_recall", {"query": QUESTION})
+    assert {"pending": True}.items() <= next(m for m in tool["memories"] if m["id"] < 0).items()
+
+
+def test_once_extracted_it_is_a_memory_and_no_longer_pending(settings: Settings) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    _said(client, "I moved to Porto last year.")
+    assert [h.pending for h in client.recall(QUESTION, "bot", "ann")] == [True]
+    client.end_session("bot", "ann", "s1")
+    extract_session(settings, SessionKey("bot", "ann", "s1"))
+    hits = client.recall(QUESTION, "bot", "ann")
+    assert [(h.content, h.pending) for h in hits] == [("Lives in Porto", False)]
+    assert PENDING_HEADING not in client.build_context(QUESTION, "bot", "ann")
+
+
+def test_dead_letters_and_skipped_turns_are_never_shown(settings: Settings) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    _said(client, "I moved to Porto.", key="a")
+    _said(client, "Porto it is, for good.", key="b")
+    with session_scope(settings) as session:
+        session.execute(update(Turn).where(Turn.turn_key == "a").values(status=TurnStatus.FAILED))
+        session.execute(update(Turn).where(Turn.turn_key == "b").values(status=TurnStatus.SKIPPED))
+    assert client.recall(QUESTION, "bot", "ann") == []
+
+
+def test_an_agent_or_a_filter_can_leave_pending_turns_out(settings: Settings) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    _said(client)
+    assert client.recall(QUESTION, "bot", "ann", categories=["user"]) == []
+    with session_scope(settings) as session:
+        agent_config.put(session, "bot", AgentSettings(recall_pending=False), utcnow())
+    assert client.recall(QUESTION, "bot", "ann") == []
+    assert client.build_context(QUESTION, "bot", "ann") == ""
