@@ -131,8 +131,9 @@ class _Store:
         self.analyzer = None
         if database == "postgres":
             url = stack.enter_context(scratch_database("memoryd_bench_quality"))
-            self.analyzer = Analyzer(url)
-            stack.callback(self.analyzer.close)
+            if not os.environ.get("MEMORYD_BENCH_NO_ANALYZE"):
+                self.analyzer = Analyzer(url)
+                stack.callback(self.analyzer.close)
         else:
             url = f"sqlite:///{folder / 'quality.db'}"
         extra: dict[str, Any] = (
@@ -142,7 +143,9 @@ class _Store:
             from tests.rerank_server import rerank_server
 
             server = stack.enter_context(rerank_server())
+            # The reranker's quality, not its speed on a shared core: a generous timeout.
             extra.update(rerank="endpoint", rerank_url=server.base_url, rerank_top_n=top_n)
+            extra.update(rerank_timeout=30.0)
         self.settings = Settings(data_dir=folder, database_url=url, **extra)
         if database == "sqlite":
             upgrade(self.settings)
@@ -324,8 +327,15 @@ def parse_args() -> argparse.Namespace:
         help="rerank the fused list's first N over the rerank API (the test suite's "
         "server, ranking with multilingual-e5-small)",
     )
+    parser.add_argument(
+        "--no-analyze",
+        action="store_true",
+        help="PostgreSQL as freshly loaded: no ANALYZE where autovacuum would run one",
+    )
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     args = parser.parse_args()
+    if args.no_analyze:
+        os.environ["MEMORYD_BENCH_NO_ANALYZE"] = "1"
     use_local_model(args.local_model)
     os.environ["MEMORYD_BENCH_RERANK"] = str(args.rerank)  # the configurations' processes
     args.datasets = [d for d in args.datasets.split(",") if d]

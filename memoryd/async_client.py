@@ -104,7 +104,7 @@ class AsyncMemoryClient:
         deadline = loop.time() + max(timeout, 0.0)
         while True:
             found = await self.turn_statuses(agent_id, user_id, turn_keys)
-            if all_settled(found, turn_keys) or loop.time() >= deadline:
+            if all_settled(found) or loop.time() >= deadline:
                 return found
             await asyncio.sleep(min(WAIT_POLL_SECONDS, max(deadline - loop.time(), 0.0)))
 

@@ -11,7 +11,7 @@ from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.settings import Settings
 
-WAIT_POLL_SECONDS = 0.2  # a status read is one indexed query: cheap at this rate
+WAIT_POLL_SECONDS = 0.2  # a status read: the turns by key, the memories of the done ones
 
 
 class ReceiptMethods:
@@ -34,10 +34,11 @@ class ReceiptMethods:
         self, agent_id: str, user_id: str, turn_keys: Sequence[str], timeout: float = 30.0
     ) -> list[TurnReceipt]:
         """The turns' receipts once each is settled (done, failed or skipped), or as they
-        stand when `timeout` seconds have passed: check `receipt.settled`."""
+        stand when `timeout` seconds have passed: check `receipt.settled`. Keys that no
+        turn of the scope holds are left out, and not waited for."""
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             found = self.turn_statuses(agent_id, user_id, turn_keys)
-            if all_settled(found, turn_keys) or time.monotonic() >= deadline:
+            if all_settled(found) or time.monotonic() >= deadline:
                 return found
             time.sleep(min(WAIT_POLL_SECONDS, max(deadline - time.monotonic(), 0.0)))

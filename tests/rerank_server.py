@@ -66,6 +66,7 @@ def _relevance(query: str, documents: list[str]) -> list[float]:
 @contextmanager
 def rerank_server() -> Iterator[RerankServer]:
     state = RerankServer()
+    _relevance("warm-up", ["the model loads before the first timed request"])
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:

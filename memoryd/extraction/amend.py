@@ -352,21 +352,51 @@ def _one_value_per_slot(batch: _Batch, result: Amended) -> None:
 
 
 def _add_rule_changes(batch: _Batch, result: Amended) -> None:
-    """A single-valued fact the rules read in the turns that the answer does not carry.
-    Of a key the scope holds, the value the user just said is the slot's: a fact of the
-    answer holding another value for that key (a small model restating the old one) gives
-    way to the rules' fact, so the old value still retires. Of a new key, the rules' fact
-    is added unless the answer holds its value under another key."""
+    """A single-valued fact the rules read in the turns that the answer does not carry,
+    said as true by the user about themselves (_said_as_true). Of a slot the scope holds
+    (under any of its names), the value the user just said is the slot's: a fact of the
+    answer holding another value for it (a small model restating the old one) gives way
+    to the rules' fact, so the old value still retires. Of a new slot, the rules' fact is
+    added unless the answer holds its value under another key."""
+    held_slots = {slot_name(k) for k in batch.keys}
     for rule, value in zip(batch.rule_facts, batch.rule_values, strict=True):
-        key = subject_key(rule.name)
-        if not (rule.single and value):
+        slot = slot_name(subject_key(rule.name))
+        if not (rule.single and value) or not _said_as_true(rule, batch):
             continue
-        held = key in batch.keys
-        same_key = [f for f in result.facts if subject_key(f.name) == key]
-        if any(value <= evidence.words(f.content) for f in (same_key if held else result.facts)):
+        held = slot in held_slots
+        same_slot = [f for f in result.facts if slot_name(subject_key(f.name)) == slot]
+        if any(value <= evidence.words(f.content) for f in (same_slot if held else result.facts)):
             continue  # the answer carries the value the rules read
-        for fact in same_key:
+        for fact in same_slot:
             result.facts.remove(fact)
             result.dropped["other_value_than_said"] += 1
         result.facts.append(rule)
         result.changes["rule_replacement" if held else "rule_added"] += 1
+
+
+# A sentence that asks, supposes or reports rather than states: "If I moved to Paris…?",
+# "Would I need a visa?", "如果我搬到…".
+_NOT_STATED = re.compile(
+    r"[?？]|\b(?:if|would|could|should|hypothetically|imagine|suppose|supposing|whether"
+    r"|said|says|told|tells|thinks|thought)\b|如果|假如|要是|假设|吗|说过?",
+    re.IGNORECASE,
+)
+
+
+def _said_as_true(rule: Fact, batch: _Batch) -> bool:
+    """Whether the sentence the rules read states the fact as the user's own: not a
+    question, a supposition or reported speech ("My sister Anna said: I moved to
+    Madrid"), not in a turn instructing the memory, not about someone else."""
+    sentence = evidence.best_sentence(rule.content, batch.said)
+    if sentence is None or _NOT_STATED.search(sentence):
+        return False
+    if _told_by_an_instruction(rule.content, batch):
+        return False
+    # The clause holding the value: "Karen moved on, so Jürgen is leading our team now"
+    # tells of Karen first, then of the user's team.
+    value = _rule_value(rule).casefold()
+    clause = next((c for c in _CLAUSES.split(sentence) if value in c.casefold()), sentence)
+    return evidence.person_of(clause, batch.user_names, batch.known_names) is None
+
+
+_CLAUSES = re.compile(r"[,;，；]\s*|\s+(?:so|and|but|because|then)\s+", re.IGNORECASE)

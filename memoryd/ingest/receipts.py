@@ -10,6 +10,7 @@ needs a turn's memories before going on polls this, or waits on it
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 
 from pydantic import BaseModel
 from sqlalchemy import select
@@ -20,6 +21,7 @@ from memoryd.models.conversation_tables import Turn
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory
 
+CLOCK_SKEW = timedelta(minutes=10)
 # A turn in one of these states will not change by itself: waiting ends there.
 SETTLED = frozenset({TurnStatus.DONE, TurnStatus.FAILED, TurnStatus.SKIPPED})
 
@@ -42,9 +44,10 @@ class TurnReceipt(BaseModel):
         return self.status in SETTLED
 
 
-def all_settled(found: Sequence[TurnReceipt], turn_keys: Sequence[str]) -> bool:
-    """Whether every key has a turn and every turn is settled: waiting is over."""
-    return len(found) == len(set(turn_keys)) and all(r.settled for r in found)
+def all_settled(found: Sequence[TurnReceipt]) -> bool:
+    """Whether every turn found is settled: waiting is over. A key no turn holds is not
+    waited for (a caller waits after its enqueue returned)."""
+    return all(r.settled for r in found)
 
 
 def receipts(session: Session, scope: Scope, turn_keys: Iterable[str]) -> list[TurnReceipt]:
@@ -77,7 +80,8 @@ def _produced(session: Session, scope: Scope, done: list[Turn]) -> dict[int, lis
     if not done:
         return {}
     wanted = {t.id for t in done}
-    since = min(t.received_at for t in done)
+    # Minus a margin: the memory's time is the worker's clock, the turn's the API host's.
+    since = min(t.received_at for t in done) - CLOCK_SKEW
     rows = session.execute(
         select(Memory.id, Memory.source_turn_ids)
         .where(Memory.of(scope), Memory.updated_at >= since)

@@ -42,8 +42,10 @@ def ranked(
     tiers: Sequence[str] | None = None,
     session_id: str | None = None,
 ) -> list[Hit]:
-    """Ranked active memories of the scope (and the agent's shared scope) for `query`.
-    Each recall is logged and counted (it feeds promotion and weights)."""
+    """Ranked active memories of the scope (and the agent's shared scope) for `query`,
+    with the user's matching turns not yet extracted among them, marked pending
+    (recall/pending.py). Each memory returned is logged and counted (it feeds promotion
+    and weights)."""
     ids = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
     with tracing.span(base, "memoryd.recall", **ids, k=k) as span:  # ids, never the query
         vector = embeddings.embed_query(base, query)  # before any transaction opens
@@ -56,10 +58,13 @@ def ranked(
                 return []
             scope = Scope(agent_id, user_id)
             hits = _locked(session, settings, scope, query, categories, tiers, now, vector, k)
-            log_retrieval(session, settings, scope, hits, query, session_id, now)
             if categories is None and tiers is None:  # a filter asks for memories only
+                # Read after the memories: a batch finishing in between hides its turns
+                # from this read, and the memories it wrote were not yet read: never both.
                 limit = settings.prefetch_limit if k is None else k
                 hits = merged(hits, pending_hits(session, settings, scope, query, limit), limit)
+            remembered = [h for h in hits if not h.pending]
+            log_retrieval(session, settings, scope, remembered, query, session_id, now)
         span.set_attribute("memoryd.hits", len(hits))
     return hits
 
@@ -90,7 +95,8 @@ def _context_block(
     token_budget: int | None,
     session_id: str | None,
 ) -> tuple[str, int]:
-    """context_block's work: the block, and how many memories it holds."""
+    """context_block's work: the block, and how many entries it holds (memories and
+    pending turns)."""
     if not query_tokens(query):
         return "", 0
     key = SessionKey(agent_id, user_id, session_id) if session_id else None
@@ -112,7 +118,8 @@ def _context_block(
         scope = Scope(agent_id, user_id)
         hits = _locked(session, settings, scope, query, categories, tiers, now, vector)
         hits = inject.injectable(settings, hits)
-        hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK)
+        if categories is None and tiers is None:  # as in ranked(): after the memories
+            hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK)
         budget = settings.context_token_budget if token_budget is None else token_budget
         zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
         block, included = render_context(hits, budget, now, zone)

@@ -6,7 +6,8 @@ A turn's facts become memories in the same transaction that marks it done, so a 
 shown either here or through the memories it produced, never both; dead-lettered,
 skipped and erased turns are never read. Matching is by keyword (the index's own terms,
 so stems and Chinese pairs match as they do for memories) over the newest PENDING_SCAN
-turns of the scope, read through the partial indexes of pending and claimed turns.
+turns of the scope (the first PENDING_CHARS of each), read through the partial indexes
+of pending and claimed turns. Secrets and the question itself are never shown back.
 A pending hit's `id` is its turn's id negated: no memory has it.
 """
 
@@ -23,9 +24,10 @@ from memoryd.models.conversation_tables import Turn
 from memoryd.models.keys import Scope
 from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.settings import Settings
-from memoryd.text import query_tokens, search_tokens
+from memoryd.text import holds_secret, query_tokens, search_tokens
 
-PENDING_SCAN = 200  # the newest unextracted user turns a recall reads
+PENDING_SCAN = 100  # the newest unextracted user turns a recall reads
+PENDING_CHARS = 2000  # of each, the beginning is matched: a backlog must not slow recall
 PENDING_CATEGORY = "pending"
 
 _COLUMNS = (Turn.id, Turn.agent_id, Turn.user_id, Turn.turn_key, Turn.content, Turn.created_at)
@@ -47,9 +49,14 @@ def pending_hits(
         .limit(PENDING_SCAN)
     )
     rows = session.connection().execute(read)
+    asked = _plain(query)
     scored = []
     for row in rows:
-        share = len(terms.intersection(search_tokens(row.content))) / len(terms)
+        # The question itself (the turn just sent) and secrets, which extraction would
+        # never keep, are not shown back.
+        if _plain(row.content) == asked or holds_secret(row.content):
+            continue
+        share = len(terms.intersection(search_tokens(row.content[:PENDING_CHARS]))) / len(terms)
         if share:
             scored.append((share, row))
     scored.sort(key=lambda item: (-item[0], -item[1].id))
@@ -77,6 +84,17 @@ def _hit(settings: Settings, row: Any, share: float) -> Hit:
 
 
 def merged(hits: Sequence[Hit], pending: Sequence[Hit], k: int | None) -> list[Hit]:
-    """Memories and pending turns in one list by score, at most `k` (all when None)."""
-    both = sorted([*hits, *pending], key=lambda h: -h.score)
-    return both if k is None else both[:k]
+    """Memories in their recalled order (reranked, intent-ordered), each pending turn
+    placed before the first memory it outscores; at most `k` (all when None)."""
+    out: list[Hit] = []
+    waiting = sorted(pending, key=lambda h: -h.score)
+    for hit in hits:
+        while waiting and waiting[0].score > hit.score:
+            out.append(waiting.pop(0))
+        out.append(hit)
+    out += waiting
+    return out if k is None else out[:k]
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.casefold().split())

@@ -139,7 +139,7 @@ def recall(
     matched_only = bool(search.terms or lists.nearest)
     asked = _Asked(frozenset(search.terms), intent_of(query))
     top = _scored(settings, lists, by_id, now, matched_only, asked)
-    reranker = reranker_for(settings)
+    reranker = reranker_for(settings) if settings.rerank != "off" else None
     if reranker is not None and search.terms:
         contents = session.connection().execute(
             CONTENTS, {"ids": [mid for _, mid, _ in top[: settings.rerank_top_n]]}

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
 import httpx
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memoryd.errors import ConfigError
 from memoryd.llm.shared import Shared
@@ -52,6 +53,8 @@ class Reranker(Protocol):
 
 
 class _Result(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)  # NaN would make the order arbitrary
+
     index: int = Field(ge=0)
     relevance_score: float
 
@@ -111,18 +114,39 @@ class CrossEncoderReranker:
 
 
 _SHARED: Shared[Reranker] = Shared(4)
-# Local rerankers run on this pool so a recall waits at most the timeout for them.
+_BROKEN: dict[tuple[object, ...], float] = {}  # configurations that failed to load, when
+BUILD_RETRY_SECONDS = 60.0
+# Local rerankers run on this pool so a recall waits at most the timeout for them; a
+# recall finding every slot taken keeps its fused order instead of queueing behind.
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memoryd-rerank")
+_LOCAL_SLOTS = threading.BoundedSemaphore(2)
+
+
+def _released(reranker: Reranker, query: str, documents: list[str]) -> list[float]:
+    try:
+        return reranker.scores(query, documents)
+    finally:
+        _LOCAL_SLOTS.release()
 
 
 def reranker_for(settings: Settings) -> Reranker | None:
-    """The configured reranker, one per process and configuration; None when off."""
+    """The configured reranker, one per process and configuration; None when off, or
+    when it cannot be built (logged and counted, retried after BUILD_RETRY_SECONDS): a
+    reranker never fails a recall."""
     kind = settings.rerank
     if kind == "off":
         return None
     key = (kind, settings.rerank_url, settings.rerank_model, settings.rerank_timeout)
+    failed_at = _BROKEN.get(key)
+    if failed_at is not None and time.monotonic() - failed_at < BUILD_RETRY_SECONDS:
+        return None
     build = EndpointReranker if kind == "endpoint" else CrossEncoderReranker
-    return _SHARED.get(key, lambda: build(settings))
+    try:
+        return _SHARED.get(key, lambda: build(settings))
+    except Exception as exc:
+        _BROKEN[key] = time.monotonic()
+        _failed("unavailable", f"reranker not loaded: {_first_line(exc)}")
+        return None
 
 
 Scored = list[tuple[float, int, dict[str, float]]]
@@ -153,9 +177,16 @@ def _scores(
     try:
         if isinstance(reranker, EndpointReranker):  # its HTTP client keeps the timeout
             found = reranker.scores(query, documents)
+        elif not _LOCAL_SLOTS.acquire(blocking=False):
+            _failed("busy", "the local reranker is busy with other recalls")
+            return None
         else:
-            future = _POOL.submit(reranker.scores, query, documents)
-            found = future.result(timeout=settings.rerank_timeout)
+            future = _POOL.submit(_released, reranker, query, documents)
+            try:
+                found = future.result(timeout=settings.rerank_timeout)
+            finally:
+                if future.cancel():  # not yet started: it never will, nor free its slot
+                    _LOCAL_SLOTS.release()
         if len(found) != len(documents):
             raise ValueError("scores for another number of documents")
         return found

@@ -213,6 +213,7 @@ def used_in_reply(reply_text: str, hits: Sequence[Hit], threshold: float) -> lis
     recalled memory shares) appear in the reply, so "allergic to peanuts" and "allergic
     to cats" are told apart by "peanuts" and "cats". Works for unsegmented scripts too,
     whose terms are characters and character pairs."""
+    hits = [h for h in hits if not h.pending]  # a turn not yet extracted is no memory
     reply = reply_text.casefold()
     reply_terms = _terms(reply_text)
     terms = [_terms(f"{h.content}") for h in hits]

@@ -71,3 +71,40 @@ def test_an_agent_or_a_filter_can_leave_pending_turns_out(settings: Settings) ->
         agent_config.put(session, "bot", AgentSettings(recall_pending=False), utcnow())
     assert client.recall(QUESTION, "bot", "ann") == []
     assert client.build_context(QUESTION, "bot", "ann") == ""
+
+
+def test_secrets_and_the_question_itself_are_not_shown_back(settings: Settings) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    _said(client, "Where do I live now? My password is hunter2secret, Porto or Lisbon", key="a")
+    _said(client, QUESTION, key="b")  # the turn just sent, recalled with its own text
+    assert client.recall(QUESTION, "bot", "ann") == []
+
+
+def test_pending_turns_keep_the_memories_order_and_are_never_reinforced(
+    settings: Settings,
+) -> None:
+    from memoryd.recall.pending import merged
+    from memoryd.recall.rank import Hit, ScoreParts
+
+    def hit(id_: int, score: float, pending: bool = False) -> Hit:
+        parts = ScoreParts(keyword_rank=None, similarity=0, embedding=None, fused=0,
+                           strength=0, recency=0, confidence=0)  # fmt: skip
+        now = utcnow()
+        return Hit(
+            id=id_, agent_id="bot", user_id="ann", category="user", tier="long",
+            status="active", name="", content=str(id_), tags=[], confidence=1,
+            evidence_count=1, access_count=0, created_at=now, updated_at=now, expires_at=None,
+            supersedes_id=None, superseded_by_id=None, metadata=None, score=score,
+            parts=parts, pending=pending,
+        )  # fmt: skip
+
+    # A reranker put 2 before 1 whatever their scores: the order stands.
+    memories = [hit(2, 0.5), hit(1, 0.9)]
+    assert [h.id for h in merged(memories, [], 5)] == [2, 1]
+    assert [h.id for h in merged(memories, [hit(-7, 0.7, True)], 5)] == [-7, 2, 1]
+    assert [h.id for h in merged(memories, [hit(-7, 0.3, True)], 2)] == [2, 1]
+    client = MemoryClient(settings, dispatch=False)
+    _said(client, "I moved to Porto, the city of bridges.")
+    hits = client.recall(QUESTION, "bot", "ann")
+    assert [h.pending for h in hits] == [True]
+    assert client.mark_referenced("Porto, the city of bridges!", hits) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query
@@ -101,6 +102,8 @@ def end_session(
 # The last segment takes any key a body may give, "/" included.
 TurnKeyPath = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
 MAX_WAIT_SECONDS = 30.0
+WAITERS = 8  # requests that may wait at once, of the 40 threads sync routes run on
+_WAITERS = threading.BoundedSemaphore(WAITERS)
 
 
 @router.get(
@@ -121,9 +124,17 @@ def get_turn_status(
 ) -> TurnReceipt:
     """The write receipt of the turn stored with this `turn_key`. With `wait`, the answer
     comes once the turn is done, failed or skipped, or when `wait` seconds have passed
-    (then as it stands: check `status`)."""
+    (then as it stands: check `status`). While WAITERS requests wait, others are answered
+    at once."""
     check_scope(principal, agent_id, user_id, write=False)
-    found = state.client.wait_extracted(agent_id, user_id, [turn_key], timeout=wait)
+    # Each waiter holds one of the server's threads: past WAITERS at once, no waiting.
+    waiting = wait > 0 and _WAITERS.acquire(blocking=False)
+    try:
+        timeout = wait if waiting else 0.0
+        found = state.client.wait_extracted(agent_id, user_id, [turn_key], timeout=timeout)
+    finally:
+        if waiting:
+            _WAITERS.release()
     if not found:
         raise ProblemError(404, "not-found", f"no turn with turn_key {turn_key!r} in that scope")
     return found[0]
