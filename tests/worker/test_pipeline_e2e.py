@@ -42,7 +42,7 @@ USERS = {
     "cid": ["I prefer dark mode.", "Here is the spec: https://example.com/spec"],
 }
 EXPECTED = {
-    "ann": {"Wants to be called Annie", "Lives in Berlin", "I am vegetarian"},
+    "ann": {"Wants to be called Annie", "Lives in Berlin", "I am vegetarian", "Diet is vegetarian"},
     "ben": {"喜欢喝龙井茶", "希望被称为小本", "Favourite editor is vim"},
     "cid": {"Prefers dark mode", "Shared link: https://example.com/spec"},
 }
@@ -231,7 +231,7 @@ def test_ingest_task_by_name_from_any_celery_client(llm_settings: Settings, tmp_
     beat = start_beat(llm_settings, tmp_path)  # the session idles out; the sweep flushes it
     try:
         wait_until(
-            lambda: len(active_contents(llm_settings).get("ann", ())) == 3,
+            lambda: len(active_contents(llm_settings).get("ann", ())) == len(EXPECTED["ann"]),
             60,
             what="ingested turns extracted",
             procs=(worker, beat),
