@@ -4,8 +4,8 @@ that match as provisional hits, marked `pending`.
 
 A turn's facts become memories in the same transaction that marks it done, so a turn is
 shown either here or through the memories it produced, never both; dead-lettered,
-skipped and erased turns are never read. Matching is by keyword (the index's own terms,
-so stems and Chinese pairs match as they do for memories) over the newest PENDING_SCAN
+skipped and erased turns are never read. Matching is by keyword (the query's own search
+terms: stems at a word's start, Chinese characters and pairs) over the newest PENDING_SCAN
 turns of the scope (the first PENDING_CHARS of each), read through the partial indexes
 of pending and claimed turns. Secrets and the question itself are never shown back.
 A pending hit's `id` is its turn's id negated: no memory has it.
@@ -13,6 +13,7 @@ A pending hit's `id` is its turn's id negated: no memory has it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,10 +25,10 @@ from memoryd.models.conversation_tables import Turn
 from memoryd.models.keys import Scope
 from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.settings import Settings
-from memoryd.text import holds_secret, query_tokens, search_tokens
+from memoryd.text import holds_secret, query_tokens
 
-PENDING_SCAN = 100  # the newest unextracted user turns a recall reads
-PENDING_CHARS = 2000  # of each, the beginning is matched: a backlog must not slow recall
+PENDING_SCAN = 50  # the newest unextracted user turns a recall reads
+PENDING_CHARS = 500  # of each, the beginning is matched: a backlog must not slow recall
 PENDING_CATEGORY = "pending"
 
 _COLUMNS = (Turn.id, Turn.agent_id, Turn.user_id, Turn.turn_key, Turn.content, Turn.created_at)
@@ -49,16 +50,16 @@ def pending_hits(
         .limit(PENDING_SCAN)
     )
     rows = session.connection().execute(read)
-    asked = _plain(query)
+    asked, found_in = _plain(query), _matcher(terms)
     scored = []
     for row in rows:
         # The question itself (the turn just sent) and secrets, which extraction would
         # never keep, are not shown back.
         if _plain(row.content) == asked or holds_secret(row.content):
             continue
-        share = len(terms.intersection(search_tokens(row.content[:PENDING_CHARS]))) / len(terms)
-        if share:
-            scored.append((share, row))
+        found = {m.group() for m in found_in.finditer(row.content[:PENDING_CHARS].casefold())}
+        if found:
+            scored.append((len(found) / len(terms), row))
     scored.sort(key=lambda item: (-item[0], -item[1].id))
     return [_hit(settings, row, share) for share, row in scored[:k]]
 
@@ -94,6 +95,23 @@ def merged(hits: Sequence[Hit], pending: Sequence[Hit], k: int | None) -> list[H
         out.append(hit)
     out += waiting
     return out if k is None else out[:k]
+
+
+def _matcher(terms: set[str]) -> re.Pattern[str]:
+    """The query's search terms as one pattern over a turn's casefolded text: a Latin
+    stem at a word's start ("move" in "moved"; "citi" as "cit", in "city"), other terms
+    (Chinese characters and pairs) anywhere. One regular expression per turn instead of
+    tokenising each: a backlog of long turns must not slow recall."""
+    latin = {t[:-1] if t.endswith("i") and len(t) > 3 else t for t in terms if t.isascii()}
+    other = {t for t in terms if not t.isascii()}
+    parts = []
+    if latin:
+        parts.append(
+            r"\b(?:" + "|".join(sorted(map(re.escape, latin), key=len, reverse=True)) + ")"
+        )
+    if other:
+        parts.append("(?:" + "|".join(sorted(map(re.escape, other), key=len, reverse=True)) + ")")
+    return re.compile("|".join(parts))
 
 
 def _plain(text: str) -> str:
