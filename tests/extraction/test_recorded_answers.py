@@ -7,6 +7,9 @@ what a small model actually wrote, checked on every change without a model."""
 from __future__ import annotations
 
 import argparse
+import fcntl
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -22,7 +25,19 @@ MEASURED = {"contradictions_resolved": 0.516, "recall_at_1": 0.727, "gold_recall
 
 
 @pytest.fixture(scope="module")
-def figures() -> dict[str, float]:
+def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
+    """Measured once per run, not once per xdist worker: the replay takes some ten
+    seconds of CPU, and the workers share the run's base temporary folder."""
+    run = tmp_path_factory.getbasetemp()  # under xdist, a worker's folder in the run's
+    shared = (run.parent if "PYTEST_XDIST_WORKER" in os.environ else run) / "recorded.json"
+    with shared.with_suffix(".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other workers wait for the first one's
+        if not shared.exists():
+            shared.write_text(json.dumps(_replayed()))
+        return dict(json.loads(shared.read_text()))
+
+
+def _replayed() -> dict[str, float]:
     args = argparse.Namespace(db="sqlite", replay=RECORDED, record=None, misses=False)
     base = Settings(
         extract_prompt="extract.small.v2",
