@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memoryd import tracing
@@ -22,10 +23,11 @@ from memoryd.models.profiles import ProfileType
 from memoryd.models.schemas import EventOut, IngestResult, MemoryOut, TurnIn
 from memoryd.models.tables import Category
 from memoryd.recall import candidates, flow
+from memoryd.recall.as_of import checked_instant, memories_as_of, paged
 from memoryd.recall.embeddings import forget_scope
 from memoryd.recall.rank import Hit
 from memoryd.recall.session_context import SessionContext, session_context
-from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs, parse_tool_call
+from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs, parse_tool_call, recalled
 from memoryd.recall.usage import mark_referenced
 from memoryd.settings import Settings, get_settings
 from memoryd.text import estimate_tokens
@@ -149,11 +151,22 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         categories: Sequence[str] | None = None,
         tiers: Sequence[str] | None = None,
         session_id: str | None = None,
+        as_of: datetime | None = None,
     ) -> list[Hit]:
         """Ranked active memories of the scope (and the agent's shared scope) for `query`.
-        Each recall is logged and counted (it feeds promotion and weights)."""
+        Each recall is logged and counted (it feeds promotion and weights). With `as_of`
+        (timezone-aware), the memories that were active at that moment, with the text
+        they had then; such a look back is not logged (memoryd/recall/as_of.py)."""
         return flow.ranked(
-            self.settings, query, agent_id, user_id, k, categories, tiers, session_id
+            self.settings,
+            query,
+            agent_id,
+            user_id,
+            k,
+            categories,
+            tiers,
+            session_id,
+            as_of=checked_instant(as_of),
         )
 
     def build_context(
@@ -164,12 +177,22 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         token_budget: int | None = None,
         session_id: str | None = None,
         profile: ProfileType | str | None = None,
+        as_of: datetime | None = None,
     ) -> str:
         """The `<memory-context>` block for the next prompt, within `token_budget` (the
         agent's `context_token_budget` by default), or "" when nothing relevant fits or
         the agent's injection rules say no (memoryd/recall/inject.py). It is never
         written to the chat history. With `profile` ("user" or "work"), that document
-        comes first, within half the budget, whatever the rules decide for memories."""
+        comes first, within half the budget, whatever the rules decide for memories.
+        With `as_of`, the block of the memories active at that moment (not with
+        `profile`: profiles keep no history to read back)."""
+        as_of = checked_instant(as_of)
+        if as_of is not None:
+            if profile is not None:
+                raise ValueError("as_of cannot be combined with profile")
+            return flow.context_block(
+                self.settings, query, agent_id, user_id, token_budget, session_id, as_of
+            )
         if profile is not None:
             if token_budget is None:
                 with session_scope(self.settings, readonly=True) as session:
@@ -320,8 +343,16 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         tiers: Sequence[str] | None = None,
         limit: int = 50,
         offset: int = 0,
+        as_of: datetime | None = None,
     ) -> list[MemoryOut]:
+        """The scope's memories of these statuses, newest first; with `as_of`, those
+        that had these statuses at that moment, as they were then."""
+        as_of = checked_instant(as_of)
         with session_scope(self.settings, readonly=True) as session:
+            if as_of is not None:
+                scope = Scope(agent_id, user_id)
+                past = memories_as_of(session, scope, as_of, statuses, categories, tiers)
+                return paged(past, limit, offset)
             return edits.list_memories(
                 session,
                 Scope(agent_id, user_id),
@@ -366,12 +397,7 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
     def _recall_tool(self, agent_id: str, user_id: str, args: MemoryRecallArgs) -> dict[str, Any]:
         categories = [args.type] if args.type else None
         hits = self.recall(args.query, agent_id, user_id, k=args.limit, categories=categories)
-        found = [
-            {"id": h.id, "type": h.category, "name": h.name, "content": h.content}
-            | ({"pending": True, "said_at": h.created_at.isoformat()} if h.pending else {})
-            for h in hits
-        ]
-        return {"ok": True, "memories": found}
+        return {"ok": True, "memories": [recalled(hit) for hit in hits]}
 
     def _save_tool(
         self, agent_id: str, user_id: str, args: MemorySaveArgs, shared: bool

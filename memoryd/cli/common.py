@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import IO, Any
 
@@ -47,6 +48,16 @@ class SessionArgs(ScopeArgs):
 
 def scope_args(ns: argparse.Namespace) -> ScopeArgs:
     return ScopeArgs(agent_id=ns.agent, user_id=ns.user)
+
+
+# Control characters (ESC, BEL, carriage return…) a memory may hold: shown escaped, so
+# what a user once said can never move the operator's cursor or retitle their terminal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str, keep: str = "") -> str:
+    """`text` with its control characters but those in `keep` written as escapes."""
+    return _CONTROL.sub(lambda m: m[0] if m[0] in keep else repr(m[0])[1:-1], text)
 
 
 def print_json(value: Any) -> None:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime
 from typing import Any
 
 from memoryd.cli.common import client as _client
-from memoryd.cli.common import open_input
+from memoryd.cli.common import open_input, printable
 from memoryd.cli.common import print_json as _print_json
 from memoryd.cli.common import scope_args as _scope
 from memoryd.cli.serve import AddCommand, Command
 from memoryd.models.schemas import MAX_PAGE
 from memoryd.settings import Settings
+
+AS_OF_HELP = "what memory held at this moment (ISO 8601 with a timezone): read only"
 
 
 def add_commands(add: AddCommand) -> None:
@@ -28,7 +31,7 @@ def _table(rows: list[Any]) -> None:
         score = f"  (score {m.score:.3f})" if hasattr(m, "score") else ""
         print(
             f"{m.id:>6}  {m.user_id[:10]:<10} {m.category:<9} {m.tier:<5} {m.status:<10} "
-            f"{m.confidence:>4.2f}  {m.content}{score}"
+            f"{m.confidence:>4.2f}  {printable(m.content)}{score}"
         )
 
 
@@ -42,6 +45,7 @@ def cmd_list(settings: Settings, ns: argparse.Namespace) -> int:
             categories=ns.category,
             limit=ns.limit,
             offset=ns.offset,
+            as_of=ns.as_of,
         )
     )
     return 0
@@ -49,8 +53,30 @@ def cmd_list(settings: Settings, ns: argparse.Namespace) -> int:
 
 def cmd_search(settings: Settings, ns: argparse.Namespace) -> int:
     scope = _scope(ns)
-    _table(_client(settings).recall(ns.query, scope.agent_id, scope.user_id, k=ns.k))
+    client = _client(settings)
+    _table(client.recall(ns.query, scope.agent_id, scope.user_id, k=ns.k, as_of=ns.as_of))
     return 0
+
+
+def cmd_context(settings: Settings, ns: argparse.Namespace) -> int:
+    scope = _scope(ns)
+    client = _client(settings)
+    block = client.build_context(
+        ns.query, scope.agent_id, scope.user_id, token_budget=ns.budget, as_of=ns.as_of
+    )
+    print(printable(block, keep="\n") if block else "(nothing fits)")
+    return 0
+
+
+def _instant(value: str) -> datetime:
+    """--as-of's value: an ISO 8601 moment with a timezone."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 date and time: {value!r}") from None
+    if moment.utcoffset() is None:
+        raise argparse.ArgumentTypeError("give a timezone, e.g. 2026-03-01T00:00:00Z")
+    return moment
 
 
 def cmd_show(settings: Settings, ns: argparse.Namespace) -> int:
@@ -153,9 +179,15 @@ def _add_memory_commands(add: AddCommand) -> None:
     )
     p.add_argument("--limit", type=int, default=50, help=f"how many to show, at most {MAX_PAGE}")
     p.add_argument("--offset", type=int, default=0, help="skip this many first: the next page")
+    p.add_argument("--as-of", type=_instant, help=AS_OF_HELP)
     p = scoped("search", cmd_search, "ranked recall for a query")
     p.add_argument("query", help="what to recall, as a user would ask")
     p.add_argument("-k", type=int, default=10, help="how many memories")
+    p.add_argument("--as-of", type=_instant, help=AS_OF_HELP)
+    p = scoped("context", cmd_context, "the <memory-context> block for a query")
+    p.add_argument("query", help="what the next reply is about, as a user would ask")
+    p.add_argument("--budget", type=int, default=None, help="most tokens (default: the agent's)")
+    p.add_argument("--as-of", type=_instant, help=AS_OF_HELP)
     for name, fn, help_ in [
         ("show", cmd_show, "one memory as JSON"),
         ("history", cmd_history, "a memory's history"),

@@ -22,7 +22,8 @@ from memoryd.models.checks import check_text
 from memoryd.models.profiles import ProfileType
 from memoryd.models.schemas import Ident
 from memoryd.models.tables import SHARED_USER
-from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs
+from memoryd.recall.as_of import Moment
+from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs, recalled
 
 
 class ScopeArgs(BaseModel):
@@ -39,8 +40,13 @@ class SaveArgs(MemorySaveArgs, ScopeArgs):
     model_config = ConfigDict(extra="forbid")
 
 
+AS_OF = "A moment with a timezone: what memory held then (ranked by keywords, not logged)"
+
+
 class RecallArgs(MemoryRecallArgs, ScopeArgs):
     model_config = ConfigDict(extra="forbid")
+
+    as_of: Moment | None = Field(None, description=AS_OF)
 
 
 def _query(value: str) -> str:
@@ -60,6 +66,7 @@ class ContextArgs(ScopeArgs):
     profile: ProfileType | None = Field(
         None, description="Put this profile document first, within half the budget"
     )
+    as_of: Moment | None = Field(None, description=AS_OF)
 
 
 class ProfileArgs(ScopeArgs):
@@ -116,9 +123,27 @@ def _agent_tool(name: str) -> Callable[[MemoryClient, ScopeArgs], Result]:
     return run
 
 
+def _recall(client: MemoryClient, args: RecallArgs) -> Result:
+    """The agent tool memory_recall, or with `as_of` the same answer read from the past
+    (which the agent tool, offered to models, does not take)."""
+    if args.as_of is None:
+        return _agent_tool("memory_recall")(client, args)
+    categories = [args.type] if args.type else None
+    hits = client.recall(
+        args.query, args.agent_id, args.user_id, args.limit, categories, as_of=args.as_of
+    )
+    return {"memories": [recalled(hit) for hit in hits]}
+
+
 def _context(client: MemoryClient, args: ContextArgs) -> Result:
     block = client.build_context(
-        args.query, args.agent_id, args.user_id, args.token_budget, args.session_id, args.profile
+        args.query,
+        args.agent_id,
+        args.user_id,
+        args.token_budget,
+        args.session_id,
+        args.profile,
+        as_of=args.as_of,
     )
     return {"context": block}
 
@@ -152,7 +177,7 @@ def _doc(model: type[BaseModel]) -> str:
 
 TOOLS: tuple[Tool[Any], ...] = (
     Tool("memory_save", _doc(MemorySaveArgs), SaveArgs, _agent_tool("memory_save"), True),
-    Tool("memory_recall", _doc(MemoryRecallArgs), RecallArgs, _agent_tool("memory_recall"), False),
+    Tool("memory_recall", _doc(MemoryRecallArgs), RecallArgs, _recall, False),
     Tool(
         "memory_context",
         "The <memory-context> block of what memory holds for a query, ready for the system "

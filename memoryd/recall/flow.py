@@ -18,6 +18,7 @@ from memoryd.memories import profiles
 from memoryd.models.db import is_sqlite, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.recall import embeddings, inject
+from memoryd.recall.as_of import recall_as_of
 from memoryd.recall.context import dated
 from memoryd.recall.context import render as render_context
 from memoryd.recall.embedders import Vectors
@@ -41,11 +42,15 @@ def ranked(
     categories: Sequence[str] | None = None,
     tiers: Sequence[str] | None = None,
     session_id: str | None = None,
+    as_of: datetime | None = None,
 ) -> list[Hit]:
     """Ranked active memories of the scope (and the agent's shared scope) for `query`,
     with the user's matching turns not yet extracted among them, marked pending
     (recall/pending.py). Each memory returned is logged and counted (it feeds promotion
-    and weights)."""
+    and weights). With `as_of`, the memories active at that moment instead, read only
+    (recall/as_of.py)."""
+    if as_of is not None:
+        return _ranked_as_of(base, query, Scope(agent_id, user_id), k, categories, tiers, as_of)
     ids = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
     with tracing.span(base, "memoryd.recall", **ids, k=k) as span:  # ids, never the query
         vector = embeddings.embed_query(base, query)  # before any transaction opens
@@ -76,10 +81,14 @@ def context_block(
     user_id: str,
     token_budget: int | None = None,
     session_id: str | None = None,
+    as_of: datetime | None = None,
 ) -> str:
     """The `<memory-context>` block of the memories that fit `token_budget` (the
     agent's context_token_budget by default), or "" when nothing relevant fits or the
-    agent's injection rules say no (inject.py)."""
+    agent's injection rules say no (inject.py). With `as_of`, of the memories active at
+    that moment, dated as seen from it."""
+    if as_of is not None:
+        return _block_as_of(base, query, Scope(agent_id, user_id), token_budget, as_of)
     ids = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
     with tracing.span(base, "memoryd.context", **ids, token_budget=token_budget) as span:
         block, included = _context_block(base, query, agent_id, user_id, token_budget, session_id)
@@ -126,6 +135,46 @@ def _context_block(
         remembered = [h for h in included if not h.pending]
         log_retrieval(session, settings, scope, remembered, query, session_id, now)
     return block, len(included)
+
+
+def _ranked_as_of(
+    base: Settings,
+    query: str,
+    scope: Scope,
+    k: int | None,
+    categories: Sequence[str] | None,
+    tiers: Sequence[str] | None,
+    as_of: datetime,
+) -> list[Hit]:
+    with session_scope(base, readonly=True) as session:
+        settings = agent_config.for_agent(session, base, scope.agent_id)
+        categories = agent_config.categories_for(settings, categories)
+        if not settings.memory_enabled or categories == []:
+            return []
+        limit = settings.prefetch_limit if k is None else k
+        return recall_as_of(session, scope, query, as_of, limit, categories, tiers)
+
+
+def _block_as_of(
+    base: Settings, query: str, scope: Scope, token_budget: int | None, as_of: datetime
+) -> str:
+    """The block as it would have been built at `as_of`: the injection rules, save the
+    minimum score (as-of hits score by keywords alone), over the memories active then."""
+    if not query_tokens(query):
+        return ""
+    with session_scope(base, readonly=True) as session:
+        rules = block_rules(session, base, scope.agent_id, query, None)
+        if rules is None:
+            return ""
+        settings, categories, tiers = rules
+        hits = recall_as_of(
+            session, scope, query, as_of, settings.prefetch_limit, categories, tiers
+        )
+        if settings.inject_max_items:
+            hits = hits[: settings.inject_max_items]
+        budget = settings.context_token_budget if token_budget is None else token_budget
+        zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
+        return render_context(hits, budget, as_of, zone)[0]
 
 
 def _locked(

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from memoryd.errors import field_errors
 from memoryd.memories.checks import not_blank
 from memoryd.models.tables import Category
+from memoryd.recall.rank import Hit
 
 
 class MemorySaveArgs(BaseModel):
@@ -48,6 +49,13 @@ class MemoryRecallArgs(BaseModel):
     query: str = Field(max_length=2000, description="What to look for")
     type: Category | None = Field(None, description="Only memories of this kind")
     limit: int = Field(5, ge=1, le=20, description="How many memories to return")
+
+
+def recalled(hit: Hit) -> dict[str, Any]:
+    """A recalled memory as the memory_recall tool answers it: a pending turn says so
+    and when it was said."""
+    item = {"id": hit.id, "type": hit.category, "name": hit.name, "content": hit.content}
+    return item | ({"pending": True, "said_at": hit.created_at.isoformat()} if hit.pending else {})
 
 
 def _schema(name: str, model: type[BaseModel]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from memoryd.memories.checks import not_blank
 from memoryd.models.checks import check_text
 from memoryd.models.schemas import Ident, MemoryOut, TurnIn
 from memoryd.models.tables import Category, Tier
+from memoryd.recall.as_of import Moment
 from memoryd.recall.rank import Hit
 from memoryd.recall.session_context import SessionContext
 
@@ -52,6 +53,13 @@ class SessionContextOut(SessionContext):
     text: str
 
 
+AS_OF = (
+    "with a timezone: the memories that were active at that moment, with the text they "
+    "had then, ranked by keywords; such a read is not logged as a use"
+)
+AsOf = Annotated[Moment | None, Field(description=AS_OF)]
+
+
 class RecallRequest(Strict):
     agent_id: Ident
     user_id: Ident
@@ -60,6 +68,7 @@ class RecallRequest(Strict):
     categories: list[Category] | None = None
     tiers: list[Tier] | None = None
     session_id: Ident | None = None
+    as_of: AsOf = None
 
 
 class RecallOut(BaseModel):
@@ -74,6 +83,7 @@ class ContextRequest(Strict):
         None, ge=1, le=100_000, description="default: the agent's context_token_budget"
     )
     session_id: Ident | None = None
+    as_of: AsOf = None
 
 
 class ContextOut(BaseModel):

@@ -59,6 +59,22 @@ def test_enqueue_search_show_history_delete_restore(settings: Settings, tmp_path
     assert stats["health"]["active"] == 1
 
 
+def test_as_of_reads_the_past_and_control_characters_print_escaped(settings: Settings) -> None:
+    from memoryd.client import MemoryClient
+
+    scope = ["--agent", "bot", "--user", "ann"]
+    MemoryClient(settings).remember("bot", "ann", "Likes \x1b]0;owned\x07 green tea")
+    today = memoryd(settings, "search", *scope, "green tea")
+    assert "Likes \\x1b]0;owned\\x07 green tea" in today.stdout and "\x1b" not in today.stdout
+    past = ["--as-of", "2000-01-01T00:00:00Z"]
+    assert "green tea" not in memoryd(settings, "search", *scope, "green tea", *past).stdout
+    assert "green tea" not in memoryd(settings, "list", *scope, *past).stdout
+    block = memoryd(settings, "context", *scope, "what tea does ann like", *past)
+    assert block.returncode == 0 and block.stdout.strip() == "(nothing fits)"
+    naive = memoryd(settings, "list", *scope, "--as-of", "2026-03-01")
+    assert naive.returncode == 2 and "--as-of: give a timezone" in naive.stderr
+
+
 def test_export_then_import_round_trip(settings: Settings, tmp_path: Path) -> None:
     from memoryd.client import MemoryClient
 

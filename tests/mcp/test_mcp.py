@@ -90,6 +90,13 @@ def test_every_tool_acts_on_the_keys_scope(
             assert [(m["id"], m["content"]) for m in found["memories"]] == [
                 (saved["id"], "Vegetarian since 2019")
             ]
+            before = {"as_of": "2000-01-01T00:00:00Z", **ANN}
+            assert await call(client, "memory_recall", query="vegetarian", **before) == {
+                "memories": []
+            }
+            assert await call(client, "memory_context", query="cook vegetarian", **before) == {
+                "context": ""
+            }
             context = await call(client, "memory_context", query="cook vegetarian", **ANN)
             assert context["context"].startswith("<memory-context>")
             assert "Vegetarian since 2019" in context["context"]
@@ -245,14 +252,17 @@ def test_bad_calls_are_tool_errors_naming_the_field(
 
 
 def test_save_and_recall_take_the_agent_tools_arguments() -> None:
-    """One definition: the MCP tools are the agent tools (recall/tools.py) plus a scope."""
+    """One definition: the MCP tools are the agent tools (recall/tools.py) plus a scope
+    (and for recall, `as_of`: looking into the past is for operators, not offered to
+    models)."""
     for agent_tool in AGENT_TOOLS:
         function = agent_tool["function"]
         tool = BY_NAME[function["name"]]
         schema = tool.model.model_json_schema()
         own = function["parameters"]["properties"]
         assert {k: schema["properties"][k] for k in own} == own
-        assert set(schema["properties"]) - set(own) == {"agent_id", "user_id"}
+        extra = {"as_of"} if function["name"] == "memory_recall" else set()
+        assert set(schema["properties"]) - set(own) == {"agent_id", "user_id", *extra}
         assert tool.description == function["description"]
 
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response
 
 from memoryd.models.schemas import MAX_PAGE, EventOut, MemoryOut
 from memoryd.models.tables import SHARED_USER, Category, MemoryStatus, Tier
+from memoryd.recall.as_of import Moment
 from memoryd.server.auth import Caller, check_scope
 from memoryd.server.schemas import (
     AgentPath,
@@ -19,6 +20,11 @@ from memoryd.server.schemas import (
 )
 from memoryd.server.state import State
 from memoryd.server.strict import JsonRoute
+
+LIST_AS_OF = (
+    "with a timezone: the memories as they stood at that moment, each with the status and "
+    "text it had then (`status` filters on that status)"
+)
 
 router = APIRouter(
     prefix="/v1/memories/{agent_id}/{user_id}", tags=["memories"], route_class=JsonRoute
@@ -36,6 +42,7 @@ def list_memories(
     tier: Annotated[list[Tier] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    as_of: Annotated[Moment | None, Query(description=LIST_AS_OF)] = None,
 ) -> MemoryList:
     check_scope(principal, agent_id, user_id, write=False)
     memories = state.client.list(
@@ -46,6 +53,7 @@ def list_memories(
         tiers=tier,
         limit=limit,
         offset=offset,
+        as_of=as_of,
     )
     return MemoryList(memories=memories)
 

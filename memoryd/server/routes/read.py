@@ -36,6 +36,7 @@ def post_recall(state: State, principal: Caller, body: RecallRequest) -> RecallO
             categories=body.categories,
             tiers=body.tiers,
             session_id=body.session_id,
+            as_of=body.as_of,
         )
     return RecallOut(memories=hits)
 
@@ -52,6 +53,7 @@ def post_context(state: State, principal: Caller, body: ContextRequest) -> Conte
             body.user_id,
             token_budget=body.token_budget,
             session_id=body.session_id,
+            as_of=body.as_of,
         )
     return ContextOut(context=block)
 
