@@ -184,7 +184,7 @@ def test_a_wrong_or_missing_key_is_refused(
             assert stderr_log.read().splitlines()[-1].startswith(f"memoryd mcp: {said}")
         else:  # the HTTP API's own answer, before the MCP layer reads the request
             headers = {"Authorization": f"Bearer {key}"} if key else {}
-            answer = httpx.post(where, headers=headers, json={})
+            answer = httpx.post(where, headers=headers, json={}, timeout=60)
             assert answer.status_code == 401, answer.text
             assert answer.headers["www-authenticate"] == "Bearer"
             assert answer.json()["detail"] in (
@@ -200,11 +200,11 @@ def test_http_refuses_other_hosts_and_huge_bodies(
     headers = {"Authorization": f"Bearer {keys.ann}", "Accept": MCP_ACCEPT}
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
     with http_server(settings, tmp_path / "mcp-http.log") as url:
-        assert httpx.post(url, headers=headers, json=ping).status_code == 200
+        assert httpx.post(url, headers=headers, json=ping, timeout=60).status_code == 200
         rebound = {**headers, "Host": "attacker.example"}  # DNS rebinding: another name
-        assert httpx.post(url, headers=rebound, json=ping).status_code == 421
+        assert httpx.post(url, headers=rebound, json=ping, timeout=60).status_code == 421
         huge = {**ping, "params": {"padding": "x" * 5000}}
-        assert httpx.post(url, headers=headers, json=huge).status_code == 413
+        assert httpx.post(url, headers=headers, json=huge, timeout=60).status_code == 413
 
 
 def test_a_key_revoked_while_connected_stops_working(

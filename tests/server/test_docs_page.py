@@ -45,7 +45,7 @@ class Recorded:
 
 
 def operations(live: LiveServer) -> list[tuple[str, str]]:
-    doc = httpx.get(f"{live.url}/openapi.json").json()
+    doc = httpx.get(f"{live.url}/openapi.json", timeout=60).json()
     return [(method, path) for path, ops in doc["paths"].items() for method in ops]
 
 

@@ -23,6 +23,10 @@ from memoryd.settings import Settings
 from tests.server.conftest import LiveServer, make_key
 from tests.server.test_page import browser  # noqa: F401  (the fixture)
 
+# A loaded test machine can keep the server's thread from answering within httpx's
+# default 5 s; a refusal is judged by what comes back, not by how fast.
+_http = httpx.Client(timeout=60)
+
 pytestmark = pytest.mark.usefixtures("browser")
 
 
@@ -130,7 +134,7 @@ def test_signing_out_and_revoking_the_key_end_the_session(
 
 def test_every_answer_carries_the_security_headers(live: LiveServer) -> None:
     for path in ("/login", "/v1/health", "/static/page.css"):
-        headers = httpx.get(f"{live.url}{path}").headers
+        headers = _http.get(f"{live.url}{path}").headers
         assert "frame-ancestors 'none'" in headers["content-security-policy"], path
         assert "script-src 'self'" in headers["content-security-policy"], path
         assert headers["x-frame-options"] == "DENY"
@@ -148,9 +152,9 @@ def test_a_proxys_basic_credentials_do_not_let_another_site_through(
         "cookie": "memoryd_session=whatever",
         "sec-fetch-site": "same-site",
     }
-    refused = httpx.post(f"{live.url}/logout", headers=headers)
+    refused = _http.post(f"{live.url}/logout", headers=headers)
     assert refused.status_code == 403 and "cross-origin" in refused.text
-    api_call = httpx.post(
+    api_call = _http.post(
         f"{live.url}/v1/recall",
         headers={"authorization": "Bearer mk_unknown", "sec-fetch-site": "cross-site"},
         json={"agent_id": "bot", "user_id": "ann", "query": "tea"},
@@ -159,6 +163,6 @@ def test_a_proxys_basic_credentials_do_not_let_another_site_through(
 
 
 def test_answers_from_before_any_route_carry_the_headers_too(live: LiveServer) -> None:
-    refused = httpx.get(f"{live.url}/v1/health", params={"q": "a\x00b"})
+    refused = _http.get(f"{live.url}/v1/health", params={"q": "a\x00b"})
     assert refused.status_code == 422
     assert "frame-ancestors 'none'" in refused.headers["content-security-policy"]
