@@ -24,7 +24,7 @@ from memoryd.memories.erasure import resume_interrupted
 from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import archive_due, decayed, half_life_days
 from memoryd.models import key_index, tallies
-from memoryd.models.db import session_scope, utcnow
+from memoryd.models.db import checkpoint_sqlite, session_scope, utcnow
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryEvent, MemoryStatus, Tier
 from memoryd.settings import Settings
 
@@ -265,5 +265,7 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
         keys_folded=_run_step(settings, _counted(_fold_keys), now, chunk),
         tables_analyzed=_analyze(settings),
     )
+    if any(getattr(counts, name) for name in RETENTION_STEPS):
+        checkpoint_sqlite(settings)  # purged text leaves the WAL too (erasure does its own)
     log.info("maintenance cycle: %s", counts.as_dict())
     return counts

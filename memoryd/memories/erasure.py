@@ -33,7 +33,7 @@ from memoryd.errors import error_text
 from memoryd.memories.store import lock_rows
 from memoryd.models import batch_totals
 from memoryd.models.coordination import lock_scope
-from memoryd.models.db import is_sqlite, rowcount, session_scope, utcnow
+from memoryd.models.db import checkpoint_sqlite, is_sqlite, rowcount, session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Ident
 from memoryd.models.tables import (
@@ -164,7 +164,9 @@ def _run(settings: Settings, erasure_id: int, target: Target) -> ErasureOut:
         if settled:
             erasure.agent_id = erasure.user_id = erasure.session_id = None
             erasure.finished_at = erasure.updated_at
-        return ErasureOut.model_validate(erasure)
+        erased = ErasureOut.model_validate(erasure)
+    checkpoint_sqlite(settings)  # the erased text leaves the WAL too
+    return erased
 
 
 Pick = Callable[[Session, Target], list[Any]]

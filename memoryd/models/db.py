@@ -4,7 +4,9 @@ clock and the locks are coordination.py's."""
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -19,7 +21,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from memoryd.errors import DatabaseUnavailable
 from memoryd.settings import Settings
 
+log = logging.getLogger(__name__)
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_JOURNAL_LIMIT = 64 * 1024 * 1024  # bytes a checkpointed WAL is truncated to
 
 _engines: dict[tuple[str, bool, float, float, int, int, bool], Engine] = {}
 _engines_lock = threading.Lock()
@@ -50,6 +55,10 @@ def _configure_sqlite(engine: Engine) -> None:
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
+        # Erased and purged text is overwritten, not only unlinked from the b-tree (some
+        # builds default to it, others not); the WAL is kept from growing without end.
+        cur.execute("PRAGMA secure_delete=ON")
+        cur.execute(f"PRAGMA journal_size_limit={SQLITE_JOURNAL_LIMIT}")
         cur.close()
         _ensure_math_functions(dbapi_conn)
 
@@ -73,6 +82,32 @@ def _ensure_math_functions(dbapi_conn: Any) -> None:
             dbapi_conn.create_function(name, 1, function, deterministic=True)
 
 
+def _create_private(path: str | None) -> None:
+    """Create a new SQLite file readable by its owner alone (0600): it holds what users
+    said. SQLite gives its -wal and -shm files the database file's mode."""
+    if path and path != ":memory:" and not path.startswith("file:"):
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
+def checkpoint_sqlite(settings: Settings) -> None:
+    """After an erasure or a purge on SQLite: copy the WAL into the database file and
+    truncate it, so the deleted rows' old pages (which the WAL holds whole) leave the
+    disk; secure_delete has zeroed them in the database file. A reader in another
+    process can hold the checkpoint back: then the next one finishes it."""
+    if not settings.resolved_database_url.startswith("sqlite"):
+        return
+    connection = get_engine(settings).raw_connection()
+    try:  # a raw connection: a checkpoint cannot run inside the BEGIN a session opens
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        busy = cursor.fetchone()
+        cursor.close()
+    finally:
+        connection.close()
+    if busy and busy[0]:
+        log.info("the WAL checkpoint after an erasure waits for a reader; the next one ends it")
+
+
 def make_engine(
     url: str,
     autocommit: bool = False,
@@ -86,6 +121,7 @@ def make_engine(
     holding its worker and its locks; `pool` is (connections kept, more when busy).
     `pooler`: the URL is a transaction-pooling PgBouncer (see _behind_pooler)."""
     if url.startswith("sqlite"):
+        _create_private(make_url(url).database)
         engine = create_engine(
             url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, hide_parameters=True
         )
