@@ -7,7 +7,9 @@ Every API router makes its routes with JsonRoute."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -44,11 +46,33 @@ class JsonRoute(APIRoute):
             body = await request.body()
             if body and not is_json(request.headers.get("content-type", "")):
                 raise ProblemError(415, "unsupported-media-type", NOT_JSON)
+            check_depth(body)
             if body and typed:
                 check_types(request, self, body)
             return await handler(request)
 
         return checked
+
+
+# No body of this API nests deeper than a profile document's few levels; a parser
+# recursing through thousands of `[` would run out of stack, before any key is checked.
+MAX_DEPTH = 64
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_OPENING = frozenset(b"[{")
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def check_depth(body: bytes) -> None:
+    """422 for a body nesting arrays and objects deeper than MAX_DEPTH."""
+    if body.count(b"[") + body.count(b"{") <= MAX_DEPTH:
+        return  # cannot be that deep: the common case costs two C-speed counts
+    brackets = _STRING.sub(b"", body).translate(None, _NOT_BRACKETS)  # outside strings
+    steps = (1 if byte in _OPENING else -1 for byte in brackets)
+    if max(itertools.accumulate(steps), default=0) > MAX_DEPTH:
+        detail = f"the body nests arrays and objects deeper than {MAX_DEPTH} levels"
+        raise ProblemError(
+            422, "invalid-request", detail, [FieldError(field="(body)", message=detail)]
+        )
 
 
 def is_json(content_type: str) -> bool:

@@ -34,6 +34,28 @@ def test_a_body_sent_as_anything_but_json_is_415_saying_so(api: TestClient, keys
     assert api.post("/v1/recall", content=body, headers=charset).status_code == 200
 
 
+DEEP = "[" * 2000 + "]" * 2000  # some 4 KB: once a RecursionError and a 500
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/v1/recall"),
+        ("POST", "/v1/turns"),
+        ("PUT", "/v1/profiles/bot/ann/user"),
+        ("PUT", "/v1/agents/bot/settings"),
+    ],
+)
+def test_a_body_nested_thousands_deep_is_refused_without_a_traceback(
+    api: TestClient, method: str, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = DEEP if path != "/v1/recall" else json.dumps({**RECALL, "query": "x"})[:-1]
+    body = body if path != "/v1/recall" else f'{body}, "categories": {DEEP}}}'
+    sent = api.request(method, path, content=body, headers={"Content-Type": "application/json"})
+    assert "deeper than 64 levels" in assert_problem(sent, 422)["detail"]
+    assert "Traceback" not in caplog.text and "RecursionError" not in caplog.text
+
+
 STRICT: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("POST", "/v1/recall", {**RECALL, "k": True}, "k", "expected an integer or null"),
     ("POST", "/v1/context", {**RECALL, "token_budget": "9"}, "token_budget", "got a string"),
