@@ -15,7 +15,7 @@ BROKER_SCHEMES = ("filesystem", "redis", "rediss", "amqp", "amqps", "pyamqp", "s
 
 def masked_url(url: str) -> str:
     """The URL with its password, if any, replaced by ***: safe to print or log."""
-    url = re.sub(r"(://[^:/?#;\s]*:)[^;\s]*@", r"\1***@", url)
+    url = re.sub(r"(://[^:/?#;\s]*:)[^;]*@", r"\1***@", url)  # up to the last @
     return re.sub(r"(?i)([?&]password=)[^&;\s]*", r"\1***", url)
 
 
@@ -25,8 +25,9 @@ def database_url(value: str) -> str:
     try:
         url = make_url(value)
     except ArgumentError:
+        # Not echoed: a URL that cannot be parsed cannot be trusted to be masked.
         raise ValueError(
-            f"not a database URL: {masked_url(value)!r}; expected e.g. "
+            f"not a database URL (it begins {value.partition(':')[0][:20]!r}); expected e.g. "
             "postgresql+psycopg://user@host:5432/memoryd or sqlite:///path/memoryd.db"
         ) from None
     if url.get_backend_name() not in ("postgresql", "sqlite"):

@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from memoryd.env_names import OTHER_VARIABLES, setting_variables
-from memoryd.settings import Settings, explain, get_settings
+from memoryd.models.db import describe_db_error
+from memoryd.settings import Settings, explain, get_settings, masked_url
 
 
 def test_openai_variables_configure_the_llm(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,8 +128,22 @@ def test_a_bad_url_is_named_with_its_password_masked(name: str, url: str) -> Non
     with pytest.raises(ValidationError) as raised:
         Settings(**{name: url})
     (line,) = explain(raised.value)
-    assert line.startswith(f"MEMORYD_{name.upper()}: not a") and "ann:***@" in line
-    assert "s3cret" not in line
+    assert line.startswith(f"MEMORYD_{name.upper()}: not a") and "s3cret" not in line
+
+
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("postgresql+psycopg://ann@db/m?password=s3cret&sslmode=require", "password=***&sslmode"),
+        ("postgresql://ann:s3 cr@et@db/m", "ann:***@db/m"),
+        ("redis://:s3cret@mq:6379/0;redis://:s3cret@mq2:6379/0", ":***@mq2:6379/0"),
+    ],
+)
+def test_a_password_is_masked_wherever_the_url_holds_it(url: str, shown: str) -> None:
+    assert shown in masked_url(url) and "s3cret" not in masked_url(url)
+    if url.startswith("postgresql"):  # as `memoryd migrate` and the CLI say it
+        said = describe_db_error(RuntimeError("refused"), Settings(database_url=url))
+        assert "s3cret" not in said
 
 
 def test_an_unknown_memoryd_variable_is_named_once_with_the_closest_one(

@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memoryd.errors import DatabaseUnavailable
-from memoryd.settings import Settings
+from memoryd.settings import Settings, masked_url
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +269,7 @@ def write_connection(settings: Settings) -> Iterator[Connection]:
 
 def describe_db_error(exc: BaseException, settings: Settings) -> str:
     """One line for a person: which database, and what went wrong with it."""
-    url = make_url(settings.resolved_database_url).render_as_string(hide_password=True)
+    url = masked_url(settings.resolved_database_url)  # in its query string too
     first = _first_line(exc)
     if _names_missing_table(first):
         return f"the database at {url} has no memoryd tables: run `memoryd migrate` ({first})"
