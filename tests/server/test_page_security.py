@@ -140,6 +140,8 @@ def test_every_answer_carries_the_security_headers(live: LiveServer) -> None:
         assert headers["x-frame-options"] == "DENY"
         assert headers["x-content-type-options"] == "nosniff"
         assert headers["referrer-policy"] == "no-referrer"
+        # Nothing that can show what a user said is kept by a browser cache or a proxy.
+        assert headers.get("cache-control") == (None if "/static/" in path else "no-store")
 
 
 def test_a_proxys_basic_credentials_do_not_let_another_site_through(

@@ -1,7 +1,9 @@
 """What every answer of the server carries, and what a browser request must show.
 
 - Security headers on every response: a Content-Security-Policy that runs only the
-  server's own scripts and styles, no framing, no MIME sniffing, no Referer.
+  server's own scripts and styles, no framing, no MIME sniffing, no Referer; and
+  `Cache-Control: no-store` on all but the static files, so no browser cache or proxy
+  keeps a page or an answer that shows what a user said.
 - A state-changing request that carries the page's session cookie, or no
   Authorization header (the sign-in form), must come from the page's own origin:
   browsers say where a request comes from (`Sec-Fetch-Site`, `Origin`), and another
@@ -28,6 +30,8 @@ SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
 ]
+NO_STORE = (b"cache-control", b"no-store")
+STATIC_PREFIX = "/static/"  # the mount of memoryd/server/static (app.py): no user data
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
 
@@ -43,16 +47,19 @@ class PageGuard:
             response = problems.problem_response(
                 None, 403, "cross-origin", "a state-changing request from another origin"
             )
-            await response(scope, receive, self._with_headers(send))
+            await response(scope, receive, self._with_headers(scope, send))
             return
-        await self.app(scope, receive, self._with_headers(send))
+        await self.app(scope, receive, self._with_headers(scope, send))
 
     @staticmethod
-    def _with_headers(send: Send) -> Send:
+    def _with_headers(scope: Scope, send: Send) -> Send:
+        static = str(scope.get("path", "")).startswith(STATIC_PREFIX)
+        wanted = SECURITY_HEADERS if static else [*SECURITY_HEADERS, NO_STORE]
+
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 have = {name.lower() for name, _ in message.get("headers", [])}
-                extra = [(n, v) for n, v in SECURITY_HEADERS if n not in have]
+                extra = [(n, v) for n, v in wanted if n not in have]
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
