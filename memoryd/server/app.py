@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import PlainTextResponse, Response
@@ -90,13 +90,24 @@ class PlainUrl:
 
 def url_problem(scope: Scope) -> tuple[str, str] | None:
     """(field, what is wrong) of the first bad part of the request's path or query."""
-    if problem := text_problem(scope.get("path", "")):
+    if problem := text_problem(scope.get("path", "")) or _raw_path_problem(scope):
         return "(path)", problem
     query = scope.get("query_string", b"").decode("latin-1")
     # Undecodable bytes become lone surrogates, which text_problem names.
     for name, value in parse_qsl(query, keep_blank_values=True, errors="surrogateescape"):
         if problem := text_problem(name) or text_problem(value):
             return scrubbed(name) or "(query)", problem
+    return None
+
+
+def _raw_path_problem(scope: Scope) -> str | None:
+    """The path as sent, percent-escapes undone, must be UTF-8: the decoded `path` shows
+    any bytes that are not as U+FFFD, so two different ids would meet in one scope."""
+    raw = scope.get("raw_path")
+    try:
+        unquote_to_bytes(raw or b"").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"bytes that are not UTF-8 at byte {exc.start}"
     return None
 
 

@@ -101,6 +101,9 @@ BAD_URLS: list[tuple[str, str]] = [
     ("/v1/sessions/bot/ann/s%00/context", "(path)"),
     ("/?q=tea%00&agent=bot", "q"),
     ("/batches?agent=%ed%a0%80", "agent"),
+    # Both would read as "ann\ufffd": two users in one scope.
+    ("/v1/memories/bot/ann%ff", "(path)"),
+    ("/v1/memories/bot/ann%fe", "(path)"),
 ]
 
 
