@@ -85,8 +85,14 @@ def _ensure_math_functions(dbapi_conn: Any) -> None:
 def _create_private(path: str | None) -> None:
     """Create a new SQLite file readable by its owner alone (0600): it holds what users
     said. SQLite gives its -wal and -shm files the database file's mode."""
-    if path and path != ":memory:" and not path.startswith("file:"):
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    # Only a file that does not exist yet is opened: closing any descriptor of a file
+    # drops every POSIX lock this process holds on it, SQLite's own included.
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
 
 
 def checkpoint_sqlite(settings: Settings) -> None:
