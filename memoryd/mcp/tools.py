@@ -20,7 +20,7 @@ from memoryd.client import MemoryClient
 from memoryd.errors import NotFound
 from memoryd.models.checks import check_text
 from memoryd.models.profiles import ProfileType
-from memoryd.models.schemas import Ident
+from memoryd.models.schemas import Ident, TurnKey
 from memoryd.models.tables import SHARED_USER
 from memoryd.recall.as_of import Moment
 from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs, recalled
@@ -87,7 +87,7 @@ class SessionEndArgs(ScopeArgs):
 
 
 class TurnStatusArgs(ScopeArgs):
-    turn_keys: list[Ident] = Field(
+    turn_keys: list[TurnKey] = Field(
         min_length=1, max_length=100, description="The turn_key each turn was stored with"
     )
     wait: float = Field(

@@ -10,7 +10,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any
 
@@ -89,10 +89,8 @@ def _create_private(path: str | None) -> None:
         return
     # Only a file that does not exist yet is opened: closing any descriptor of a file
     # drops every POSIX lock this process holds on it, SQLite's own included.
-    try:
+    with suppress(FileExistsError):
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:
-        pass
 
 
 def checkpoint_sqlite(settings: Settings) -> None:

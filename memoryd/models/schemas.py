@@ -24,11 +24,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Identifiers: non-empty, no surrounding whitespace, no control characters.
+# Identifiers (agent, user, session), one rule at every entrance (Python, Celery, HTTP
+# bodies, paths and queries, MCP, CLI, page): 1 to 200 characters once surrounding
+# whitespace is stripped, no control character (C0, DEL, C1) and no "/", which would
+# make an id no path route can name. Rows stored under the looser rule before can still
+# be listed, recalled and erased through the Python client, which takes any string.
+IDENT_PATTERN = r"^[^/\x00-\x1f\x7f-\x9f]+$"
 Ident = Annotated[
     str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=200, pattern=IDENT_PATTERN),
+]
+# A turn's key may hold "/" ("web/42"): the status route takes the rest of its path.
+TURN_KEY_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
+TurnKey = Annotated[
+    str,
     StringConstraints(
-        strip_whitespace=True, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$"
+        strip_whitespace=True, min_length=1, max_length=200, pattern=TURN_KEY_PATTERN
     ),
 ]
 Role = Literal["user", "assistant", "system", "tool"]
@@ -56,7 +67,7 @@ class TurnIn(BaseModel):
     session_id: Ident
     role: Role
     content: str = Field(min_length=1, max_length=ABSOLUTE_MAX_CONTENT)
-    turn_key: Ident | None = None
+    turn_key: TurnKey | None = None
     timestamp: datetime | None = None
     metadata: JsonObject | None = None
 

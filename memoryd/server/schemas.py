@@ -18,12 +18,10 @@ from memoryd.recall.session_context import SessionContext
 
 # The largest integer every JSON reader holds exactly (JavaScript's numbers are doubles).
 MAX_ID = 2**53 - 1
-# No control character (app.PlainUrl refuses them in any path or query string).
-IDENT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
-
-AgentPath = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
-UserPath = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
-SessionPath = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
+# Ids in paths and queries follow the bodies' rule (models/schemas.py: Ident).
+AgentPath = Annotated[Ident, Path()]
+UserPath = Annotated[Ident, Path()]
+SessionPath = Annotated[Ident, Path()]
 MemoryIdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 

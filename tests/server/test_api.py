@@ -12,11 +12,12 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
+from memoryd.errors import TurnRejected
 from memoryd.models.db import session_scope
 from memoryd.models.tables import Memory, Turn, TurnStatus
 from memoryd.server.app import create_app
 from memoryd.settings import Settings
-from tests.factories import add_turns, count_turns, turn_item
+from tests.factories import add_turns, count_turns, make_memory, turn_item
 from tests.server.conftest import Keys, bearer, sign_in
 
 PROBLEM = "application/problem+json"
@@ -46,6 +47,35 @@ def test_turns_are_stored_per_item_and_the_result_names_each_rejected_one(
     again = api.post("/v1/turns", json=turn_item(3, turn_key="k2"), headers=bearer(keys.bot))
     assert again.status_code == 202 and again.json()["duplicates"] == 1
     assert count_turns(db) == 2
+
+
+def test_one_id_rule_at_every_entrance(api: TestClient, keys: Keys, api_settings: Settings) -> None:
+    """An id no path route could name is refused wherever it comes in, naming its field;
+    surrounding whitespace is stripped in paths as in bodies."""
+    auth = bearer(keys.bot)
+    for bad in ("a/b", "a\x7fb", "a\x85b"):
+        sent = api.post("/v1/turns", json=turn_item(user_id=bad), headers=auth)
+        assert_problem(sent, 422, "turns[0].user_id")  # the call's only item: a 422
+        asked = api.post(
+            "/v1/recall", json={"agent_id": "bot", "user_id": bad, "query": "t"}, headers=auth
+        )
+        assert_problem(asked, 422, "user_id")
+        with pytest.raises(TurnRejected, match="user_id"):
+            MemoryClient(api_settings, dispatch=False).enqueue_turn(turn_item(user_id=bad))
+    MemoryClient(api_settings, dispatch=False).remember("bot", "ann", "Likes tea")
+    padded = api.get("/v1/memories/bot/%20ann%20", headers=auth)
+    assert [m["content"] for m in padded.json()["memories"]] == ["Likes tea"]
+    sent = api.post("/v1/turns", json=turn_item(user_id=" ann "), headers=auth).json()
+    assert sent["accepted"] == 1
+    context = api.get("/v1/sessions/bot/ann%20/s1/context", headers=auth)
+    assert context.status_code == 200 and "message 0" in context.json()["text"]
+    # A user stored under the looser rule of earlier versions: still listed and erased.
+    with session_scope(api_settings) as session:
+        make_memory(session, api_settings, "Stored long ago", user_id="team/ann")
+    client = MemoryClient(api_settings, dispatch=False)
+    assert [m.content for m in client.list("bot", "team/ann")] == ["Stored long ago"]
+    assert client.erase("bot", "team/ann").rows["memories"] == 1
+    assert client.list("bot", "team/ann") == []
 
 
 BAD_BODIES: list[tuple[str, Any, str]] = [

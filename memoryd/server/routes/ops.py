@@ -16,14 +16,13 @@ from memoryd.extraction.stats import pipeline_stats
 from memoryd.ingest.sweeper import purge_failed, retry_failed, skip_failed
 from memoryd.memories.health import memory_health
 from memoryd.models.db import get_engine, session_scope, utcnow
-from memoryd.models.schemas import MAX_PAGE
+from memoryd.models.schemas import MAX_PAGE, Ident
 from memoryd.models.tables import BatchStatus
 from memoryd.monitoring.figures import BatchOut, DeadLetter, dead_letters, list_batches
 from memoryd.server.auth import Admin, Caller, check_scope
 from memoryd.server.keys import Principal
 from memoryd.server.problems import ProblemError
 from memoryd.server.schemas import (
-    IDENT_PATTERN,
     MAX_ID,
     HealthOut,
     PurgeOut,
@@ -38,7 +37,7 @@ from memoryd.server.strict import JsonRoute
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["operations"], route_class=JsonRoute)
 
-AgentQuery = Annotated[str | None, Query(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
+AgentQuery = Annotated[Ident | None, Query()]
 # What may be done with dead letters: re-drive them, give up on them, or delete them.
 DeadLetterAction = Literal["retry", "skip", "purge"]
 

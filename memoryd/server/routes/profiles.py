@@ -21,18 +21,19 @@ from memoryd.models.profiles import (
     UserMemoryContent,
     WorkProfileContent,
 )
+from memoryd.models.schemas import Ident
 from memoryd.models.tables import SHARED_USER
 from memoryd.server import profile_docs
 from memoryd.server.auth import Caller, check_scope
 from memoryd.server.keys import Principal
 from memoryd.server.problems import ProblemError
-from memoryd.server.schemas import IDENT_PATTERN, AgentPath, Strict, UserPath
+from memoryd.server.schemas import AgentPath, Strict, UserPath
 from memoryd.server.state import State
 from memoryd.server.strict import JsonRoute
 
 router = APIRouter(tags=["profiles"], route_class=JsonRoute)
 
-ScopeQuery = Annotated[str | None, Query(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
+ScopeQuery = Annotated[Ident | None, Query()]
 # How a document changes: PUT replaces it, PATCH merges into it (RFC 7396).
 Change = Literal["PUT", "PATCH"]
 

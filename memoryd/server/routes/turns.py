@@ -9,12 +9,12 @@ from fastapi import APIRouter, Body, Path, Query
 
 from memoryd.ingest.buffer import payload_items
 from memoryd.ingest.receipts import TurnReceipt
-from memoryd.models.schemas import IngestResult
+from memoryd.models.schemas import IngestResult, TurnKey
 from memoryd.server import metrics
 from memoryd.server.auth import Caller, check_scope
 from memoryd.server.keys import Principal
 from memoryd.server.problems import FieldError, ProblemError
-from memoryd.server.schemas import IDENT_PATTERN, AgentPath, SessionEnded, SessionPath, UserPath
+from memoryd.server.schemas import AgentPath, SessionEnded, SessionPath, UserPath
 from memoryd.server.state import State
 from memoryd.server.strict import JsonRoute
 
@@ -100,7 +100,7 @@ def end_session(
 
 
 # The last segment takes any key a body may give, "/" included.
-TurnKeyPath = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
+TurnKeyPath = Annotated[TurnKey, Path()]
 MAX_WAIT_SECONDS = 30.0
 WAITERS = 8  # requests that may wait at once, of the 40 threads sync routes run on
 _WAITERS = threading.BoundedSemaphore(WAITERS)
