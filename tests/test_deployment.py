@@ -97,6 +97,9 @@ def test_ports_are_published_on_loopback_only_and_no_secret_has_a_default() -> N
     assert password == "${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD}"
     url = yaml.safe_load(COMPOSE.read_text())["x-memoryd-env"]["MEMORYD_DATABASE_URL"]
     assert "${POSTGRES_PASSWORD:?" in url and "memoryd:memoryd@" not in url
+    redis = services()["redis"]
+    assert "${REDIS_PASSWORD:?set REDIS_PASSWORD}" in redis["command"]  # --requirepass
+    assert redis["environment"]["REDISCLI_AUTH"] == "${REDIS_PASSWORD:?set REDIS_PASSWORD}"
 
 
 def test_every_memoryd_service_reads_the_env_file_that_lists_every_setting(
@@ -148,7 +151,8 @@ def test_the_rabbitmq_profile_runs_memoryd_on_rabbitmq_and_the_default_stays_on_
     assert "RABBITMQ_DEFAULT_PASS" in " ".join(rabbitmq["entrypoint"])  # none: no start
     assert all(not p.startswith(("5672", "0.0.0.0")) for p in rabbitmq.get("ports", []))
     env = yaml.safe_load(COMPOSE.read_text())["x-memoryd-env"]
-    assert env["MEMORYD_BROKER_URL"] == "${MEMORYD_BROKER_URL:-redis://redis:6379/0}"
+    redis = "redis://:${REDIS_PASSWORD:?set REDIS_PASSWORD}@redis:6379/0"
+    assert env["MEMORYD_BROKER_URL"] == "${MEMORYD_BROKER_URL:-" + redis + "}"
     for name, service in services().items():
         waits = service.get("depends_on", {})
         if "redis" in waits:
