@@ -290,6 +290,11 @@ class Settings(BaseSettings):
     api_key_cache_seconds: float = Field(
         5.0, ge=0, description="How long a looked-up API key is trusted (revocation delay)"
     )
+    auth_failure_limit: int = Field(
+        20,
+        ge=0,
+        description="Wrong keys a client address may try per minute before 429 (0: no limit)",
+    )
 
     # --- MCP server (memoryd mcp) -------------------------------------------------------
     # A Settings field, not a variable of its own, so it is validated and listed with the

@@ -24,6 +24,7 @@ from memoryd.server.keys import KeyCache
 from memoryd.server.page.guard import PageGuard
 from memoryd.server.routes import ROUTERS
 from memoryd.server.state import ServerState
+from memoryd.server.throttle import FailureThrottle
 from memoryd.settings import Settings, get_settings
 
 STATIC_DIR = Path(__file__).with_name("static")
@@ -129,7 +130,10 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
         lifespan=lifespan,
     )
     app.state.memoryd = ServerState(
-        settings=settings, client=client, keys=KeyCache(settings, settings.api_key_cache_seconds)
+        settings=settings,
+        client=client,
+        keys=KeyCache(settings, settings.api_key_cache_seconds),
+        throttle=FailureThrottle(settings.auth_failure_limit),
     )
     problems.install(app)
     for router in ROUTERS:

@@ -30,8 +30,11 @@ def authenticate(request: Request, state: State) -> Principal:
             NO_KEY,
             headers={"WWW-Authenticate": "Bearer"},
         )
+    address = client_address(request)
+    throttled(state, address)
     principal = state.keys.principal(secret)
     if principal is None:
+        state.throttle.failed(address)
         raise ProblemError(
             401,
             "unauthorized",
@@ -39,6 +42,17 @@ def authenticate(request: Request, state: State) -> Principal:
             headers={"WWW-Authenticate": "Bearer"},
         )
     return principal
+
+
+def client_address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def throttled(state: State, address: str) -> None:
+    """429 while `address` has failed too many key checks of late (throttle.py)."""
+    if (wait := state.throttle.retry_after(address)) is not None:
+        detail = f"too many wrong keys from this address: try again in {wait} s"
+        raise ProblemError(429, "too-many-requests", detail, headers={"Retry-After": str(wait)})
 
 
 def require_admin(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:

@@ -58,6 +58,11 @@ PROBLEM_TYPES: dict[str, tuple[str, str]] = {
         "The key is not bound to one agent and one user: name them with agent_id and user_id.",
     ),
     "too-large": ("Request too large", "The body exceeds MEMORYD_MAX_REQUEST_BYTES."),
+    "too-many-requests": (
+        "Too many requests",
+        "Too many wrong keys from this address (MEMORYD_AUTH_FAILURE_LIMIT a minute): wait"
+        " for Retry-After.",
+    ),
     "unsupported-media-type": (
         "Unsupported media type",
         "A body must be JSON, sent with `Content-Type: application/json`.",

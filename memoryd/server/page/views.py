@@ -22,7 +22,7 @@ from memoryd.monitoring.figures import (
     health_panel,
     list_batches,
 )
-from memoryd.server.auth import PAGE_COOKIE
+from memoryd.server.auth import PAGE_COOKIE, client_address
 from memoryd.server.page.paging import PAGE_SIZE, Limit, Offset, Pager, count_cap
 from memoryd.server.page.render import Page, PageAdmin, memory_by_id
 from memoryd.server.page_sessions import close_session, open_session
@@ -41,8 +41,12 @@ def login_form(request: Request) -> HTMLResponse:
 @router.post("/login", response_class=HTMLResponse)
 def login(request: Request, state: State, key: Annotated[str, Form(max_length=200)]) -> Response:
     """The key buys a session: the cookie holds the session's token, never the key."""
+    address = client_address(request)
+    if state.throttle.retry_after(address) is not None:
+        return Page(request).render("login.html", status=429, throttled=True)
     principal = state.keys.principal(key.strip())
     if principal is None or not principal.admin:
+        state.throttle.failed(address)
         return Page(request).render("login.html", status=401, failed=True)
     hours = state.settings.page_session_hours
     with session_scope(state.settings) as session:
