@@ -58,6 +58,9 @@ def test_every_check_passes_on_every_operation(
                 "--no-color",
                 "--phases",
                 PHASES[backend],
+                # A timing check of the generator, not of the API: on a loaded machine
+                # the turns' body (many patterned fields) trips it.
+                "--suppress-health-check=too_slow",
             ],
             capture_output=True,
             text=True,
