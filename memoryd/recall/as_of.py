@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import AwareDatetime, BeforeValidator
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
 from memoryd.models.base import EventKind, MemoryStatus
@@ -136,17 +136,18 @@ def _stood_at(
 
 
 def _last_events(session: Session, ids: list[int], when: datetime) -> dict[int, MemoryEvent]:
-    """Each memory's last event at or before `when`."""
+    """Each memory's last event at or before `when`: one row per memory is read, however
+    many confirmations and edits its history holds."""
     last: dict[int, MemoryEvent] = {}
     for start in range(0, len(ids), 500):  # bounded IN lists
-        stmt = (
-            select(MemoryEvent)
+        newest = (
+            select(func.max(MemoryEvent.id))
             .where(MemoryEvent.memory_id.in_(ids[start : start + 500]))
             .where(MemoryEvent.created_at <= when)
-            .order_by(MemoryEvent.memory_id, MemoryEvent.id)
+            .group_by(MemoryEvent.memory_id)
         )
-        for event in session.scalars(stmt):
-            last[event.memory_id] = event  # ascending: the last one stays
+        for event in session.scalars(select(MemoryEvent).where(MemoryEvent.id.in_(newest))):
+            last[event.memory_id] = event
     return last
 
 
@@ -158,9 +159,11 @@ def _past(memory: Memory, event: MemoryEvent | None) -> _Past:
 
 
 def _out(past: _Past) -> MemoryOut:
-    return MemoryOut.from_memory(past.memory).model_copy(
-        update={"content": past.content, "status": str(past.status)}
-    )
+    return MemoryOut.from_memory(past.memory).model_copy(update=_then(past))
+
+
+def _then(past: _Past) -> dict[str, Any]:
+    return {"content": past.content, "status": str(past.status)}
 
 
 def _bm25(pasts: list[_Past], terms: list[str]) -> list[tuple[float, _Past]]:
@@ -195,4 +198,5 @@ def _hit(past: _Past, score: float, rank: int) -> Hit:
         recency=0.0,
         confidence=past.memory.confidence,
     )
-    return Hit(**_out(past).model_dump(), score=round(score, 4), parts=parts)
+    fields = MemoryOut.from_memory(past.memory).model_dump() | _then(past)
+    return Hit(**fields, score=round(score, 4), parts=parts)

@@ -129,9 +129,7 @@ def _context_block(
         hits = inject.injectable(settings, hits)
         if categories is None and tiers is None:  # as in ranked(): after the memories
             hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK)
-        budget = settings.context_token_budget if token_budget is None else token_budget
-        zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
-        block, included = render_context(hits, budget, now, zone)
+        block, included = _rendered(session, settings, scope, hits, token_budget, now)
         remembered = [h for h in included if not h.pending]
         log_retrieval(session, settings, scope, remembered, query, session_id, now)
     return block, len(included)
@@ -172,9 +170,22 @@ def _block_as_of(
         )
         if settings.inject_max_items:
             hits = hits[: settings.inject_max_items]
-        budget = settings.context_token_budget if token_budget is None else token_budget
-        zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
-        return render_context(hits, budget, as_of, zone)[0]
+        return _rendered(session, settings, scope, hits, token_budget, as_of)[0]
+
+
+def _rendered(
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    hits: list[Hit],
+    token_budget: int | None,
+    now: datetime,
+) -> tuple[str, list[Hit]]:
+    """The block of `hits` within the budget (the agent's unless one is given), dates in
+    the user's time zone; and the hits it holds."""
+    budget = settings.context_token_budget if token_budget is None else token_budget
+    zone = profiles.user_timezone(session, scope) if dated(hits) else UTC
+    return render_context(hits, budget, now, zone)
 
 
 def _locked(
