@@ -91,7 +91,8 @@ def check_scope(
     found = [g for g in scenario["gold"] if any(holds(c, g) for c in active)]
     tally.gold_found += len(found)
     tally.misses += [f"{user}: not remembered {g}" for g in scenario["gold"] if g not in found]
-    wrong = [c for c in active for w in scenario["retired"] + scenario["forbidden"] if holds(c, w)]
+    wrong = [c for c in active for w in scenario["forbidden"] if holds(c, w)]
+    wrong += [c for c in active if _keeps_old(c, scenario)]
     tally.wrong_kept += len(wrong)
     tally.misses += [f"{user}: kept {c!r}" for c in wrong]
     for other in scenario["others"]:
@@ -103,9 +104,7 @@ def check_scope(
     if scenario["retired"]:
         tally.contradictions += 1
         answered = any(holds(c, scenario["answer"]) for c in active)
-        tally.resolved += answered and not any(
-            holds(c, w) for c in active for w in scenario["retired"]
-        )
+        tally.resolved += answered and not any(_keeps_old(c, scenario) for c in active)
     tally.memories += len(rows)
     tally.relative_left += sum(relative_phrases(m.content) > 0 for m in rows)
     tally.keyed += sum(bool(m.name_key) for m in rows)
@@ -121,3 +120,12 @@ def check_scope(
     hits = client.recall(scenario["question"], agent, user, k=3)
     tally.at1 += bool(hits) and holds(hits[0].content, scenario["answer"])
     tally.at3 += any(holds(h.content, scenario["answer"]) for h in hits)
+
+
+def _keeps_old(content: str, scenario: dict[str, Any]) -> bool:
+    """Whether a memory still holds a value the scenario retires as the current one. A
+    memory telling the change names both ("Moved from Berlin to Lisbon", "英文名改成Leo了，
+    叫Kevin的人太多了"): that is the new fact, not the old one kept."""
+    if holds(content, scenario["answer"]):
+        return False
+    return any(holds(content, old) for old in scenario["retired"])
