@@ -2,12 +2,14 @@
 model still leaves a right store. Measured by bench/extraction.py with real models:
 
 - a request copied as the fact ("Please remember that …", "记住…") becomes its statement;
+  a question or a request to the assistant ("Can you suggest…?", "帮我…") is no fact;
 - relative times left in a fact ("last week") are written as dates (dates.py);
 - a fact about someone else is not stored as the user's: a name only the memories shown
   carry is refused, and a fact told about a person in the user's life gets that person
   in its content and key, so it never retires the user's own value (evidence.py);
 - a fact without a key gets one: the offline rules' slot for the same value, or a key of
   the scope that its content names;
+- a fact told as a change ("from now on", "不再") replaces the one memory of its key;
 - where the rules see a single-valued change ("I moved to X", "call me Y", "我搬到…") of
   a key the scope already holds, the fact carries that key, or the rules' fact is added;
 - a confidence the model gives every fact is weighed by the evidence: how much of the
@@ -35,6 +37,15 @@ _REQUEST = re.compile(
     r"^\s*(?:(?:please|pls|and|also|oh),?\s+)*(?:(?:do\s+)?remember|don't forget|do not forget|"
     r"note|keep in mind)(?:\s+that|\s*:|,)?\s+"
     r"|^\s*(?:请|麻烦)?(?:记住|记得|别忘了|帮我记一下)[:：,，]?\s*",
+    re.IGNORECASE,
+)
+# A question, or a request to the assistant, written down as if it were a fact: what
+# the user asked for is not something true about them ("Can you suggest a few dinners?",
+# "推荐几个周末能去的地方吧。", "简历上也帮我换一下。").
+_ASKING = re.compile(
+    r"[?？]\s*$|^\s*(?:(?:can|could|would|will) you|please (?:help|suggest|recommend|tell|"
+    r"give|find|show|explain|write)|(?:help|suggest|recommend|tell|give|show) me)\b"
+    r"|^\s*(?:请你?|麻烦你?)?(?:推荐|建议|介绍|讲讲|说说|告诉我|给我)|帮我|请你|吧[。！!]?\s*$",
     re.IGNORECASE,
 )
 _TAUTOLOGY = re.compile(r"^\s*(?P<x>.{1,30}?)\s*(?:是|is|are)\s*(?P=x)\s*[.。!！]?\s*$", re.I)
@@ -105,7 +116,19 @@ def amend(
             result.facts.append(mended)
     _one_value_per_slot(batch, result)
     _add_rule_changes(batch, result)
+    _drop_restated_old(batch, result)
     return result
+
+
+def _drop_restated_old(batch: _Batch, result: Amended) -> None:
+    """A fact repeating the words of a memory another fact of the answer replaces is the
+    old value restated: kept, it would stand beside the new one as a fresh memory."""
+    retired = [batch.memories[f.replaces] for f in result.facts if f.replaces in batch.memories]
+    old = [evidence.words(m.content) for m in retired]
+    for fact in list(result.facts):
+        if fact.replaces is None and evidence.words(fact.content) in old:
+            result.facts.remove(fact)
+            result.dropped["restated_old_value"] += 1
 
 
 def _read_batch(
@@ -138,6 +161,9 @@ def _amend_fact(fact: Fact, batch: _Batch, result: Amended) -> Fact | None:
     content = _restated(fact.content)
     if content != fact.content:
         result.changes["restated_request"] += 1
+    if _ASKING.search(content):
+        result.dropped["request_not_fact"] += 1
+        return None
     if _TAUTOLOGY.match(content):
         result.dropped["tautology"] += 1
         return None
@@ -147,7 +173,39 @@ def _amend_fact(fact: Fact, batch: _Batch, result: Amended) -> Fact | None:
     fact = fact.model_copy(update={"content": content})
     fact = _about_whom(fact, batch, result)
     fact = _dated(fact, batch, result)
-    return _repeated(_keyed(fact, batch, result), batch, result)
+    fact = _changed(_keyed(fact, batch, result), batch, result)
+    return _repeated(fact, batch, result)
+
+
+# The user telling that a value changed ("from now on", "no longer", "改成"), and not
+# adding one more ("also", "too", "也").
+_CHANGE = re.compile(
+    r"\b(?:from now on|no longer|not any ?more|anymore|instead|switched|changed)\b"
+    r"|从现在(?:开始|起)|以后都|不再|改成|换成|改为|已经不",
+    re.IGNORECASE,
+)
+_ADDING = re.compile(r"\b(?:also|too|as well|another)\b|也|还有|又", re.IGNORECASE)
+
+
+def _changed(fact: Fact, batch: _Batch, result: Amended) -> Fact:
+    """A fact whose telling sentence says the value changed replaces the one memory shown
+    under its key, which the model left in place ("I need aisle seats from now on" after
+    "prefers window seats", a key the model made list-like)."""
+    key = subject_key(fact.name)
+    if not key or fact.replaces is not None or fact.same_as is not None:
+        return fact
+    if not _tells_change(fact, batch):
+        return fact
+    same_key = [m for m in batch.memories.values() if key_for(m.name, m.content) == key]
+    if len(same_key) != 1 or evidence.words(same_key[0].content) == evidence.words(fact.content):
+        return fact
+    result.changes["told_change"] += 1
+    return fact.model_copy(update={"replaces": same_key[0].alias})
+
+
+def _tells_change(fact: Fact, batch: _Batch) -> bool:
+    sentence = evidence.best_sentence(fact.content, batch.said) or fact.content
+    return _CHANGE.search(sentence) is not None and _ADDING.search(sentence) is None
 
 
 def _told_by_an_instruction(content: str, batch: _Batch) -> bool:
@@ -318,8 +376,8 @@ def _linked(fact: Fact, batch: _Batch, result: Amended) -> Fact:
         if memory is None:
             continue
         key = subject_key(fact.name)
-        if fact.single and key and key == subject_key(memory.name):
-            continue  # a key of one value: the new one retires the old, words or not
+        if key and key == subject_key(memory.name) and (fact.single or _tells_change(fact, batch)):
+            continue  # one value for the key: the new one retires the old, words or not
         theirs = evidence.words(memory.content)
         if theirs and len(theirs & evidence.words(fact.content)) / len(theirs) >= floor:
             continue

@@ -1,7 +1,8 @@
 """A fact under a key the scope does not hold may name one it does in other words
 (memories/synonyms.py). This module decides which of the scope's keys it may be:
 
-- an alias learnt earlier, or the synonym rule, lands it on the scope's key at once;
+- an alias learnt earlier, the synonym rule, or the same words in another order or
+  with words any key may hold ("diet update") land it on the scope's key at once;
 - otherwise the scope's close keys are candidates: those sharing its content words and,
   when embeddings are on, the keys of the memories nearest the fact's meaning (across
   languages, with a multilingual model). Their memories join the batch's follow-up call
@@ -19,7 +20,7 @@ from sqlalchemy.orm import Session
 from memoryd.extraction.prepare import Prepared
 from memoryd.extraction.views import MemoryView, Proposal
 from memoryd.memories.subjects import key_categories, key_for
-from memoryd.memories.synonyms import close_keys, rule_synonym, single_valued
+from memoryd.memories.synonyms import close_keys, rule_synonym, same_words, single_valued
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Memory
@@ -32,8 +33,8 @@ NEAREST = 10  # memories nearest a fact's meaning whose keys are read
 
 
 def land_on_known_keys(prepared: Prepared, proposal: Proposal) -> None:
-    """A fact named by a learnt alias, or by a key the synonym rule ties to one the
-    scope holds, takes the scope's key."""
+    """A fact named by a learnt alias, or by a key the synonym rule or the same words
+    tie to one the scope holds, takes the scope's key."""
     for fact in proposal.facts:
         key = key_for(fact.name, fact.content)
         if not key or key in prepared.scope_keys:
@@ -43,10 +44,13 @@ def land_on_known_keys(prepared: Prepared, proposal: Proposal) -> None:
         if target is None:
             target = rule_synonym(key, prepared.scope_keys)
             kind = "key_by_synonym_rule"
+        if target is None:
+            target = same_words(key, prepared.scope_keys)
+            kind = "key_by_same_words"
         if target is not None:
             rename(fact, target)
             proposal.amended[kind] += 1
-            if kind == "key_by_synonym_rule":
+            if kind != "key_from_alias":
                 prepared.new_aliases[key] = target
 
 

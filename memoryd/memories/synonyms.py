@@ -4,6 +4,8 @@ Models name one slot many ways ("home city", "city of residence", "居住城市"
 that the scope does not hold is compared with the keys it does:
 - an explicit rule, SLOTS: keys listed in one group name one slot, in English and
   Chinese. The rule alone may land a fact on the scope's key (extraction/resolve.py);
+- the same words: keys that differ only by words any key may hold ("diet update",
+  "diet") or by their order and repetition are one key, also without a call;
 - close keys: keys sharing a content word (stemmed; for Chinese, a pair of characters)
   once the words any key may hold ("my", "current", "favourite") are set aside. Those
   are only candidates: the follow-up call shows the model their memories, and only its
@@ -84,7 +86,8 @@ _SINGLE_SLOTS = frozenset(n for name, n in _GROUPS.items() if known_single(name)
 _KEY_STOP = frozenset(
     search_tokens(
         "my current currently favourite favorite fav preferred prefer preference "
-        "user user's main primary usual new old like likes most best 最 喜欢 我 的 现在"
+        "user user's main primary usual new old like likes most best 最 喜欢 我 的 现在 "
+        "update updated updates change changed changes latest now 更新 变化"
     )
 )
 
@@ -157,6 +160,15 @@ def rule_synonym(key: str, keys: Iterable[str]) -> str | None:
     """The one of `keys` the explicit rule says `key` is another name of (the first in
     order when several are)."""
     return min((other for other in keys if other != key and same_slot(key, other)), default=None)
+
+
+def same_words(key: str, keys: Iterable[str]) -> str | None:
+    """The one of `keys` that holds the same words as `key`, once the words any key may
+    hold are set aside: "diet update" is "diet", "project side project" "side project"."""
+    mine = key_terms(key)
+    if not mine:
+        return None
+    return min((other for other in keys if other != key and key_terms(other) == mine), default=None)
 
 
 def close_keys(key: str, keys: Iterable[str], limit: int = 3) -> list[str]:

@@ -185,3 +185,36 @@ def test_the_rules_add_only_what_the_user_states_as_their_own() -> None:
     told = "Karen moved to another department, so Jürgen Bauer is leading our team now."
     got = amend([], user(told), [], [], UTC, strict=True)
     assert [f.content for f in got.facts] == ["Team lead is Jürgen Bauer"]
+
+
+def test_a_question_or_a_request_to_the_assistant_is_no_fact() -> None:
+    asked = [
+        fact("Can you suggest a few easy weeknight dinners?"),
+        fact("推荐几个周末能去的近郊地方吧。"),
+        fact("简历上也帮我换一下。"),
+        fact("Lives in Lisbon", "home city", single=True),
+    ]
+    turns = user("Can you suggest a few easy weeknight dinners?", "I live in Lisbon.")
+    got = amend(asked, turns, [], [], UTC)
+    assert [f.content for f in got.facts] == ["Lives in Lisbon"]
+    assert got.dropped["request_not_fact"] == 3
+
+
+def test_a_value_told_as_a_change_replaces_the_one_memory_of_its_key() -> None:
+    """A real answer: the key made list-like, no link, and the old value restated."""
+    shown = [MemoryView(4, "user", "flights window seats", "I prefer window seats on flights")]
+    facts = [
+        fact("I need aisle seats from now on", "flights window seats"),
+        fact("I prefer window seats on flights", "flights window seats"),
+    ]
+    turns = user("Heads up: after my knee surgery I need aisle seats from now on.")
+    got = amend(facts, turns, shown, [], UTC, strict=True)
+    assert [(f.content, f.replaces) for f in got.facts] == [("I need aisle seats from now on", 4)]
+    assert got.changes["told_change"] == 1 and got.dropped["restated_old_value"] == 1
+
+
+def test_a_value_added_is_no_change() -> None:
+    shown = [MemoryView(4, "user", "hobby", "Plays chess")]
+    said = "From now on I also play the cello."
+    got = amend([fact("Plays the cello", "hobby")], user(said), shown, [], UTC, strict=True)
+    assert [(f.content, f.replaces) for f in got.facts] == [("Plays the cello", None)]

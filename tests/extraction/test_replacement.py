@@ -275,6 +275,23 @@ def test_the_synonym_rule_lands_a_fact_on_the_scopes_key_and_records_the_alias(
     assert key_index.aliases(db, Scope("bench", "ann")) == {"居住城市": "home city"}
 
 
+def test_a_key_in_the_same_words_lands_on_the_scopes_key_without_a_call(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """Real answers of a small model: "diet update" for "diet", "project side project"
+    for "side project"."""
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    fake_llm.push(answer({"facts": [fact("Is vegan", "diet", single=True)]}))
+    extract_session(s, say(s, "ann", "s1", "I'm vegan."))
+    fake_llm.push(
+        answer({"facts": [fact("Eats eggs and cheese again", "diet update", single=False)]})
+    )
+    extract_session(s, say(s, "ann", "s2", "Diet update: I eat eggs and cheese again."))
+    assert fake_llm.calls == 2  # no follow-up
+    assert statuses(db) == {"Is vegan": "superseded", "Eats eggs and cheese again": "active"}
+    assert key_index.aliases(db, Scope("bench", "ann")) == {"diet update": "diet"}
+
+
 def test_a_close_key_is_linked_by_the_follow_up_and_later_facts_follow_the_alias(
     settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
