@@ -2,9 +2,10 @@
 
 Each call acts for an API key, checked by the HTTP API's own code (server/keys.py): over
 HTTP the request's `Authorization: Bearer <key>` (a request without a live key is a 401
-before the MCP layer reads it), over stdio the key in MEMORYD_MCP_KEY. A key may use the
-scopes it may use over HTTP and no other. A refused, invalid or failed call is a tool
-error (`isError`) saying what to fix; the server keeps serving.
+before the MCP layer reads it; wrong keys are throttled as the HTTP API's are), over
+stdio the key in MEMORYD_MCP_KEY. A key may use the scopes it may use over HTTP and no
+other. A refused, invalid or failed call is a tool error (`isError`) saying what to
+fix; the server keeps serving.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from memoryd.client import MemoryClient
 from memoryd.errors import DatabaseUnavailable, MemorydError, error_text, log_failure
 from memoryd.mcp.tools import BY_NAME, TOOLS, Result
 from memoryd.recall.tools import validated
+from memoryd.server.auth import client_address, throttled_detail
 from memoryd.server.keys import (
     NO_KEY,
     UNKNOWN_KEY,
@@ -45,6 +47,8 @@ from memoryd.server.keys import (
     bearer_secret,
     refusal,
 )
+from memoryd.server.problems import problem_response
+from memoryd.server.throttle import FailureThrottle
 from memoryd.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -153,39 +157,45 @@ async def serve_stdio(tools: MemoryTools) -> None:
 
 class RequireKey:
     """ASGI middleware: a request without a live API key is refused with the HTTP API's
-    own 401 problem before the MCP layer reads it."""
+    own 401 problem before the MCP layer reads it; an address past
+    MEMORYD_AUTH_FAILURE_LIMIT wrong keys a minute gets the API's 429 (server/throttle.py)."""
 
-    def __init__(self, app: ASGIApp, keys: KeyCache) -> None:
+    def __init__(self, app: ASGIApp, keys: KeyCache, throttle: FailureThrottle) -> None:
         self.app = app
         self.keys = keys
+        self.throttle = throttle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             request = Request(scope)
-            problem = await self._problem(request)
-            if problem is not None:
-                await _unauthorized(request, problem)(scope, receive, send)
+            refusal = await self._refusal(request)
+            if refusal is not None:
+                await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    async def _problem(self, request: Request) -> str | None:
+    async def _refusal(self, request: Request) -> JSONResponse | None:
         secret = bearer_secret(request.headers.get("authorization", ""))
         if secret is None:
-            return NO_KEY
-        found = await anyio.to_thread.run_sync(self.keys.principal, secret)
-        return None if found else UNKNOWN_KEY
+            return _refused(request, 401, "unauthorized", NO_KEY)
+        address = client_address(request)
+        if (wait := self.throttle.retry_after(address)) is not None:
+            detail = throttled_detail(wait)
+            return _refused(request, 429, "too-many-requests", detail, str(wait))
+        if await anyio.to_thread.run_sync(self.keys.principal, secret):
+            return None
+        self.throttle.failed(address)
+        return _refused(request, 401, "unauthorized", UNKNOWN_KEY)
 
 
-def _unauthorized(request: Request, detail: str) -> JSONResponse:
-    body = {
-        "type": "/problems/unauthorized",
-        "title": "Unauthorized",
-        "status": 401,
-        "detail": detail,
-        "instance": request.url.path,
-    }
-    headers = {"WWW-Authenticate": "Bearer"}
-    return JSONResponse(body, 401, headers, media_type="application/problem+json")
+def _refused(
+    request: Request, status: int, slug: str, detail: str, retry_after: str | None = None
+) -> JSONResponse:
+    if status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    else:
+        headers = {"Retry-After": retry_after or "60"}
+    return problem_response(request, status, slug, detail, headers=headers)
 
 
 def http_app(tools: MemoryTools, host: str) -> ASGIApp:
@@ -197,7 +207,7 @@ def http_app(tools: MemoryTools, host: str) -> ASGIApp:
         max_request_body_size=tools.settings.max_request_bytes,
         host=host,  # on a loopback host, the SDK refuses other Host and Origin headers
     )
-    return RequireKey(app, tools.keys)
+    return RequireKey(app, tools.keys, FailureThrottle(tools.settings.auth_failure_limit))
 
 
 def serve_http(tools: MemoryTools, host: str, port: int) -> None:

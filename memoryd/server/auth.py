@@ -51,8 +51,12 @@ def client_address(request: Request) -> str:
 def throttled(state: State, address: str) -> None:
     """429 while `address` has failed too many key checks of late (throttle.py)."""
     if (wait := state.throttle.retry_after(address)) is not None:
-        detail = f"too many wrong keys from this address: try again in {wait} s"
+        detail = throttled_detail(wait)
         raise ProblemError(429, "too-many-requests", detail, headers={"Retry-After": str(wait)})
+
+
+def throttled_detail(wait: int) -> str:
+    return f"too many wrong keys from this address: try again in {wait} s"
 
 
 def require_admin(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:

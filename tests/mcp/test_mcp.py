@@ -14,13 +14,15 @@ import httpx
 from mcp import Client
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from starlette.testclient import TestClient
 
 from memoryd.client import MemoryClient
+from memoryd.mcp import server
 from memoryd.mcp.tools import BY_NAME
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.tables import ChatSession
 from memoryd.recall.tools import TOOLS as AGENT_TOOLS
-from memoryd.server.keys import revoke_key
+from memoryd.server.keys import KeyCache, revoke_key
 from memoryd.settings import Settings
 from tests.mcp.conftest import Connect, Keys, http_server, over_stdio
 from tests.workers import REPO_ROOT
@@ -292,3 +294,23 @@ def test_importing_memoryd_does_not_import_the_sdk() -> None:
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))"
     )
     assert (out.returncode, out.stdout) == (0, "[]\n"), out.stderr
+
+
+def test_wrong_keys_over_http_are_throttled_like_the_apis(
+    keys: Keys, mcp_settings: Settings
+) -> None:
+    """Past MEMORYD_AUTH_FAILURE_LIMIT wrong keys from one address, MCP over HTTP answers
+    429 with Retry-After, a right key included, as the HTTP API does; no key is no guess."""
+    limited = mcp_settings.model_copy(update={"auth_failure_limit": 3})
+    tools = server.MemoryTools(limited, MemoryClient(limited), KeyCache(limited, 0.0))
+    mcp = TestClient(server.http_app(tools, "127.0.0.1"), base_url="http://127.0.0.1")
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
+    for _ in range(5):
+        assert mcp.post(server.PATH, json=ping).status_code == 401  # no key: not counted
+    for _ in range(3):
+        wrong = mcp.post(server.PATH, json=ping, headers={"Authorization": "Bearer mk_wrong"})
+        assert wrong.status_code == 401
+    right = {"Authorization": f"Bearer {keys.ann}", "Accept": MCP_ACCEPT}
+    refused = mcp.post(server.PATH, json=ping, headers=right)
+    assert refused.status_code == 429 and 1 <= int(refused.headers["retry-after"]) <= 60
+    assert refused.json()["type"] == "/problems/too-many-requests"
