@@ -22,6 +22,10 @@ PAGE_COOKIE = "memoryd_session"
 
 
 def authenticate(request: Request, state: State) -> Principal:
+    """The key's principal; a route's body checks (strict.py) may have found it already."""
+    known: Principal | None = getattr(request.state, "principal", None)
+    if known is not None:
+        return known
     secret = bearer_secret(request.headers.get("authorization", ""))
     if secret is None:
         raise ProblemError(
@@ -41,6 +45,7 @@ def authenticate(request: Request, state: State) -> Principal:
             UNKNOWN_KEY,
             headers={"WWW-Authenticate": "Bearer"},
         )
+    request.state.principal = principal
     return principal
 
 

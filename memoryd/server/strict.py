@@ -1,7 +1,8 @@
 """Request bodies taken as the OpenAPI document types them, not as pydantic's lax mode
 would read them: JSON only (a body without `Content-Type: application/json` is a 415,
 not a puzzling 422), and each value of the JSON type its schema names (`true` is no
-integer, `"5"` no number, `1` no boolean, a number no date), before any model sees it.
+integer, `"5"` no number, `1` no boolean, a number no date), before any model sees it;
+and the API key checked before the body is read.
 
 Every API router makes its routes with JsonRoute."""
 
@@ -14,10 +15,14 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
+from memoryd.server.auth import authenticate
 from memoryd.server.problems import FieldError, ProblemError
+from memoryd.server.state import get_state
 
 Schema = dict[str, Any]
 NOT_JSON = "send the body as JSON with `Content-Type: application/json`"
@@ -41,8 +46,14 @@ class JsonRoute(APIRoute):
         annotation = self.body_field.field_info.annotation
         # A body of no one model (the turns' list, judged item by item) is left to it.
         typed = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        needs_key = _authenticates(self.dependant)
 
         async def checked(request: Request) -> Response:
+            if needs_key:
+                # The key first: a caller without a live one is refused before the body
+                # is read, and learns nothing of what it should hold.
+                state = get_state(request)
+                await run_in_threadpool(authenticate, request, state)
             body = await request.body()
             if body and not is_json(request.headers.get("content-type", "")):
                 raise ProblemError(415, "unsupported-media-type", NOT_JSON)
@@ -52,6 +63,11 @@ class JsonRoute(APIRoute):
             return await handler(request)
 
         return checked
+
+
+def _authenticates(dependant: Dependant) -> bool:
+    """Whether the route checks an API key (itself or through require_admin)."""
+    return any(d.call is authenticate or _authenticates(d) for d in dependant.dependencies)
 
 
 # No body of this API nests deeper than a profile document's few levels; a parser

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -47,13 +48,43 @@ DEEP = "[" * 2000 + "]" * 2000  # some 4 KB: once a RecursionError and a 500
     ],
 )
 def test_a_body_nested_thousands_deep_is_refused_without_a_traceback(
-    api: TestClient, method: str, path: str, caplog: pytest.LogCaptureFixture
+    api: TestClient, keys: Keys, method: str, path: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     body = DEEP if path != "/v1/recall" else json.dumps({**RECALL, "query": "x"})[:-1]
     body = body if path != "/v1/recall" else f'{body}, "categories": {DEEP}}}'
-    sent = api.request(method, path, content=body, headers={"Content-Type": "application/json"})
+    as_json = {"Content-Type": "application/json"}
+    # Without a key, the body is not even read: the key comes first.
+    assert_problem(api.request(method, path, content=body, headers=as_json), 401)
+    sent = api.request(method, path, content=body, headers={**as_json, **bearer(keys.admin)})
     assert "deeper than 64 levels" in assert_problem(sent, 422)["detail"]
     assert "Traceback" not in caplog.text and "RecursionError" not in caplog.text
+
+
+def body_routes(api: TestClient) -> list[tuple[str, str]]:
+    """Every API operation that takes a JSON body, with its path's ids filled in."""
+    doc = api.get("/openapi.json").json()
+    return [
+        (method.upper(), re.sub(r"\{[^}]+\}", "x", path))
+        for path, operations in doc["paths"].items()
+        for method, operation in operations.items()
+        if "application/json" in operation.get("requestBody", {}).get("content", {})
+    ]
+
+
+def test_the_key_is_checked_before_the_body_is_read(api: TestClient) -> None:
+    """A caller without a live key learns nothing of what a body should hold: malformed,
+    mistyped or wrong-shaped, every body route answers 401 alike."""
+    routes = body_routes(api)
+    assert len(routes) >= 10
+    bodies = ["{not json", '{"agent_id": 5, "query": []}', "[[[[1]]]]"]
+    as_json = {"Content-Type": "application/json"}
+    for method, path in routes:
+        for body in bodies:
+            sent = api.request(method, path, content=body, headers=as_json)
+            assert sent.status_code == 401, (method, path, body, sent.text)
+    wrong = {**as_json, **bearer("mk_" + "x" * 43)}  # a few: wrong keys are throttled
+    for body in bodies:
+        assert api.post("/v1/recall", content=body, headers=wrong).status_code == 401
 
 
 STRICT: list[tuple[str, str, dict[str, Any], str, str]] = [
