@@ -83,8 +83,9 @@ def filesystem_options(broker_folder: Path, queues: Sequence[str]) -> dict[str, 
     and each queue's exchange file started whole; this module's Transport in use."""
     use_whole_files()
     folder = broker_folder.resolve()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # queued turns hold what users said
     for sub in ("queue", "processed", "control"):
-        (folder / sub).mkdir(parents=True, exist_ok=True)
+        (folder / sub).mkdir(mode=0o700, exist_ok=True)
     for name in queues:
         start_exchange_file(folder / "control" / f"{name}.exchange")
     return {

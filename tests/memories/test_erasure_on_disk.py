@@ -17,6 +17,7 @@ from memoryd.maintenance.cycle import run_cycle
 from memoryd.models.db import get_engine, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.settings import Settings
+from memoryd.worker.filesystem_broker import filesystem_options
 
 ON_SQLITE = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
@@ -62,9 +63,15 @@ def test_a_purged_memory_leaves_the_wal_too(settings: Settings) -> None:
 
 
 def test_a_new_database_file_is_readable_by_its_owner_alone(tmp_path: Path) -> None:
-    fresh = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'new.db'}")
+    data = tmp_path / "data"
+    fresh = Settings(data_dir=data, database_url=f"sqlite:///{data / 'new.db'}")
     with get_engine(fresh).connect() as connection:
         connection.execute(text("CREATE TABLE t (x)"))
         connection.commit()
     for name in ("new.db", "new.db-wal"):
-        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+        assert stat.S_IMODE((data / name).stat().st_mode) == 0o600, name
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    broker = fresh.broker_folder
+    filesystem_options(broker, ["q"])
+    for folder in (broker, broker / "queue", broker / "processed", broker / "control"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
