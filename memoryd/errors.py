@@ -12,10 +12,12 @@ import os
 import traceback
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Self
+from typing import Any, Self
 
 from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError
+
+from memoryd.ids import PATTERN_WORDS
 
 # What each keyed error says; {name}s are its params.
 ERROR_TEXTS: dict[str, str] = {
@@ -65,9 +67,18 @@ def log_failure(log: logging.Logger, what: str, exc: BaseException) -> None:
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
     """(dotted field, message) per mistake, without pydantic's "Value error, " prefix."""
     return [
-        (".".join(str(part) for part in e["loc"]), e["msg"].removeprefix("Value error, "))
+        (".".join(str(part) for part in e["loc"]), _message(e))
         for e in exc.errors(include_url=False, include_input=False)
     ]
+
+
+def _message(error: Any) -> str:
+    """pydantic's message, an id's pattern said in words."""
+    if error["type"] == "string_pattern_mismatch":
+        words = PATTERN_WORDS.get(error.get("ctx", {}).get("pattern", ""))
+        if words is not None:
+            return words
+    return str(error["msg"]).removeprefix("Value error, ")
 
 
 class Worded(Exception):

@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from pydantic import BaseModel
 
-from memoryd.models.schemas import Ident
+from memoryd.models.schemas import Ident, StoredId
 from memoryd.settings import Settings
 
 
@@ -42,11 +42,26 @@ class ScopeArgs(BaseModel):
     user_id: Ident
 
 
+class StoredScopeArgs(BaseModel):
+    """Ids exactly as rows hold them (--as-stored)."""
+
+    agent_id: StoredId
+    user_id: StoredId
+
+
 class SessionArgs(ScopeArgs):
     session_id: Ident
 
 
-def scope_args(ns: argparse.Namespace) -> ScopeArgs:
+AS_STORED_HELP = (
+    "take --agent and --user exactly as stored: for rows kept under the looser id rule of"
+    " earlier versions (a '/' or a control character)"
+)
+
+
+def scope_args(ns: argparse.Namespace) -> ScopeArgs | StoredScopeArgs:
+    if getattr(ns, "as_stored", False):
+        return StoredScopeArgs(agent_id=ns.agent, user_id=ns.user)
     return ScopeArgs(agent_id=ns.agent, user_id=ns.user)
 
 

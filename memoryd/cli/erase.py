@@ -6,9 +6,20 @@ import argparse
 import sys
 from typing import Any
 
-from memoryd.cli.common import client, print_json
+from pydantic import BaseModel
+
+from memoryd.cli.common import AS_STORED_HELP, client, print_json
 from memoryd.memories.erasure import EraseRequest
+from memoryd.models.schemas import Ident, StoredId
 from memoryd.settings import Settings
+
+
+class StoredErase(BaseModel):
+    """--as-stored: the agent and user ids exactly as rows hold them."""
+
+    agent_id: StoredId
+    user_id: StoredId
+    session_id: Ident | None = None
 
 
 def add_parser(sub: Any) -> None:
@@ -24,10 +35,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--user", required=True, help="the user id")
     p.add_argument("--session", help="erase only this session (default: the whole user)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--as-stored", action="store_true", help=AS_STORED_HELP)
 
 
 def cmd_erase(settings: Settings, ns: argparse.Namespace) -> int:
-    args = EraseRequest(agent_id=ns.agent, user_id=ns.user, session_id=ns.session)
+    kind = StoredErase if ns.as_stored else EraseRequest
+    args = kind(agent_id=ns.agent, user_id=ns.user, session_id=ns.session)
     what = f"user {args.user_id!r} of agent {args.agent_id!r}"
     if args.session_id:
         what = f"session {args.session_id!r} of {what}"

@@ -7,8 +7,8 @@ import sys
 from datetime import datetime
 from typing import Any
 
+from memoryd.cli.common import AS_STORED_HELP, open_input, printable
 from memoryd.cli.common import client as _client
-from memoryd.cli.common import open_input, printable
 from memoryd.cli.common import print_json as _print_json
 from memoryd.cli.common import scope_args as _scope
 from memoryd.cli.serve import AddCommand, Command
@@ -180,6 +180,7 @@ def _add_memory_commands(add: AddCommand) -> None:
     p.add_argument("--limit", type=int, default=50, help=f"how many to show, at most {MAX_PAGE}")
     p.add_argument("--offset", type=int, default=0, help="skip this many first: the next page")
     p.add_argument("--as-of", type=_instant, help=AS_OF_HELP)
+    p.add_argument("--as-stored", action="store_true", help=AS_STORED_HELP)
     p = scoped("search", cmd_search, "ranked recall for a query")
     p.add_argument("query", help="what to recall, as a user would ask")
     p.add_argument("-k", type=int, default=10, help="how many memories")

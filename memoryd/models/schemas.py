@@ -16,6 +16,7 @@ from pydantic import (
     field_validator,
 )
 
+from memoryd.ids import IDENT_PATTERN, TURN_KEY_PATTERN
 from memoryd.models.checks import JsonObject, check_text
 from memoryd.models.tables import Memory
 
@@ -28,14 +29,16 @@ log = logging.getLogger(__name__)
 # bodies, paths and queries, MCP, CLI, page): 1 to 200 characters once surrounding
 # whitespace is stripped, no control character (C0, DEL, C1) and no "/", which would
 # make an id no path route can name. Rows stored under the looser rule before can still
-# be listed, recalled and erased through the Python client, which takes any string.
-IDENT_PATTERN = r"^[^/\x00-\x1f\x7f-\x9f]+$"
+# be listed, recalled and erased through the Python client, which takes any string, and
+# listed and erased over HTTP (/v1/stored-scopes) and the CLI (--as-stored).
 Ident = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=200, pattern=IDENT_PATTERN),
 ]
+# An id exactly as a row holds it, for rows stored under the looser rule of earlier
+# versions ("team/ann"): only to list and erase them, by body or flag, never by path.
+StoredId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 # A turn's key may hold "/" ("web/42"): the status route takes the rest of its path.
-TURN_KEY_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
 TurnKey = Annotated[
     str,
     StringConstraints(

@@ -288,3 +288,22 @@ def test_erase_asks_for_yes_then_removes_the_user(settings: Settings) -> None:
     assert client.list("bot", "ann") == [] and client.list("bot", "bob")
     bad = memoryd(settings, "erase", "--agent", "bot", "--user", "u" * 201, "--yes")
     assert bad.returncode == 2 and bad.stderr.startswith("memoryd: user_id: ")
+
+
+def test_a_user_stored_under_the_old_id_rule_is_listed_and_erased_as_stored(
+    settings: Settings,
+) -> None:
+    from memoryd.models.db import session_scope
+    from tests.factories import make_memory
+
+    with session_scope(settings) as session:
+        make_memory(session, settings, "Stored long ago", agent_id="bot", user_id="team/ann")
+    scope = ["--agent", "bot", "--user", "team/ann"]
+    refused = memoryd(settings, "list", *scope)
+    assert refused.returncode == 2
+    assert refused.stderr == "memoryd: user_id: an id may not hold '/' or a control character\n"
+    listed = memoryd(settings, "list", *scope, "--as-stored")
+    assert listed.returncode == 0 and "Stored long ago" in listed.stdout, listed.stderr
+    erased = memoryd(settings, "erase", *scope, "--as-stored", "--yes")
+    assert erased.returncode == 0 and json.loads(erased.stdout)["rows"]["memories"] == 1
+    assert "Stored long ago" not in memoryd(settings, "list", *scope, "--as-stored").stdout

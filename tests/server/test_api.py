@@ -76,6 +76,17 @@ def test_one_id_rule_at_every_entrance(api: TestClient, keys: Keys, api_settings
     assert [m.content for m in client.list("bot", "team/ann")] == ["Stored long ago"]
     assert client.erase("bot", "team/ann").rows["memories"] == 1
     assert client.list("bot", "team/ann") == []
+    # Over HTTP, by a body holding the ids as stored, for a key that may use the scope.
+    with session_scope(api_settings) as session:
+        make_memory(session, api_settings, "Stored long ago", user_id="team/ann")
+    stored = {"agent_id": "bot", "user_id": "team/ann"}
+    listed = api.post("/v1/stored-scopes/memories", json=stored, headers=auth)
+    assert [m["content"] for m in listed.json()["memories"]] == ["Stored long ago"]
+    other = api.post("/v1/stored-scopes/erase", json=stored, headers=bearer(keys.ann))
+    assert_problem(other, 403)  # a key of user "ann" only
+    erased = api.post("/v1/stored-scopes/erase", json=stored, headers=auth)
+    assert erased.status_code == 200 and erased.json()["rows"]["memories"] == 1
+    assert client.list("bot", "team/ann") == []
 
 
 BAD_BODIES: list[tuple[str, Any, str]] = [

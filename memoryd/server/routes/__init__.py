@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from memoryd.server.routes import agents, memories, ops, profiles, read, scopes, turns
+from memoryd.server.routes import agents, memories, ops, profiles, read, scopes, stored, turns
 
 ROUTERS: list[APIRouter] = [
     turns.router,
@@ -12,6 +12,7 @@ ROUTERS: list[APIRouter] = [
     memories.router,
     profiles.router,
     scopes.router,
+    stored.router,
     agents.router,
     ops.router,
 ]

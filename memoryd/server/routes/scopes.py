@@ -7,9 +7,10 @@ from fastapi import APIRouter
 from memoryd.memories.erasure import ErasureOut
 from memoryd.models.tables import SHARED_USER
 from memoryd.server.auth import Caller, check_scope
+from memoryd.server.keys import Principal
 from memoryd.server.problems import ProblemError
 from memoryd.server.schemas import AgentPath, SessionPath, UserPath
-from memoryd.server.state import State
+from memoryd.server.state import ServerState, State
 from memoryd.server.strict import JsonRoute
 
 router = APIRouter(
@@ -28,6 +29,11 @@ DONE = "Erased; the audit row's `rows` counts what went, per table"
 def erase_scope(
     state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath
 ) -> ErasureOut:
+    return erased(state, principal, agent_id, user_id)
+
+
+def erased(state: ServerState, principal: Principal, agent_id: str, user_id: str) -> ErasureOut:
+    """The scope erased for a key that may write it."""
     check_scope(principal, agent_id, user_id, write=True)
     if user_id == SHARED_USER and not principal.admin:  # every user's shared workspace
         raise ProblemError(403, "forbidden", "erasing the shared `*` scope takes an admin key")
