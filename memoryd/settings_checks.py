@@ -16,7 +16,14 @@ BROKER_SCHEMES = ("filesystem", "redis", "rediss", "amqp", "amqps", "pyamqp", "s
 def masked_url(url: str) -> str:
     """The URL with its password, if any, replaced by ***: safe to print or log."""
     url = re.sub(r"(://[^:/?#;\s]*:)[^;]*@", r"\1***@", url)  # up to the last @
-    return re.sub(r"(?i)([?&]password=)[^&;\s]*", r"\1***", url)
+    return _SECRET_PARAMETER.sub(r"\1***", url)
+
+
+# Query parameters that carry a secret: password (sslpassword too), tokens, keys.
+_SECRET_PARAMETER = re.compile(
+    r"(?i)([?&;][\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|"
+    r"signature|sig)=)[^&;#\s]*"
+)
 
 
 def database_url(value: str) -> str:

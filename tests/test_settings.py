@@ -137,6 +137,10 @@ def test_a_bad_url_is_named_with_its_password_masked(name: str, url: str) -> Non
         ("postgresql+psycopg://ann@db/m?password=s3cret&sslmode=require", "password=***&sslmode"),
         ("postgresql://ann:s3 cr@et@db/m", "ann:***@db/m"),
         ("redis://:s3cret@mq:6379/0;redis://:s3cret@mq2:6379/0", ":***@mq2:6379/0"),
+        ("postgresql://db/m?sslmode=verify-full&sslpassword=s3cret", "sslpassword=***"),
+        ("https://llm.example/v1?api_key=s3cret&model=x", "api_key=***&model=x"),
+        ("https://llm.example/v1?access_token=s3cret", "access_token=***"),
+        ("amqp://mq/vhost?auth_token=s3cret", "auth_token=***"),
     ],
 )
 def test_a_password_is_masked_wherever_the_url_holds_it(url: str, shown: str) -> None:

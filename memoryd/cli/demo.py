@@ -24,7 +24,7 @@ from memoryd.client import MemoryClient
 from memoryd.models.db import dispose_engines, session_scope
 from memoryd.models.migrate import upgrade
 from memoryd.models.tables import ExtractionBatch, Memory, Turn, TurnStatus
-from memoryd.settings import Settings
+from memoryd.settings import Settings, masked_url
 from memoryd.worker.config import QUEUES
 
 DEMO_DIR = Path(".memoryd-demo")
@@ -184,16 +184,16 @@ def print_read_side(settings: Settings) -> None:
 
 def _say_what_extracts(settings: Settings) -> None:
     if settings.llm_configured:
-        print(
-            f"memoryd demo: extracting with the LLM at {settings.llm_base_url or 'OpenAI'} "
-            f"(model {settings.extraction_model})"
-        )
+        where = masked_url(settings.llm_base_url or "") or "OpenAI"
+        model = settings.extraction_model
+        print(f"memoryd demo: extracting with the LLM at {where} (model {model})")
     else:
         print(
             "memoryd demo: no LLM configured (set OPENAI_API_KEY or MEMORYD_LLM_BASE_URL); "
             "using the OFFLINE rule-based extractor, which only catches explicit statements"
         )
-    print(f"database: {settings.resolved_database_url}   broker: filesystem ({DEMO_DIR}/broker)")
+    database = masked_url(settings.resolved_database_url)
+    print(f"database: {database}   broker: filesystem ({DEMO_DIR}/broker)")
 
 
 def _chat(settings: Settings, worker: subprocess.Popen[bytes]) -> None:
