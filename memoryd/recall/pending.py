@@ -5,27 +5,35 @@ that match as provisional hits, marked `pending`.
 A turn's facts become memories in the same transaction that marks it done, so a turn is
 shown either here or through the memories it produced, never both; dead-lettered,
 skipped and erased turns are never read. Matching is by keyword (the query's own search
-terms: stems at a word's start, Chinese characters and pairs) over the newest PENDING_SCAN
-turns of the scope (the first PENDING_CHARS of each), read through the partial indexes
-of pending and claimed turns. Secrets and the question itself are never shown back.
-A pending hit's `id` is its turn's id negated: no memory has it.
+terms: stems at a word's start, Chinese characters and pairs), by word trigrams and by
+subject key (_Match) over the newest PENDING_SCAN turns of the scope (the first
+PENDING_CHARS of each), read through the partial indexes of pending and claimed turns.
+Meaning (embeddings) takes no part: with the bundled local models, a turn answering the
+question ("I just moved to Porto" for "where does ann live now?") scored no higher by
+cosine than unrelated ones. Secrets and the question itself are never shown back. A
+pending hit's `id` is its turn's id negated: no memory has it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from memoryd.extraction import offline
+from memoryd.memories.subjects import subject_key
+from memoryd.memories.synonyms import asked_slot_keys, slot_name
 from memoryd.models.base import TurnStatus
 from memoryd.models.conversation_tables import Turn
 from memoryd.models.keys import Scope
 from memoryd.recall.rank import Hit, ScoreParts
+from memoryd.recall.trigrams import TrigramShare
 from memoryd.settings import Settings
-from memoryd.text import holds_secret, query_tokens
+from memoryd.text import content_words, holds_secret, query_tokens
 
 PENDING_SCAN = 50  # the newest unextracted user turns a recall reads
 PENDING_CHARS = 500  # of each, the beginning is matched: a backlog must not slow recall
@@ -38,9 +46,9 @@ _UNEXTRACTED = or_(Turn.status == TurnStatus.PENDING, Turn.status == TurnStatus.
 def pending_hits(
     session: Session, settings: Settings, scope: Scope, query: str, k: int
 ) -> list[Hit]:
-    """The scope's unextracted user turns that share a search term with `query`, best
-    first (share of the query's terms, then newest), at most `k`."""
-    terms = set(query_tokens(query))
+    """The scope's unextracted user turns that match `query`, best first (how well, then
+    newest), at most `k`."""
+    terms = query_tokens(query)
     if not terms or k <= 0 or not settings.recall_pending:
         return []
     read = (
@@ -50,18 +58,48 @@ def pending_hits(
         .limit(PENDING_SCAN)
     )
     rows = session.connection().execute(read)
-    asked, found_in = _plain(query), _matcher(terms)
+    asked, match = _plain(query), _Match(settings, query, terms)
     scored = []
     for row in rows:
         # The question itself (the turn just sent) and secrets, which extraction would
         # never keep, are not shown back.
         if _plain(row.content) == asked or holds_secret(row.content):
             continue
-        found = {m.group() for m in found_in.finditer(row.content[:PENDING_CHARS].casefold())}
-        if found:
-            scored.append((len(found) / len(terms), row))
+        if (share := match(row.content[:PENDING_CHARS])) > 0:
+            scored.append((share, row))
     scored.sort(key=lambda item: (-item[0], -item[1].id))
     return [_hit(settings, row, share) for share, row in scored[:k]]
+
+
+class _Match:
+    """How well a turn's text matches the query, 0 to 1, by the paths recall searches
+    memories with: the share of the query's search terms it holds; the share of the
+    query's word trigrams (misspellings, other inflections), from the least similarity
+    that counts; and the subject key, as the offline rules read the turn: "I just moved
+    to Porto" tells the home city that "where does ann live now?" asks about."""
+
+    def __init__(self, settings: Settings, query: str, terms: list[str]) -> None:
+        self.terms = set(terms)
+        self.keywords = _matcher(self.terms)
+        self.trigrams = TrigramShare(content_words(query[:1000]))
+        self.least = settings.recall_min_similarity
+        self.slots = {slot_name(key) for key in asked_slot_keys(frozenset(terms))}
+
+    def __call__(self, text: str) -> float:
+        if self.slots and self.slots & _told_slots(text):
+            return 1.0
+        found = {m.group() for m in self.keywords.finditer(text.casefold())}
+        share = len(found) / len(self.terms)
+        similar = self.trigrams(text)
+        return max(share, similar if similar >= self.least else 0.0)
+
+
+@lru_cache(maxsize=4096)
+def _told_slots(text: str) -> frozenset[str]:
+    """The subject keys whose value the offline rules read in a turn (cached: a turn is
+    read again at each recall of its scope until it is extracted)."""
+    facts = offline.extract_facts([("user", text)], {})
+    return frozenset(slot_name(subject_key(f.name)) for f in facts if f.name and f.single)
 
 
 def _hit(settings: Settings, row: Any, share: float) -> Hit:

@@ -108,3 +108,21 @@ def test_pending_turns_keep_the_memories_order_and_are_never_reinforced(
     hits = client.recall(QUESTION, "bot", "ann")
     assert [h.pending for h in hits] == [True]
     assert client.mark_referenced("Porto, the city of bridges!", hits) == []
+
+
+def test_a_turn_is_found_by_the_subject_it_tells_and_by_a_misspelt_word(
+    settings: Settings,
+) -> None:
+    """ "where does ann live now?" shares no word with "I just moved to Porto", but the
+    rules read that turn as the home city the question asks about; "dentst" is no word
+    of "dentist", but most of its trigrams."""
+    client = MemoryClient(settings, dispatch=False)
+    client.remember("bot", "ann", "Lives in Lisbon")
+    _said(client, MOVE, key="t1")
+    _said(client, "The weather is lovely today.", key="t2")
+    _said(client, "Dentist appointment on Friday at nine.", key="t3")
+    pending = [
+        h.turn_key for h in client.recall("where does ann live now?", "bot", "ann") if h.pending
+    ]
+    assert pending == ["t1"]
+    assert [h.turn_key for h in client.recall("dentst?", "bot", "ann") if h.pending] == ["t3"]
