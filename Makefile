@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: install demo demo-llm bench-extraction test test-quick lint bench bench-quality bench-lifecycle bench-scale chaos worker beat flower migrate clean
+.PHONY: install demo demo-llm bench-extraction test test-quick lint docs bench bench-quality bench-lifecycle bench-scale chaos worker beat flower migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check memoryd tests bench
 	$(BIN)/ruff format --check memoryd tests bench
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	@$(BIN)/mypy memoryd > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
 	$(PYTEST) --durations=15; tests=$$?; \
 	wait $$mypy; typed=$$?; cat $(VENV)/mypy.log; \
@@ -64,6 +65,10 @@ test: $(STAMP)
 # processes, chaos suite, benches, fuzzing or browser.
 test-quick: $(STAMP)
 	$(PYTEST) -m "not slow and not long and not browser"
+
+# The documentation site on localhost:8000, rebuilt as docs/ changes.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py
@@ -102,4 +107,4 @@ flower: $(STAMP)
 	$(BIN)/celery -A memoryd.worker flower
 
 clean:
-	rm -rf .memoryd .memoryd-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .memoryd .memoryd-demo .pytest_cache .mypy_cache .ruff_cache .site

@@ -1,4 +1,7 @@
-"""memoryd.env.example, written from Settings: every setting with its default."""
+"""Written from Settings: memoryd.env.example (every setting with its default) and the
+reference table that ends docs/configuration.md (every variable, default and meaning).
+Regenerate both with `python -m memoryd.env_example`; tests/test_settings.py fails when
+either is stale."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ ENV_EXAMPLE_HEADER = """\
 # Every memoryd setting, with its default. Copy to memoryd.env, uncomment what you
 # change; docker compose passes memoryd.env to every memoryd service (the database
 # and broker URLs and the pool sizes are set in docker-compose.yml, which wins).
-# Reference: README.md, Configuration. Regenerate: python -m memoryd.env_example
+# Reference: docs/configuration.md. Regenerate: python -m memoryd.env_example
 """
 
 
@@ -27,5 +30,39 @@ def env_example() -> str:
     return "\n".join(lines) + "\n"
 
 
+ROOT = Path(__file__).resolve().parents[1]
+ENV_EXAMPLE = ROOT / "memoryd.env.example"
+CONFIGURATION_PAGE = ROOT / "docs" / "configuration.md"
+REFERENCE_HEADING = "## Reference: every setting"
+REFERENCE_NOTE = (
+    "Generated from `memoryd.settings.Settings` by `python -m memoryd.env_example`; the"
+    " sections above say more of the settings that need it."
+)
+
+
+def reference() -> str:
+    """The reference section: a row per setting, its default and its description."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        shown = (
+            "none"
+            if default is None
+            else str(default).lower()
+            if isinstance(default, bool)
+            else str(default)
+        )
+        meaning = (field.description or "").replace("|", "\\|")
+        rows.append(f"| `MEMORYD_{name.upper()}` | `{shown}` | {meaning} |")
+    return f"{REFERENCE_HEADING}\n\n{REFERENCE_NOTE}\n\n" + "\n".join(rows) + "\n"
+
+
+def configuration_page(page: str) -> str:
+    """The configuration page with its reference section written anew."""
+    kept = page.split(REFERENCE_HEADING)[0].rstrip()
+    return f"{kept}\n\n{reference()}"
+
+
 if __name__ == "__main__":
-    Path("memoryd.env.example").write_text(env_example())
+    ENV_EXAMPLE.write_text(env_example())
+    CONFIGURATION_PAGE.write_text(configuration_page(CONFIGURATION_PAGE.read_text()))

@@ -87,7 +87,7 @@ def cmd_demo(settings: Settings, ns: argparse.Namespace) -> int:
 
 DESCRIPTION = (
     "Long-term memory for chat agents: turns in, memories out. Settings are MEMORYD_*"
-    " environment variables (README.md, Configuration); `memoryd COMMAND -h` tells more."
+    " environment variables (docs/configuration.md); `memoryd COMMAND -h` tells more."
 )
 
 

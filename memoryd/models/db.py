@@ -166,7 +166,7 @@ def _behind_pooler(engine: Engine, autocommit: bool, timeouts: tuple[int, int]) 
     is free, so a setting made on a connection would stay behind on a server connection
     other clients then get: the timeouts are set in each transaction instead (one round
     trip more per transaction). Single statements in autocommit (the ingest path) run
-    with the database role's own timeouts: set them there too (README, Deployment)."""
+    with the database role's own timeouts: set them there too (docs/deployment.md)."""
     if autocommit:
         return
     statement = (

@@ -1,6 +1,7 @@
-"""The minimal TypeScript client in README, generated from the OpenAPI document, and the
-committed copy of that document: `python -m memoryd.server.typescript` refreshes both
-(tests/server/test_openapi.py fails when either is stale)."""
+"""The minimal TypeScript client of the HTTP API's page (docs/http.md), generated from
+the OpenAPI document, and the committed copy of that document: `python -m
+memoryd.server.typescript` refreshes both (tests/server/test_examples.py fails when
+either is stale)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI_FILE = ROOT / "docs" / "openapi.json"
-README = ROOT / "README.md"
+HTTP_PAGE = ROOT / "docs" / "http.md"
 
 # (method, path, function name): what a chat backend calls on every message.
 OPERATIONS = [
@@ -110,9 +111,9 @@ def typescript_client(doc: dict[str, Any]) -> str:
     return "\n\n".join([header, *(done[n] for n in sorted(done)), *functions]) + "\n"
 
 
-def readme_with(readme: str, client: str) -> str:
+def page_with(page: str, client: str) -> str:
     return re.sub(
-        r"```typescript\n.*?```", lambda _m: f"```typescript\n{client}```", readme, flags=re.S
+        r"```typescript\n.*?```", lambda _m: f"```typescript\n{client}```", page, flags=re.S
     )
 
 
@@ -120,8 +121,8 @@ def main() -> int:
     doc = openapi_document()
     OPENAPI_FILE.parent.mkdir(exist_ok=True)
     OPENAPI_FILE.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    README.write_text(readme_with(README.read_text(), typescript_client(doc)))
-    print(f"wrote {OPENAPI_FILE} and the TypeScript example in {README}")
+    HTTP_PAGE.write_text(page_with(HTTP_PAGE.read_text(), typescript_client(doc)))
+    print(f"wrote {OPENAPI_FILE} and the TypeScript example in {HTTP_PAGE}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""`memoryd.ingest_turns`: the language-neutral way in (payload documented in README)."""
+"""`memoryd.ingest_turns`: the language-neutral way in (payload documented in docs/ingest.md)."""
 
 from __future__ import annotations
 

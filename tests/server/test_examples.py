@@ -1,5 +1,5 @@
 """The Node example runs against a real server; the committed OpenAPI document and the
-TypeScript example in README are what the code generates."""
+TypeScript example of docs/http.md are what the code generates."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def test_the_committed_openapi_document_is_the_served_one(live: LiveServer) -> N
     assert served == committed, REFRESH
 
 
-def test_the_typescript_example_in_readme_is_generated_from_the_document() -> None:
+def test_the_typescript_example_of_the_http_page_is_generated_from_the_document() -> None:
     doc = json.loads(typescript.OPENAPI_FILE.read_text())
-    readme = typescript.README.read_text()
-    assert "```typescript\n// Generated from docs/openapi.json" in readme
-    assert typescript.readme_with(readme, typescript.typescript_client(doc)) == readme, REFRESH
+    page = typescript.HTTP_PAGE.read_text()
+    assert "```typescript\n// Generated from docs/openapi.json" in page
+    assert typescript.page_with(page, typescript.typescript_client(doc)) == page, REFRESH
