@@ -80,7 +80,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/recall.py
 	$(BIN)/python bench/replacement.py
 	$(BIN)/python bench/async_client.py
-	$(BIN)/python bench/http.py
+	$(BIN)/python bench/http_api.py
 
 # Recall quality (hit@k) on RealMem and MADial-Bench against BM25 and published models.
 bench-quality: $(STAMP)

@@ -181,7 +181,10 @@ def load(url: str, rows: int, users: int, agent: str, vectors: list[bytes] | Non
     """Insert `rows` memories over `users` users in one statement, the postings built
     once afterwards (far faster than the row triggers), then settle the table."""
     words = vocabulary()
-    with get_engine(Settings(database_url=url)).begin() as conn:
+    # No statement timeout for the load: at a million memories the postings rebuild
+    # alone runs past the two minutes a request may take.
+    loader = Settings(database_url=url, db_statement_timeout_seconds=0)
+    with get_engine(loader).begin() as conn:
         conn.execute(
             text(
                 "CREATE TEMP TABLE vocab "
@@ -212,7 +215,7 @@ def load(url: str, rows: int, users: int, agent: str, vectors: list[bytes] | Non
         )
     # Settle the tables as a long-running store would be, so autovacuum does not start
     # on the fresh rows in the middle of the measurement.
-    with get_engine(Settings(database_url=url)).connect() as conn:
+    with get_engine(loader).connect() as conn:
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         conn.execute(text("VACUUM (ANALYZE) memories"))
         conn.execute(text("VACUUM (ANALYZE) memory_terms"))

@@ -36,18 +36,17 @@ import dataclasses
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
-from bench.chaos_harness import Harness, Outcome, Servers, generate
+from bench.chaos_harness import Harness, Servers, generate
 from bench.chaos_scenarios import each_batch_called_once
 from bench.common import emit
 from bench.scale_report import figures, print_runs
+from bench.scale_runs import LLM_SECONDS, Run, Size, Span
 from bench.usage import (
     ConnectionPeak,
     CpuUse,
@@ -63,8 +62,6 @@ from tests import hosts
 from tests.services import PgBouncer, ServiceUnavailable
 
 LOGS = Path(tempfile.gettempdir()) / "memoryd-scale-logs"  # a failed run's worker logs
-LLM_SECONDS = 2.0
-SAME_TASK = 5.0  # seconds: a session's next batch claimed sooner was its task's next
 POOLER_CONNECTIONS = 8  # PgBouncer's server connections: a quarter of 4 hosts' slots
 SETTINGS = {
     "llm_timeout_seconds": 30.0,  # above the 2 s calls (the chaos harness sets 2 s)
@@ -73,92 +70,11 @@ SETTINGS = {
 }
 
 
-@dataclass(frozen=True)
-class Size:
-    users: int
-    sessions: int  # per user
-    turns: int  # per session
-    settle_seconds: float
-    concurrency: int = 4  # threads of each host's worker (--concurrency; see below)
-
-    @property
-    def chats(self) -> int:
-        return self.users * self.sessions
-
-
 FULL = Size(users=16, sessions=4, turns=60, settle_seconds=600)
 QUICK = Size(users=8, sessions=2, turns=40, settle_seconds=180)
 # On the concurrency: the hosts share this machine's two cores, and a batch of this load
 # costs about 0.17 s of CPU (its worker and PostgreSQL): 4 hosts of 4 slots with 2 s
 # calls need about 1.3 cores at full speed; of 8 slots, more than the machine has.
-
-
-class Span(NamedTuple):
-    """A done batch: its session, its claim and the start of its write, in seconds after
-    the run's first claim (the database's clock and the worker's: one clock here)."""
-
-    session: str
-    start: float
-    end: float
-
-
-@dataclass
-class Run:
-    hosts: int
-    slots: int  # hosts x concurrency
-    pooled: bool
-    outcome: Outcome
-    turns: int  # extracted by done batches
-    spans: list[Span]  # the done batches, oldest first
-    fed: float  # seconds the feeder took
-    cpu: CpuUse  # from the feed's start until settled
-    pool_wait: float | None = None  # seconds clients waited for PgBouncer's connections
-    connections: int = 0  # the most PostgreSQL held for the run's database at once
-
-    @property
-    def window(self) -> float:
-        """Seconds from the first batch claimed to the last one's write."""
-        return max(s.end for s in self.spans) if self.spans else 0.0
-
-    @property
-    def msgs_per_s(self) -> float:
-        return self.turns / self.window if self.window > 0 else 0.0
-
-    @property
-    def batch_seconds(self) -> float:
-        """A batch's mean time from its claim to the start of its write (2 s of it the
-        LLM call; the write's own statements come after)."""
-        return sum(s.end - s.start for s in self.spans) / max(len(self.spans), 1)
-
-    @property
-    def write_seconds(self) -> float:
-        """From a batch's write to the next claim of its session, on average: the
-        write's statements and the next claim, when one task ran both."""
-        last: dict[str, Span] = {}
-        gaps = []
-        for span in self.spans:
-            before = last.get(span.session)
-            if before is not None and 0 <= span.start - before.end < SAME_TASK:
-                gaps.append(span.start - before.end)
-            last[span.session] = span
-        return sum(gaps) / len(gaps) if gaps else 0.0
-
-    @property
-    def slots_busy(self) -> float:
-        """The share of the slots' time spent in a batch (the rest: waiting for work)."""
-        busy = sum(s.end - s.start for s in self.spans)
-        return busy / (self.slots * self.window) if self.window > 0 else 0.0
-
-    @property
-    def of_bound(self) -> float:
-        """msg/s against every slot busy with nothing but a 2 s call, all the time."""
-        bound = self.slots * self.turns / max(len(self.spans), 1) / LLM_SECONDS
-        return self.msgs_per_s / bound if bound else 0.0
-
-    @property
-    def cores(self) -> float:
-        """Cores' worth of CPU the run's own processes used while it extracted."""
-        return sum(self.cpu.used.values()) / self.window if self.window > 0 else 0.0
 
 
 def through(bouncer: PgBouncer, settings: Settings) -> Settings:

@@ -3,10 +3,7 @@ figures of the JSON line it ends with."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # bench/scale.py runs as a script and imports this module
-    from bench.scale import Run, Size
+from bench.scale_runs import Run, Size
 
 LEGEND = """\
 of bound: against every slot busy with nothing but a 2 s call, all the time

@@ -10,8 +10,11 @@ import os
 from collections.abc import Mapping
 
 from pydantic import AliasChoices
+from pydantic.fields import FieldInfo
 
-from memoryd.settings import Settings
+# Settings.model_fields, passed in: this module and settings.py, which calls it, do not
+# import each other.
+Fields = Mapping[str, FieldInfo]
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +39,10 @@ OTHER_VARIABLES = (
 PREFIX = "MEMORYD_"
 
 
-def setting_variables() -> list[str]:
+def setting_variables(fields: Fields) -> list[str]:
     """The MEMORYD_* name of every setting (and of its aliases)."""
     names = []
-    for name, field in Settings.model_fields.items():
+    for name, field in fields.items():
         names.append(PREFIX + name.upper())
         if isinstance(field.validation_alias, AliasChoices):
             aliases = [a for a in field.validation_alias.choices if isinstance(a, str)]
@@ -47,10 +50,10 @@ def setting_variables() -> list[str]:
     return sorted(set(names))
 
 
-def unknown_variables(environ: Mapping[str, str]) -> dict[str, str]:
+def unknown_variables(environ: Mapping[str, str], fields: Fields) -> dict[str, str]:
     """A notice for each MEMORYD_* variable of `environ` that is neither a setting nor one
     of OTHER_VARIABLES, naming the closest known name if one is close."""
-    known = setting_variables()
+    known = setting_variables(fields)
     # Compared without the prefix every name shares, which would make any two look alike.
     stems = {name.removeprefix(PREFIX): name for name in (*known, *OTHER_VARIABLES)}
     notices = {}
@@ -67,9 +70,9 @@ def unknown_variables(environ: Mapping[str, str]) -> dict[str, str]:
 _warned: set[str] = set()
 
 
-def warn_about_unknown_variables(environ: Mapping[str, str] = os.environ) -> None:
+def warn_about_unknown_variables(fields: Fields, environ: Mapping[str, str] = os.environ) -> None:
     """Log each unknown MEMORYD_* variable once per process."""
-    for variable, notice in unknown_variables(environ).items():
+    for variable, notice in unknown_variables(environ, fields).items():
         if variable not in _warned:
             _warned.add(variable)
             log.warning("%s", notice)

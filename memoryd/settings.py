@@ -10,6 +10,7 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator, mode
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memoryd import settings_checks as checks
+from memoryd.env_names import warn_about_unknown_variables
 from memoryd.errors import field_errors
 from memoryd.settings_checks import BROKER_SCHEMES, masked_url
 
@@ -457,7 +458,5 @@ def explain(exc: ValidationError) -> list[str]:
 def get_settings() -> Settings:
     """Settings of this process, read from the environment on first use (never at import).
     A MEMORYD_* variable that is no setting is logged first: it may be why one is wrong."""
-    from memoryd.env_names import warn_about_unknown_variables
-
-    warn_about_unknown_variables()
+    warn_about_unknown_variables(Settings.model_fields)
     return Settings()

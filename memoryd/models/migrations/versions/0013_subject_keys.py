@@ -13,12 +13,12 @@ Revises: 0012
 Create Date: 2026-11-24
 """
 
+import re
+import unicodedata
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
-from memoryd.memories.subjects import key_for
 
 revision: str = "0013"
 down_revision: str | None = "0012"
@@ -44,8 +44,30 @@ def upgrade() -> None:
     )
 
 
+# The key rule as this revision shipped it (memoryd/memories/subjects.py then), kept
+# here: a later change to the application's rule must not change what this migration
+# does to a database it has not reached yet.
+_SPACE = re.compile(r"\s+")
+_EDGE = " \t\n.,;:!?'\"“”‘’()[]{}。，；：！？、（）"
+_CUT_LENGTH = 40
+_MAX_KEY = 200
+
+
+def _key_for(name: str, content: str) -> str:
+    name_s, content_s = name.strip(), content.strip()
+    if not name_s:
+        return ""
+    cut = content_s.startswith(name_s) and (
+        len(name_s) == len(content_s) or len(name_s) >= _CUT_LENGTH
+    )
+    if cut:
+        return ""
+    key = _SPACE.sub(" ", unicodedata.normalize("NFKC", name).casefold())
+    return key.strip(_EDGE)[:_MAX_KEY]
+
+
 def _fill_keys(bind: sa.Connection) -> None:
-    """Keys computed by the same function the application uses, a chunk at a time."""
+    """Keys computed by the rule of this revision, a chunk at a time."""
     select = sa.text(
         "SELECT id, name, content FROM memories WHERE id > :after AND name <> '' "
         "ORDER BY id LIMIT :chunk"
@@ -53,7 +75,7 @@ def _fill_keys(bind: sa.Connection) -> None:
     update = sa.text("UPDATE memories SET name_key = :key WHERE id = :id")
     after = 0
     while rows := bind.execute(select, {"after": after, "chunk": _CHUNK}).all():
-        keyed = [{"id": r.id, "key": key_for(r.name, r.content)} for r in rows]
+        keyed = [{"id": r.id, "key": _key_for(r.name, r.content)} for r in rows]
         keyed = [k for k in keyed if k["key"]]
         if keyed:
             bind.execute(update, keyed)

@@ -2,7 +2,7 @@
 in process (MemoryClient, the baseline, measured in the same run) and through uvicorn with
 4 workers over a keep-alive loopback connection.
 
-    .venv/bin/python bench/http.py [--ingest 3000] [--context 500]
+    .venv/bin/python bench/http_api.py [--ingest 3000] [--context 500]
 
 Target: the HTTP overhead of ingest at p99 stays under 1.5 ms.
 """
