@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, tzinfo
 
-from memoryd.extraction import evidence, fact_rules, offline
+from memoryd.extraction import evidence, offline
 from memoryd.extraction.dates import resolve_relative
 from memoryd.extraction.views import MemoryView, TurnView
+from memoryd.memories import fact_rules
 from memoryd.memories.subjects import key_for, subject_key
 from memoryd.memories.synonyms import single_valued, slot_name
 from memoryd.models.proposals import Fact

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from datetime import date, timedelta
 from typing import Any
 
-from memoryd.extraction.fact_rules import PERSON, RULES, Rule, rx
+from memoryd.memories.fact_rules import PERSON, RULES, Rule, rx
 from memoryd.models.profiles import ProfileUpdate
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Category

@@ -1,6 +1,6 @@
 """Tables, keys, payload schemas, engines and migrations: what every stage reads and writes.
 
-May import: errors, settings, text, zones.
+May import: errors, ids, settings, text, zones.
 """
 
 from memoryd.models.tables import (

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from memoryd.extraction import offline
+from memoryd.memories.fact_rules import slots_told
 from memoryd.memories.subjects import subject_key
 from memoryd.memories.synonyms import asked_slot_keys, slot_name
 from memoryd.models.base import TurnStatus
@@ -98,8 +98,7 @@ class _Match:
 def _told_slots(text: str) -> frozenset[str]:
     """The subject keys whose value the offline rules read in a turn (cached: a turn is
     read again at each recall of its scope until it is extracted)."""
-    facts = offline.extract_facts([("user", text)], {})
-    return frozenset(slot_name(subject_key(f.name)) for f in facts if f.name and f.single)
+    return frozenset(slot_name(subject_key(name)) for name in slots_told(text))
 
 
 def _hit(settings: Settings, row: Any, share: float) -> Hit:

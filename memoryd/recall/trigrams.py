@@ -208,11 +208,11 @@ def _matches(postgres: bool, prefixes: int) -> Subquery:
     as two arrays joined to the postings (one statement text, prepared once: see
     search.listed); on SQLite, one range query per prefix (an OR of ranges made it read
     all of the scope's postings)."""
-    in_scope = (
-        MemoryTerm.agent_id == bindparam("agent"),
-        MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
-    )
     if not postgres:
+        in_scope = (
+            MemoryTerm.agent_id == bindparam("agent"),
+            MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
+        )
         ranges = [
             select(MemoryTerm.memory_id, literal(i).label("prefix")).where(
                 *in_scope,
@@ -227,19 +227,28 @@ def _matches(postgres: bool, prefixes: int) -> Subquery:
         .table_valued("low", "high", with_ordinality="prefix")
         .render_derived(name="bounds")
     )
-    # Each prefix's postings are one range scan of the postings' key: a LATERAL
-    # subquery, kept as one by OFFSET 0 (else the planner flattens it into a join). As
-    # a join, the planner, misled by a new user's statistics, read all of the scope's
-    # postings and tested each against every range: 40 ms in a scope of 8,000 postings.
+    # Each prefix's postings of each readable user are one range scan of the postings'
+    # key (agent, user, term): a LATERAL subquery, kept as one by OFFSET 0 (else the
+    # planner flattens it into a join). As a join, the planner, misled by a new user's
+    # statistics, read all of the scope's postings and tested each against every range:
+    # 40 ms in a scope of 8,000 postings; with the users as an IN list, a planner without
+    # statistics scanned the agent's whole range of terms and filtered the users.
+    who = search.users_table()
     postings = (
         select(MemoryTerm.memory_id)
-        .where(*in_scope, MemoryTerm.term >= bounds.c.low, MemoryTerm.term < bounds.c.high)
+        .where(
+            MemoryTerm.agent_id == bindparam("agent"),
+            MemoryTerm.user_id == who.c.user_id,
+            MemoryTerm.term >= bounds.c.low,
+            MemoryTerm.term < bounds.c.high,
+        )
         .offset(0)
         .lateral("postings")
     )
     return (
         select(postings.c.memory_id, bounds.c.prefix)
         .select_from(bounds)
+        .join(who, true())
         .join(postings, true())
         .subquery("matches")
     )

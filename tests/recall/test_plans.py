@@ -13,10 +13,12 @@ from sqlalchemy import event
 
 from bench.replacement import analyze, store_filler
 from memoryd.client import MemoryClient
+from memoryd.models.base import readable_users
 from memoryd.models.db import get_engine, session_scope
 from memoryd.models.keys import Scope
 from memoryd.recall import search
 from memoryd.recall.trigrams import prefixes
+from memoryd.text import query_tokens
 from tests.conftest import make_settings
 
 QUESTION = "Which marathon training plan and vegetarian recipes did the dentist recommend?"
@@ -57,11 +59,16 @@ def test_recall_reads_by_index_in_a_new_users_scope(
             session.rollback()
         return plan
 
-    # The prefix search: one index range scan per prefix, never the scope's postings
-    # tested against every range.
-    prefix_plan = plan_of("unnest(")
+    users = len(readable_users(newcomer))  # the user's own and the shared scope
+    # The prefix search: one index range scan per prefix and user, never the scope's
+    # postings tested against every range.
+    prefix_plan = plan_of("AS bounds")
     assert "Join Filter" not in prefix_plan, prefix_plan
-    assert f"loops={len(prefixes(QUESTION))})" in prefix_plan, prefix_plan
+    assert f"loops={len(prefixes(QUESTION)) * users})" in prefix_plan, prefix_plan
+    # BM25: one index lookup per term and user, never the scope's postings filtered.
+    bm25_plan = plan_of("AS asked")
+    assert "Join Filter" not in bm25_plan and "Rows Removed" not in bm25_plan, bm25_plan
+    assert f"loops={len(query_tokens(QUESTION)) * users})" in bm25_plan, bm25_plan
     # The usage feedback: the hits' rows by key, never a scan of the store.
     feedback_plan = plan_of("WITH locked AS")
     assert "Seq Scan on memories" not in feedback_plan, feedback_plan

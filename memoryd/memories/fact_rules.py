@@ -1,7 +1,9 @@
-"""The offline extractor's reading of facts: one rule per way people state a fact, in
+"""Rules that read facts in what people say: one rule per way people state a fact, in
 English and Chinese, each naming the slot it fills ("home city", "team lead", "饮食") so a
-newer value retires the older one. The model's answers are mended with the same rules
-(extraction/amend.py): a slot for a fact without a key, the value the user just said.
+newer value retires the older one. The offline extractor reads turns with them
+(extraction/offline.py); a model's answers are mended with them (extraction/amend.py: a
+slot for a fact without a key, the value the user just said); recall finds the turns not
+yet extracted that tell the slot a question asks about (recall/pending.py).
 """
 
 from __future__ import annotations
@@ -265,3 +267,14 @@ def slot_of_statement(content: str) -> Rule | None:
                 rule.temporary,
             )
     return None
+
+
+def slots_told(text: str) -> set[str]:
+    """The names of the slots whose value the rules read in `text` ("I just moved to
+    Porto": "home city")."""
+    return {
+        rule.name.format(**{k: v for k, v in match.groupdict().items() if v})
+        for rule in RULES
+        if rule.name
+        for match in rule.pattern.finditer(text)
+    }
