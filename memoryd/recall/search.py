@@ -34,7 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.sql.selectable import TableValuedAlias
+from sqlalchemy.sql.selectable import Subquery, TableValuedAlias
 
 from memoryd.memo import RecentMemo
 from memoryd.models.base import readable_users
@@ -231,35 +231,7 @@ def _bm25_statement(postgres: bool, categories: bool, tiers: bool) -> Select[Any
     """bm25_ranked's statement, built once per shape (building it took longer than the
     database takes to run it): the scope's best memories by BM25, with their
     SCORING_COLUMNS and score in points."""
-    columns = (MemoryTerm.memory_id, MemoryTerm.term, MemoryTerm.tf, MemoryTerm.search_length)
-    matching = select(*columns).where(MemoryTerm.agent_id == bindparam("agent"))
-    if postgres:
-        who = users_table()
-        matching = matching.where(MemoryTerm.user_id == who.c.user_id)
-    else:
-        matching = matching.where(MemoryTerm.user_id.in_(bindparam("users", expanding=True)))
-    if postgres:
-        # Each term of the array looked up in the index by itself (a lateral lookup runs
-        # once per term): with `term = ANY(array)`, or a plain join, a planner
-        # without statistics (a freshly loaded store, autovacuum off) read every posting
-        # of the scope and filtered them, 100-400 ms for a user of 9,000 postings.
-        terms = func.unnest(bindparam("terms", type_=ARRAY(String)))
-        asked = terms.table_valued("term").render_derived(name="asked")
-        matching = matching.where(MemoryTerm.term == asked.c.term)
-    else:
-        matching = matching.where(listed(MemoryTerm.term, "terms", postgres))
-    if categories or tiers:
-        matching = matching.join(Memory, Memory.id == MemoryTerm.memory_id).where(
-            *narrowing_parameters(categories, tiers)
-        )
-    if postgres:
-        # OFFSET 0 keeps the planner from pulling the lookup up into a plain join.
-        found = matching.offset(literal_column("0")).lateral("found")
-        postings = (
-            select(found).select_from(asked).join(who, true()).join(found, true())
-        ).subquery("postings")
-    else:
-        postings = matching.subquery("postings")
+    postings = _postings(postgres, categories, tiers)
     # Each term's document count beside its postings, by a window rather than a join
     # of per-term counts: no join order for a planner to get wrong (without statistics
     # PostgreSQL nested-looped the counts once per posting: 300 ms for 3,000 postings).
@@ -291,6 +263,49 @@ def _bm25_statement(postgres: bool, categories: bool, tiers: bool) -> Select[Any
         select(*SCORING_COLUMNS, best.c.points)
         .join(best, best.c.memory_id == Memory.id)
         .order_by(best.c.points.desc(), Memory.id.desc())
+    )
+
+
+def _postings(postgres: bool, categories: bool, tiers: bool) -> Subquery:
+    """The scope's postings of the query's terms (memory_id, term, tf, search_length),
+    of memories in those categories and tiers when they are asked for."""
+    columns: tuple[Any, ...] = (
+        MemoryTerm.memory_id,
+        MemoryTerm.term,
+        MemoryTerm.tf,
+        MemoryTerm.search_length,
+    )
+
+    def narrowed(matching: Select[Any]) -> Select[Any]:
+        if not (categories or tiers):
+            return matching
+        return matching.join(Memory, Memory.id == MemoryTerm.memory_id).where(
+            *narrowing_parameters(categories, tiers)
+        )
+
+    if not postgres:
+        matching = select(*columns).where(
+            MemoryTerm.agent_id == bindparam("agent"),
+            MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
+            listed(MemoryTerm.term, "terms", postgres),
+        )
+        return narrowed(matching).subquery("postings")
+    # Each term of the array looked up in the index by itself, per readable user: a
+    # LATERAL lookup, kept as one by OFFSET 0 (else the planner pulls it up into a
+    # join). With `term = ANY(array)`, or a plain join, a planner without statistics (a
+    # freshly loaded store, autovacuum off) read every posting of the scope and
+    # filtered them: 100-400 ms for a user of 9,000 postings.
+    terms = func.unnest(bindparam("terms", type_=ARRAY(String)))
+    asked = terms.table_valued("term").render_derived(name="asked")
+    who = users_table()
+    matching = select(*columns).where(
+        MemoryTerm.agent_id == bindparam("agent"),
+        MemoryTerm.user_id == who.c.user_id,
+        MemoryTerm.term == asked.c.term,
+    )
+    found = narrowed(matching).offset(literal_column("0")).lateral("found")
+    return (
+        select(found).select_from(asked).join(who, true()).join(found, true()).subquery("postings")
     )
 
 
