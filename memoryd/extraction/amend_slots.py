@@ -1,0 +1,197 @@
+"""The answer's mends that read the batch as a whole (amend.py runs them): one value per
+single-valued slot and batch; the single-valued changes the rules read that the answer
+left out; a value told as a change ("from now on", "不再") retiring the one memory of its
+key, and the old value restated beside it dropped; a turn instructing the memory. With
+the batch and the result they share.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date
+
+from memoryd.extraction import evidence
+from memoryd.extraction.views import MemoryView
+from memoryd.memories import fact_rules
+from memoryd.memories.subjects import key_for, subject_key
+from memoryd.memories.synonyms import slot_name
+from memoryd.models.proposals import Fact
+
+# A turn that tries to instruct the memory rather than tell it something: no fact it alone
+# supports is kept, whatever the model made of it.
+_INSTRUCTION = re.compile(
+    r"\b(?:ignore|disregard|forget) (?:all |any |the )?(?:previous|prior|above|earlier|your) "
+    r"(?:instructions|rules|prompts?)\b|\bsystem (?:note|prompt|message)\b|\bnote to memory\b"
+    r"|忽略(?:之前|以上|前面|上面)的?(?:所有)?(?:指令|指示|规则|提示)|系统提示|系统消息|记忆模块",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class Amended:
+    facts: list[Fact]
+    dropped: Counter[str] = field(default_factory=Counter)  # refused, by reason
+    changes: Counter[str] = field(default_factory=Counter)  # what was mended, by kind
+
+
+@dataclass
+class Batch:
+    """What the amendments read: the user's turns, the memories and keys shown."""
+
+    said_on: list[tuple[str, date]]  # (content, the day it was said in the user's zone)
+    keys: set[str]
+    user_names: set[str]
+    known_names: set[str]
+    rule_facts: list[Fact]
+    rule_values: list[set[str]]  # the salient words of the value each rule fact read
+    memories: dict[int, MemoryView]  # shown, by alias
+    borrowable: set[str] = field(default_factory=set)  # the prompt's example names
+
+    @property
+    def said(self) -> list[str]:
+        return [content for content, _day in self.said_on]
+
+    @property
+    def shown(self) -> list[str]:
+        return [m.content for m in self.memories.values()]
+
+
+def drop_restated_old(batch: Batch, result: Amended) -> None:
+    """A fact repeating the words of a memory another fact of the answer replaces is the
+    old value restated: kept, it would stand beside the new one as a fresh memory."""
+    retired = [batch.memories[f.replaces] for f in result.facts if f.replaces in batch.memories]
+    old = [evidence.words(m.content) for m in retired]
+    for fact in list(result.facts):
+        if fact.replaces is None and evidence.words(fact.content) in old:
+            result.facts.remove(fact)
+            result.dropped["restated_old_value"] += 1
+
+
+# The user telling that a value changed ("from now on", "no longer", "改成"), and not
+# adding one more ("also", "too", "也").
+_CHANGE = re.compile(
+    r"\b(?:from now on|no longer|not any ?more|anymore|instead|switched|changed)\b"
+    r"|从现在(?:开始|起)|以后都|不再|改成|换成|改为|已经不",
+    re.IGNORECASE,
+)
+
+
+_ADDING = re.compile(r"\b(?:also|too|as well|another)\b|也|还有|又", re.IGNORECASE)
+
+
+def changed(fact: Fact, batch: Batch, result: Amended) -> Fact:
+    """A fact whose telling sentence says the value changed replaces the one memory shown
+    under its key, which the model left in place ("I need aisle seats from now on" after
+    "prefers window seats", a key the model made list-like)."""
+    key = subject_key(fact.name)
+    if not key or fact.replaces is not None or fact.same_as is not None:
+        return fact
+    if not tells_change(fact, batch):
+        return fact
+    same_key = [m for m in batch.memories.values() if key_for(m.name, m.content) == key]
+    if len(same_key) != 1 or evidence.words(same_key[0].content) == evidence.words(fact.content):
+        return fact
+    result.changes["told_change"] += 1
+    return fact.model_copy(update={"replaces": same_key[0].alias})
+
+
+def tells_change(fact: Fact, batch: Batch) -> bool:
+    sentence = evidence.best_sentence(fact.content, batch.said) or fact.content
+    return _CHANGE.search(sentence) is not None and _ADDING.search(sentence) is None
+
+
+def told_by_an_instruction(content: str, batch: Batch) -> bool:
+    """Whether the turn that tells this fact best is one instructing the memory."""
+    sentence = evidence.best_sentence(content, batch.said)
+    turn = next((t for t in batch.said if sentence and sentence in t), None)
+    return turn is not None and _INSTRUCTION.search(turn) is not None
+
+
+# What the offline rules write before the value they read ("Lives in {x}" -> "Lives in ").
+_TEMPLATE_HEADS = sorted(
+    {r.template.split("{x}")[0] for r in fact_rules.RULES if r.template.endswith("{x}")} - {""},
+    key=len,
+    reverse=True,
+)
+
+
+def rule_value(rule: Fact) -> str:
+    """What a rule's fact says, without its template's words."""
+    head = next((h for h in _TEMPLATE_HEADS if rule.content.startswith(h)), "")
+    return rule.content[len(head) :]
+
+
+def one_value_per_slot(batch: Batch, result: Amended) -> None:
+    """One fact per single-valued slot and batch ("lead" and "team lead" are one): the one
+    holding the value the rules read for that slot, else the last (the newest said)."""
+    by_key: dict[str, list[Fact]] = {}
+    for fact in result.facts:
+        if fact.single and (key := subject_key(fact.name)):
+            by_key.setdefault(slot_name(key), []).append(fact)
+    for key, facts in by_key.items():
+        if len(facts) < 2:
+            continue
+        values = [
+            value
+            for rule, value in zip(batch.rule_facts, batch.rule_values, strict=True)
+            if slot_name(subject_key(rule.name)) == key
+        ]
+        read = [f for f in facts if any(v and v <= evidence.words(f.content) for v in values)]
+        keep = (read or facts)[-1]
+        for fact in facts:
+            if fact is not keep:
+                result.facts.remove(fact)
+                result.dropped["same_slot_in_batch"] += 1
+
+
+def add_rule_changes(batch: Batch, result: Amended) -> None:
+    """A single-valued fact the rules read in the turns that the answer does not carry,
+    said as true by the user about themselves (said_as_true). Of a slot the scope holds
+    (under any of its names), the value the user just said is the slot's: a fact of the
+    answer holding another value for it (a small model restating the old one) gives way
+    to the rules' fact, so the old value still retires. Of a new slot, the rules' fact is
+    added unless the answer holds its value under another key."""
+    held_slots = {slot_name(k) for k in batch.keys}
+    for rule, value in zip(batch.rule_facts, batch.rule_values, strict=True):
+        slot = slot_name(subject_key(rule.name))
+        if not (rule.single and value) or not said_as_true(rule, batch):
+            continue
+        held = slot in held_slots
+        same_slot = [f for f in result.facts if slot_name(subject_key(f.name)) == slot]
+        if any(value <= evidence.words(f.content) for f in (same_slot if held else result.facts)):
+            continue  # the answer carries the value the rules read
+        for fact in same_slot:
+            result.facts.remove(fact)
+            result.dropped["other_value_than_said"] += 1
+        result.facts.append(rule)
+        result.changes["rule_replacement" if held else "rule_added"] += 1
+
+
+# A sentence that asks, supposes or reports rather than states: "If I moved to Paris…?",
+# "Would I need a visa?", "如果我搬到…".
+_NOT_STATED = re.compile(
+    r"[?？]|\b(?:if|would|could|should|hypothetically|imagine|suppose|supposing|whether"
+    r"|said|says|told|tells|thinks|thought)\b|如果|假如|要是|假设|吗|说过?",
+    re.IGNORECASE,
+)
+
+
+def said_as_true(rule: Fact, batch: Batch) -> bool:
+    """Whether the sentence the rules read states the fact as the user's own: not a
+    question, a supposition or reported speech ("My sister Anna said: I moved to
+    Madrid"), not in a turn instructing the memory, not about someone else."""
+    sentence = evidence.best_sentence(rule.content, batch.said)
+    if sentence is None or _NOT_STATED.search(sentence):
+        return False
+    if told_by_an_instruction(rule.content, batch):
+        return False
+    # The clause holding the value: "Karen moved on, so Jürgen is leading our team now"
+    # tells of Karen first, then of the user's team.
+    value = rule_value(rule).casefold()
+    clause = next((c for c in _CLAUSES.split(sentence) if value in c.casefold()), sentence)
+    return evidence.person_of(clause, batch.user_names, batch.known_names) is None
+
+
+_CLAUSES = re.compile(r"[,;，；]\s*|\s+(?:so|and|but|because|then)\s+", re.IGNORECASE)
