@@ -67,13 +67,14 @@ def log_failure(log: logging.Logger, what: str, exc: BaseException) -> None:
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
     """(dotted field, message) per mistake, without pydantic's "Value error, " prefix."""
     return [
-        (".".join(str(part) for part in e["loc"]), _message(e))
+        (".".join(str(part) for part in e["loc"]), error_message(e))
         for e in exc.errors(include_url=False, include_input=False)
     ]
 
 
-def _message(error: Any) -> str:
-    """pydantic's message, an id's pattern said in words."""
+def error_message(error: Any) -> str:
+    """pydantic's message of one error, without its "Value error, " prefix; an id's
+    pattern said in words."""
     if error["type"] == "string_pattern_mismatch":
         words = PATTERN_WORDS.get(error.get("ctx", {}).get("pattern", ""))
         if words is not None:

@@ -19,9 +19,10 @@ def masked_url(url: str) -> str:
     return _SECRET_PARAMETER.sub(r"\1***", url)
 
 
-# Query parameters that carry a secret: password (sslpassword too), tokens, keys.
+# Query parameters that carry a secret: password (sslpassword too), tokens, keys
+# (key=, api_key=, private_key=), auth=, session ids, signatures.
 _SECRET_PARAMETER = re.compile(
-    r"(?i)([?&;][\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|"
+    r"(?i)([?&;][\w.-]*(?:password|passwd|pwd|secret|token|key|auth|sessionid|"
     r"signature|sig)=)[^&;#\s]*"
 )
 

@@ -141,6 +141,7 @@ def test_a_bad_url_is_named_with_its_password_masked(name: str, url: str) -> Non
         ("https://llm.example/v1?api_key=s3cret&model=x", "api_key=***&model=x"),
         ("https://llm.example/v1?access_token=s3cret", "access_token=***"),
         ("amqp://mq/vhost?auth_token=s3cret", "auth_token=***"),
+        ("https://llm.example/v1?key=s3cret&alt=json", "key=***&alt=json"),
     ],
 )
 def test_a_password_is_masked_wherever_the_url_holds_it(url: str, shown: str) -> None:

@@ -48,16 +48,20 @@ from memoryd.zones import local
 _REQUEST = re.compile(
     r"^\s*(?:(?:please|pls|and|also|oh),?\s+)*(?:(?:do\s+)?remember|don't forget|do not forget|"
     r"note|keep in mind)(?:\s+that|\s*:|,)?\s+"
-    r"|^\s*(?:请|麻烦)?(?:记住|记得|别忘了|帮我记一下)[:：,，]?\s*",
+    r"|^\s*(?:请|麻烦)?你?(?:帮我)?(?:记住|记得|别忘了|记一下)[:：,，]?\s*",
     re.IGNORECASE,
 )
 # A question, or a request to the assistant, written down as if it were a fact: what
 # the user asked for is not something true about them ("Can you suggest a few dinners?",
-# "推荐几个周末能去的地方吧。", "简历上也帮我换一下。").
+# "推荐几个周末能去的地方吧。", "简历上也帮我换一下。"). A wish about replies ("Give me
+# answers as bullet points") and a fact with such words ("妈妈每周帮我带孩子",
+# "推荐人是王经理", "周末常去酒吧") are not requests.
 _ASKING = re.compile(
-    r"[?？]\s*$|^\s*(?:(?:can|could|would|will) you|please (?:help|suggest|recommend|tell|"
-    r"give|find|show|explain|write)|(?:help|suggest|recommend|tell|give|show) me)\b"
-    r"|^\s*(?:请你?|麻烦你?)?(?:推荐|建议|介绍|讲讲|说说|告诉我|给我)|帮我|请你|吧[。！!]?\s*$",
+    r"[?？]\s*$|^\s*(?:(?:can|could|would|will) you|please (?:help|suggest|recommend|find|"
+    r"explain)|(?:suggest|recommend|find) me)\b"
+    r"|^\s*(?:请你?|麻烦你?|能不能|可以)?(?:帮我|给我)?(?:推荐|建议|介绍|讲讲|说说|列)"
+    r"(?:一下|几|一些|些|点|个)"
+    r"|(?:^|[也再请你]|麻烦|能不能|可以)帮我",
     re.IGNORECASE,
 )
 _TAUTOLOGY = re.compile(r"^\s*(?P<x>.{1,30}?)\s*(?:是|is|are)\s*(?P=x)\s*[.。!！]?\s*$", re.I)

@@ -70,7 +70,7 @@ def drop_restated_old(batch: Batch, result: Amended) -> None:
 
 
 # The user telling that a value changed ("from now on", "no longer", "改成"), and not
-# adding one more ("also", "too", "也").
+# adding one more ("also", "也"; not "too", which is as often "too expensive").
 _CHANGE = re.compile(
     r"\b(?:from now on|no longer|not any ?more|anymore|instead|switched|changed)\b"
     r"|从现在(?:开始|起)|以后都|不再|改成|换成|改为|已经不",
@@ -78,7 +78,7 @@ _CHANGE = re.compile(
 )
 
 
-_ADDING = re.compile(r"\b(?:also|too|as well|another)\b|也|还有|又", re.IGNORECASE)
+_ADDING = re.compile(r"\b(?:also|as well|another)\b|也|还有", re.IGNORECASE)
 
 
 def changed(fact: Fact, batch: Batch, result: Amended) -> Fact:

@@ -4,8 +4,8 @@ Models name one slot many ways ("home city", "city of residence", "居住城市"
 that the scope does not hold is compared with the keys it does:
 - an explicit rule, SLOTS: keys listed in one group name one slot, in English and
   Chinese. The rule alone may land a fact on the scope's key (extraction/resolve.py);
-- the same words: keys that differ only by words any key may hold ("diet update",
-  "diet") or by their order and repetition are one key, also without a call;
+- the same words: keys that differ only by words saying the value is new ("diet
+  update", "diet") or by their order and repetition are one key, also without a call;
 - close keys: keys sharing a content word (stemmed; for Chinese, a pair of characters)
   once the words any key may hold ("my", "current", "favourite") are set aside. Those
   are only candidates: the follow-up call shows the model their memories, and only its
@@ -86,8 +86,16 @@ _SINGLE_SLOTS = frozenset(n for name, n in _GROUPS.items() if known_single(name)
 _KEY_STOP = frozenset(
     search_tokens(
         "my current currently favourite favorite fav preferred prefer preference "
-        "user user's main primary usual new old like likes most best 最 喜欢 我 的 现在 "
-        "update updated updates change changed changes latest now 更新 变化"
+        "user user's main primary usual new old like likes most best 最 喜欢 我 的 现在"
+    )
+)
+# Words that say a value is the present one or changed, not what it is a value of:
+# "diet update" is "diet", "current city" is "city". Narrower than _KEY_STOP, as
+# same_words lands a fact on a key with no call ("preferred name" is no "name").
+_NOW_WORDS = frozenset(
+    search_tokens(
+        "my current currently new now latest update updated updates change changed changes "
+        "我 的 现在 目前 最新 更新 变化"
     )
 )
 
@@ -163,12 +171,26 @@ def rule_synonym(key: str, keys: Iterable[str]) -> str | None:
 
 
 def same_words(key: str, keys: Iterable[str]) -> str | None:
-    """The one of `keys` that holds the same words as `key`, once the words any key may
-    hold are set aside: "diet update" is "diet", "project side project" "side project"."""
-    mine = key_terms(key)
+    """The one of `keys` that holds the same words as `key`, in any order, once words
+    that only say the value is new are set aside: "diet update" is "diet", "project side
+    project" "side project". Never two keys the explicit rule puts in different slots."""
+    mine = _own_words(key)
     if not mine:
         return None
-    return min((other for other in keys if other != key and key_terms(other) == mine), default=None)
+    slot = slot_of(key)
+    same = (
+        other
+        for other in keys
+        if other != key
+        and _own_words(other) == mine
+        and (slot is None or slot_of(other) is None or slot_of(other) == slot)
+    )
+    return min(same, default=None)
+
+
+@lru_cache(maxsize=65_536)
+def _own_words(key: str) -> frozenset[str]:
+    return frozenset(search_tokens(key)) - _NOW_WORDS
 
 
 def close_keys(key: str, keys: Iterable[str], limit: int = 3) -> list[str]:

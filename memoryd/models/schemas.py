@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -37,7 +38,11 @@ Ident = Annotated[
 ]
 # An id exactly as a row holds it, for rows stored under the looser rule of earlier
 # versions ("team/ann"): only to list and erase them, by body or flag, never by path.
-StoredId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+StoredId = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=200),
+    AfterValidator(lambda value: check_text(value, "id")),  # no NUL or lone surrogate
+]
 # A turn's key may hold "/" ("web/42"): the status route takes the rest of its path.
 TurnKey = Annotated[
     str,

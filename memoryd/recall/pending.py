@@ -17,8 +17,9 @@ pending hit's `id` is its turn's id negated: no memory has it.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import or_, select
@@ -65,7 +66,7 @@ def pending_hits(
         # never keep, are not shown back.
         if _plain(row.content) == asked or holds_secret(row.content):
             continue
-        if (share := match(row.content[:PENDING_CHARS])) > 0:
+        if (share := match(row.id, row.content[:PENDING_CHARS])) > 0:
             scored.append((share, row))
     scored.sort(key=lambda item: (-item[0], -item[1].id))
     return [_hit(settings, row, share) for share, row in scored[:k]]
@@ -85,8 +86,8 @@ class _Match:
         self.least = settings.recall_min_similarity
         self.slots = {slot_name(key) for key in asked_slot_keys(frozenset(terms))}
 
-    def __call__(self, text: str) -> float:
-        if self.slots and self.slots & _told_slots(text):
+    def __call__(self, turn_id: int, text: str) -> float:
+        if self.slots and self.slots & _told_slots(turn_id, text):
             return 1.0
         found = {m.group() for m in self.keywords.finditer(text.casefold())}
         share = len(found) / len(self.terms)
@@ -94,11 +95,27 @@ class _Match:
         return max(share, similar if similar >= self.least else 0.0)
 
 
-@lru_cache(maxsize=4096)
-def _told_slots(text: str) -> frozenset[str]:
-    """The subject keys whose value the offline rules read in a turn (cached: a turn is
-    read again at each recall of its scope until it is extracted)."""
-    return frozenset(slot_name(subject_key(name)) for name in slots_told(text))
+# The slots each turn tells, by turn id (a turn is read again at each recall of its
+# scope until it is extracted). Keyed by id and holding slot names only: no text a user
+# said stays in this process after an erasure.
+_SLOTS_TOLD: OrderedDict[int, frozenset[str]] = OrderedDict()
+SLOTS_KEPT = 4096
+_slots_lock = threading.Lock()
+
+
+def _told_slots(turn_id: int, text: str) -> frozenset[str]:
+    """The subject keys whose value the offline rules read in a turn."""
+    with _slots_lock:
+        found = _SLOTS_TOLD.get(turn_id)
+        if found is not None:
+            _SLOTS_TOLD.move_to_end(turn_id)
+            return found
+    found = frozenset(slot_name(subject_key(name)) for name in slots_told(text))
+    with _slots_lock:
+        _SLOTS_TOLD[turn_id] = found
+        while len(_SLOTS_TOLD) > SLOTS_KEPT:
+            _SLOTS_TOLD.popitem(last=False)
+    return found
 
 
 def _hit(settings: Settings, row: Any, share: float) -> Hit:

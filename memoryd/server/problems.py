@@ -29,6 +29,7 @@ from memoryd.errors import (
     ProfileRejected,
     SharedScopeError,
     TurnRejected,
+    error_message,
     error_text,
     field_errors,
     log_failure,
@@ -201,8 +202,7 @@ async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
 
 async def _request_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
     errors = [
-        FieldError(field=_field_name(e["loc"]), message=str(e["msg"]).removeprefix("Value error, "))
-        for e in exc.errors()
+        FieldError(field=_field_name(e["loc"]), message=error_message(e)) for e in exc.errors()
     ]
     return _validation_problem(request, errors)
 

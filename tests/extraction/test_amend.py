@@ -218,3 +218,16 @@ def test_a_value_added_is_no_change() -> None:
     said = "From now on I also play the cello."
     got = amend([fact("Plays the cello", "hobby")], user(said), shown, [], UTC, strict=True)
     assert [(f.content, f.replaces) for f in got.facts] == [("Plays the cello", None)]
+
+
+def test_facts_worded_like_requests_are_kept() -> None:
+    said = [
+        "妈妈每周帮我带孩子",
+        "推荐人是王经理",
+        "周末常去酒吧。",
+        "Give me answers as bullet points",
+    ]
+    got = amend([fact(s) for s in said], user(*said), [], [], UTC)
+    assert [f.content for f in got.facts] == said and not got.dropped
+    remembered = amend([fact("帮我记住我喜欢茶")], user("帮我记住我喜欢茶"), [], [], UTC)
+    assert [f.content for f in remembered.facts] == ["我喜欢茶"]

@@ -59,7 +59,8 @@ def test_one_id_rule_at_every_entrance(api: TestClient, keys: Keys, api_settings
         asked = api.post(
             "/v1/recall", json={"agent_id": "bot", "user_id": bad, "query": "t"}, headers=auth
         )
-        assert_problem(asked, 422, "user_id")
+        refused = assert_problem(asked, 422, "user_id")
+        assert refused["errors"][0]["message"] == "an id may not hold '/' or a control character"
         with pytest.raises(TurnRejected, match="user_id"):
             MemoryClient(api_settings, dispatch=False).enqueue_turn(turn_item(user_id=bad))
     MemoryClient(api_settings, dispatch=False).remember("bot", "ann", "Likes tea")
@@ -84,6 +85,11 @@ def test_one_id_rule_at_every_entrance(api: TestClient, keys: Keys, api_settings
     assert [m["content"] for m in listed.json()["memories"]] == ["Stored long ago"]
     other = api.post("/v1/stored-scopes/erase", json=stored, headers=bearer(keys.ann))
     assert_problem(other, 403)  # a key of user "ann" only
+    for bad in ("team\\u0000ann", "team\\ud800"):  # never storable: refused, not a 500
+        body = '{"agent_id": "bot", "user_id": "' + bad + '"}'
+        headers = {**auth, "Content-Type": "application/json"}
+        refused = api.post("/v1/stored-scopes/erase", content=body, headers=headers)
+        assert_problem(refused, 422, "user_id")
     erased = api.post("/v1/stored-scopes/erase", json=stored, headers=auth)
     assert erased.status_code == 200 and erased.json()["rows"]["memories"] == 1
     assert client.list("bot", "team/ann") == []
