@@ -21,13 +21,17 @@ def env_example() -> str:
     """memoryd.env.example: each setting as a commented variable set to its default."""
     lines = [ENV_EXAMPLE_HEADER]
     for name, field in Settings.model_fields.items():
-        default = "" if field.default is None else field.default
-        if isinstance(default, bool):
-            default = str(default).lower()
         if field.description:
             lines.append(f"# {field.description}")
-        lines.append(f"# MEMORYD_{name.upper()}={default}")
+        lines.append(f"# MEMORYD_{name.upper()}={_as_set(field.default)}")
     return "\n".join(lines) + "\n"
+
+
+def _as_set(default: object, unset: str = "") -> str:
+    """A default as the variable would be written: booleans in lower case."""
+    if default is None:
+        return unset
+    return str(default).lower() if isinstance(default, bool) else str(default)
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,14 +48,7 @@ def reference() -> str:
     """The reference section: a row per setting, its default and its description."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for name, field in Settings.model_fields.items():
-        default = field.default
-        shown = (
-            "none"
-            if default is None
-            else str(default).lower()
-            if isinstance(default, bool)
-            else str(default)
-        )
+        shown = _as_set(field.default, unset="none")
         meaning = (field.description or "").replace("|", "\\|")
         rows.append(f"| `MEMORYD_{name.upper()}` | `{shown}` | {meaning} |")
     return f"{REFERENCE_HEADING}\n\n{REFERENCE_NOTE}\n\n" + "\n".join(rows) + "\n"

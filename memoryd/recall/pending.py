@@ -17,14 +17,13 @@ pending hit's `id` is its turn's id negated: no memory has it.
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from memoryd.memo import RecentMemo
 from memoryd.memories.fact_rules import slots_told
 from memoryd.memories.subjects import subject_key
 from memoryd.memories.synonyms import asked_slot_keys, slot_name
@@ -91,30 +90,23 @@ class _Match:
             return 1.0
         found = {m.group() for m in self.keywords.finditer(text.casefold())}
         share = len(found) / len(self.terms)
-        similar = self.trigrams(text)
+        similar = self.trigrams.uncached(text)
         return max(share, similar if similar >= self.least else 0.0)
 
 
-# The slots each turn tells, by turn id (a turn is read again at each recall of its
-# scope until it is extracted). Keyed by id and holding slot names only: no text a user
+# The slots each turn tells (a turn is read again at each recall of its scope until it
+# is extracted), by turn id and a hash of its text: slot names only, so no text a user
 # said stays in this process after an erasure.
-_SLOTS_TOLD: OrderedDict[int, frozenset[str]] = OrderedDict()
-SLOTS_KEPT = 4096
-_slots_lock = threading.Lock()
+_slots_told: RecentMemo[frozenset[str]] = RecentMemo(seconds=3600, size=4096)
 
 
 def _told_slots(turn_id: int, text: str) -> frozenset[str]:
     """The subject keys whose value the offline rules read in a turn."""
-    with _slots_lock:
-        found = _SLOTS_TOLD.get(turn_id)
-        if found is not None:
-            _SLOTS_TOLD.move_to_end(turn_id)
-            return found
-    found = frozenset(slot_name(subject_key(name)) for name in slots_told(text))
-    with _slots_lock:
-        _SLOTS_TOLD[turn_id] = found
-        while len(_SLOTS_TOLD) > SLOTS_KEPT:
-            _SLOTS_TOLD.popitem(last=False)
+    key = (turn_id, hash(text))
+    found = _slots_told.get(key)
+    if found is None:
+        found = frozenset(slot_name(subject_key(name)) for name in slots_told(text))
+        _slots_told.put(key, found)
     return found
 
 

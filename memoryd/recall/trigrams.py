@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -74,9 +74,16 @@ class TrigramShare:
         self.grams = word_trigrams(words)
 
     def __call__(self, text: str) -> float:
+        return self._share(_text_trigrams(text))
+
+    def uncached(self, text: str) -> float:
+        """The share for a text read once (a pending turn): nothing of it is kept."""
+        return self._share(word_trigrams(text))
+
+    def _share(self, grams: Iterable[str]) -> float:
         if not self.grams:
             return 0.0
-        return len(self.grams.intersection(_text_trigrams(text))) / len(self.grams)
+        return len(self.grams.intersection(grams)) / len(self.grams)
 
 
 @functools.lru_cache(maxsize=TEXT_CACHE)
