@@ -177,25 +177,21 @@ class RequireKey:
     async def _refusal(self, request: Request) -> JSONResponse | None:
         secret = bearer_secret(request.headers.get("authorization", ""))
         if secret is None:
-            return _refused(request, 401, "unauthorized", NO_KEY)
+            return _unauthorized(request, NO_KEY)
         address = client_address(request)
         if (wait := self.throttle.retry_after(address)) is not None:
+            retry = {"Retry-After": str(wait)}
             detail = throttled_detail(wait)
-            return _refused(request, 429, "too-many-requests", detail, str(wait))
+            return problem_response(request, 429, "too-many-requests", detail, headers=retry)
         if await anyio.to_thread.run_sync(self.keys.principal, secret):
             return None
         self.throttle.failed(address)
-        return _refused(request, 401, "unauthorized", UNKNOWN_KEY)
+        return _unauthorized(request, UNKNOWN_KEY)
 
 
-def _refused(
-    request: Request, status: int, slug: str, detail: str, retry_after: str | None = None
-) -> JSONResponse:
-    if status == 401:
-        headers = {"WWW-Authenticate": "Bearer"}
-    else:
-        headers = {"Retry-After": retry_after or "60"}
-    return problem_response(request, status, slug, detail, headers=headers)
+def _unauthorized(request: Request, detail: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"}
+    return problem_response(request, 401, "unauthorized", detail, headers=headers)
 
 
 def http_app(tools: MemoryTools, host: str) -> ASGIApp:
