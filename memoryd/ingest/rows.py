@@ -28,12 +28,7 @@ WITH new_turns AS (
     INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
                        created_at, received_at, status, attempts, token_count)
     SELECT k, a, u, s, r, c, m::json, t, %(now)s, 'pending', 0, n
-    FROM unnest(CAST(%(keys)s AS text[]), CAST(%(agents)s AS text[]),
-                CAST(%(users)s AS text[]), CAST(%(sessions)s AS text[]),
-                CAST(%(roles)s AS text[]), CAST(%(contents)s AS text[]),
-                CAST(%(metas)s AS text[]), CAST(%(times)s AS timestamptz[]),
-                CAST(%(tokens)s AS int[]))
-         AS x(k, a, u, s, r, c, m, t, n)
+    FROM {source}
     ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
     RETURNING id, agent_id, user_id, session_id
 ), per_session AS (
@@ -54,6 +49,25 @@ UNION ALL
 SELECT NULL, b.agent_id, b.user_id, b.session_id, b.pending_count - p.added, p.added
 FROM bumped b JOIN per_session p USING (agent_id, user_id, session_id)
 """
+_FROM_ARRAYS = """unnest(CAST(%(keys)s AS text[]), CAST(%(agents)s AS text[]),
+                CAST(%(users)s AS text[]), CAST(%(sessions)s AS text[]),
+                CAST(%(roles)s AS text[]), CAST(%(contents)s AS text[]),
+                CAST(%(metas)s AS text[]), CAST(%(times)s AS timestamptz[]),
+                CAST(%(tokens)s AS int[]))
+         AS x(k, a, u, s, r, c, m, t, n)"""
+_PG_STORE_ARRAYS = _PG_STORE_TURNS.format(source=_FROM_ARRAYS)
+
+# From COPY_FROM turns on, a call streams them with COPY into a table of this
+# transaction and inserts from there: packing thousands of values into array
+# parameters costs more than the insert itself. Ids follow the order given.
+COPY_FROM = 200
+_CREATE_INCOMING = """
+CREATE TEMPORARY TABLE IF NOT EXISTS memoryd_incoming (
+    o int, k text, a text, u text, s text, r text, c text, m text, t timestamptz, n int
+) ON COMMIT DELETE ROWS
+"""
+_COPY_INCOMING = "COPY memoryd_incoming (o, k, a, u, s, r, c, m, t, n) FROM STDIN"
+_PG_STORE_INCOMING = _PG_STORE_TURNS.format(source="(SELECT * FROM memoryd_incoming ORDER BY o) x")
 
 # The same for one turn with scalar parameters: no array encoding and no unnest, the
 # common case of a chat backend storing each message as it arrives. No row back means
@@ -127,21 +141,12 @@ def _run_pg_store(
                 return [], []
             key = SessionKey(r["agent_id"], r["user_id"], r["session_id"])
             return [one[0]], [(key, one[1] - 1, 1)]
-        cursor.execute(
-            _PG_STORE_TURNS,
-            {
-                "keys": [r["turn_key"] for r in rows],
-                "agents": [r["agent_id"] for r in rows],
-                "users": [r["user_id"] for r in rows],
-                "sessions": [r["session_id"] for r in rows],
-                "roles": [r["role"] for r in rows],
-                "contents": [r["content"] for r in rows],
-                "metas": [meta_json(r["metadata"]) for r in rows],
-                "times": [r["created_at"] for r in rows],
-                "tokens": [r["token_count"] for r in rows],
-                "now": now,
-            },
-        )
+        if len(rows) >= COPY_FROM:
+            with psycopg_conn.transaction():  # the autocommit connection's; drops the table
+                _copy_incoming(cursor, rows)
+                cursor.execute(_PG_STORE_INCOMING, {"now": now})
+        else:
+            cursor.execute(_PG_STORE_ARRAYS, _arrays(rows, now))
         ids: list[int] = []
         touched: list[tuple[SessionKey, int, int]] = []
         for turn_id, agent, user, chat, before, added in cursor.fetchall():
@@ -150,6 +155,32 @@ def _run_pg_store(
             else:
                 touched.append((SessionKey(agent, user, chat), before, added))
         return ids, touched
+
+
+def _arrays(rows: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    return {
+        "keys": [r["turn_key"] for r in rows],
+        "agents": [r["agent_id"] for r in rows],
+        "users": [r["user_id"] for r in rows],
+        "sessions": [r["session_id"] for r in rows],
+        "roles": [r["role"] for r in rows],
+        "contents": [r["content"] for r in rows],
+        "metas": [meta_json(r["metadata"]) for r in rows],
+        "times": [r["created_at"] for r in rows],
+        "tokens": [r["token_count"] for r in rows],
+        "now": now,
+    }
+
+
+def _copy_incoming(cursor: Any, rows: list[dict[str, Any]]) -> None:
+    """Stream the rows into this transaction's memoryd_incoming table."""
+    cursor.execute(_CREATE_INCOMING)
+    with cursor.copy(_COPY_INCOMING) as copy:
+        for order, r in enumerate(rows):
+            copy.write_row((
+                order, r["turn_key"], r["agent_id"], r["user_id"], r["session_id"], r["role"],
+                r["content"], meta_json(r["metadata"]), r["created_at"], r["token_count"],
+            ))  # fmt: skip
 
 
 def store_sqlite(

@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.errors import TurnRejected
 from memoryd.ingest.buffer import ingest, store_turns, validate_turns
+from memoryd.ingest.rows import COPY_FROM
+from memoryd.models.conversation_tables import ChatSession
 from memoryd.models.db import get_engine, is_sqlite, session_factory, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import Turn
@@ -115,6 +117,26 @@ def test_same_turn_key_twice_stores_one_turn(settings: Settings, db: Session) ->
     assert count_turns(db) == 2
 
 
+@pytest.mark.parametrize("size", [5, COPY_FROM + 40])  # arrays, and COPY on PostgreSQL
+def test_a_bulk_call_keeps_order_keys_and_counts_at_any_size(
+    settings: Settings, db: Session, size: int
+) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    client.enqueue_turn(turn(0, turn_key="k0"))
+    items = [turn(i, turn_key=f"k{i}", session_id=f"s{i % 2}", metadata={"i": i})
+             for i in range(size)]  # fmt: skip
+    items.insert(3, turn(2, turn_key="k2", session_id="s0"))  # a repeat inside the call
+    result = client.enqueue_turns(items)
+    assert (result.accepted, result.duplicates, result.rejected) == (size - 1, 2, [])
+    stored = db.execute(select(Turn.id, Turn.content, Turn.metadata_).order_by(Turn.id)).all()
+    assert [t.content for t in stored] == [f"message {i}" for i in range(size)]
+    assert [t.metadata_ for t in stored[1:]] == [{"i": i} for i in range(1, size)]
+    assert result.turn_ids == [t.id for t in stored[1:]]
+    pending = dict(db.execute(select(ChatSession.session_id, ChatSession.pending_count)).all())
+    assert pending == {"s1": 1 + size // 2, "s0": (size + 1) // 2 - 1}
+    assert client.enqueue_turns(items).duplicates == size + 1  # a second call on the pool
+
+
 def test_metadata_over_the_size_limit_is_rejected_alone(settings: Settings, db: Session) -> None:
     small = settings.model_copy(update={"max_metadata_bytes": 100})
     result, _ = ingest(small, [turn(1), turn(2, metadata={"blob": "x" * 200})], utcnow())
@@ -176,6 +198,8 @@ def test_a_row_the_database_refuses_costs_only_itself(settings: Settings, db: Se
     try:
         items = [turn(1), turn(2, content="poison pill"), turn(3), turn(4, content="x\x00")]
         result = MemoryClient(settings, dispatch=False).enqueue_turns(items)
+        many = [turn(i) for i in range(10, 10 + COPY_FROM)] + [turn(9, content="poison")]
+        copied = MemoryClient(settings, dispatch=False).enqueue_turns(many)
     finally:
         _drop_refusal(settings)
     assert result.accepted == 2
@@ -183,7 +207,8 @@ def test_a_row_the_database_refuses_costs_only_itself(settings: Settings, db: Se
     assert (
         "the database refused this turn: poison row" in result.rejected[0]["errors"][0]["message"]
     )
-    assert count_turns(db) == 2
+    assert (copied.accepted, [r["index"] for r in copied.rejected]) == (COPY_FROM, [COPY_FROM])
+    assert count_turns(db) == 2 + COPY_FROM
 
 
 def test_dispatch_when_pending_turns_cross_batch_size(settings: Settings) -> None:
