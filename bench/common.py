@@ -123,3 +123,42 @@ class Analyzer:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (Linux), or None."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw.rsplit(")", 1)[1].split()
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU seconds of a running process (all its threads)."""
+    fields = _stat_fields(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def postgres_cpu_seconds() -> float | None:
+    """CPU seconds of every PostgreSQL process on this machine, and of the backends
+    its postmaster has already reaped; None where the server is not local or /proc is
+    not readable."""
+    total, seen = 0.0, False
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() != "postgres":
+                continue
+        except OSError:
+            continue
+        fields = _stat_fields(entry.name)
+        if fields is None:
+            continue
+        seen = True
+        total += sum(int(f) for f in fields[11:15]) / _TICKS  # own, and reaped children's
+    return total if seen else None

@@ -23,14 +23,24 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
-from sqlalchemy import func, select, text
+from sqlalchemy import event, func, select, text
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
-from bench.common import REDIS_URL, emit, print_table, scratch_database
+from bench.common import (
+    REDIS_URL,
+    emit,
+    postgres_cpu_seconds,
+    print_table,
+    process_cpu_seconds,
+    scratch_database,
+)
 from memoryd.client import MemoryClient
+from memoryd.extraction.batch import extract_session
 from memoryd.models.db import get_engine, session_scope
+from memoryd.models.keys import SessionKey
 from memoryd.models.tables import ExtractionBatch
 from memoryd.settings import Settings
 from tests.fakellm import FakeLLM
@@ -98,6 +108,7 @@ def run(
         ]
         try:
             time.sleep(3)  # workers connected before the clock starts
+            cpu_before = _cpu(procs)
             start = time.perf_counter()
             for u in range(users):
                 client.end_session("bench", f"u{u}", f"u{u}-s")
@@ -109,6 +120,9 @@ def run(
                 procs=tuple(procs),
             )
             elapsed = time.perf_counter() - start
+            workers_cpu, postgres_cpu = (after - before for after, before in zip(
+                _cpu(procs), cpu_before, strict=True
+            ))  # fmt: skip
         finally:
             for p in procs:
                 p.stop()
@@ -122,7 +136,44 @@ def run(
         "calls_per_msg": calls / messages,
         "tokens_per_msg": tokens / messages,
         "seconds": elapsed,
+        "worker_cpu_per_1000": workers_cpu / messages * 1000,
+        "postgres_cpu_per_1000": postgres_cpu / messages * 1000,
     }
+
+
+def _cpu(procs: list[Any]) -> tuple[float, float]:
+    """CPU seconds so far of the worker processes, and of PostgreSQL (0 when its
+    processes cannot be read: a server elsewhere)."""
+    workers = sum(process_cpu_seconds(p.process.pid) or 0.0 for p in procs)
+    return workers, postgres_cpu_seconds() or 0.0
+
+
+def statements_per_batch(url: str, sessions: int, turns: int) -> float:
+    """Statements sent to PostgreSQL per extracted batch, counted in this process over
+    `sessions` sessions extracted by extract_session with an instant scripted model."""
+    reset(url)
+    counted = [0]
+
+    def count(*_args: Any) -> None:
+        counted[0] += 1
+
+    with FakeLLM() as llm, tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(database_url=url, llm_base_url=llm.base_url, llm_api_key="bench",
+                            data_dir=Path(tmp))  # fmt: skip
+        client = MemoryClient(settings, dispatch=False)
+        for u in range(sessions):
+            client.enqueue_turns(conversation(u, turns))
+            client.end_session("bench", f"u{u}", f"u{u}-s")
+        engine = get_engine(settings)
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            batches = sum(
+                extract_session(settings, SessionKey("bench", f"u{u}", f"u{u}-s")).batches
+                for u in range(sessions)
+            )
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
+    return counted[0] / max(batches, 1)
 
 
 def main() -> None:
@@ -135,6 +186,7 @@ def main() -> None:
         instant = run(url, 0.0, args.users, args.turns, workers=2, concurrency=16)
         base_slow = run(url, 0.5, 20, args.turns, workers=1, concurrency=1)
         slow = run(url, 0.5, args.users, args.turns, workers=2, concurrency=16)
+        statements = statements_per_batch(url, 30, args.turns)
     redis.Redis.from_url(REDIS_URL).flushdb()
     print_table(
         f"pipeline: PostgreSQL + Redis, {args.users} sessions x {args.turns} turns, "
@@ -156,14 +208,23 @@ def main() -> None:
             ),
             ("LLM calls per message (target <= 0.1)", instant["calls_per_msg"], "calls", None),
             ("prompt tokens per message", instant["tokens_per_msg"], "tokens", None),
+            ("worker CPU per 1000 turns, instant LLM", instant["worker_cpu_per_1000"], "s",
+             instant["worker_cpu_per_1000"] / base["worker_cpu_per_1000"]),
+            ("PostgreSQL CPU per 1000 turns, instant LLM", instant["postgres_cpu_per_1000"], "s",
+             instant["postgres_cpu_per_1000"] / base["postgres_cpu_per_1000"]
+             if base["postgres_cpu_per_1000"] else None),
+            ("statements per batch", statements, "stmts", None),
         ],
-    )
+    )  # fmt: skip
     emit(
         {
             "instant_msgs_per_s": instant["msgs_per_s"],
             "slow_llm_msgs_per_s": slow["msgs_per_s"],
             "llm_calls_per_msg": instant["calls_per_msg"],
             "prompt_tokens_per_msg": instant["tokens_per_msg"],
+            "worker_cpu_s_per_1000_turns": instant["worker_cpu_per_1000"],
+            "postgres_cpu_s_per_1000_turns": instant["postgres_cpu_per_1000"],
+            "statements_per_batch": statements,
         }
     )
 

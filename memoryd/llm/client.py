@@ -7,6 +7,7 @@ exponential backoff and jitter; anything else fails at once.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import dataclass
@@ -117,6 +118,15 @@ def client_key(settings: Settings) -> tuple[object, ...]:
     )
 
 
+@functools.cache
+def wire_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema a model answers to, built once per class: pydantic builds it anew
+    on every call, which cost more CPU than the rest of sending the request. Read only."""
+    wire = getattr(schema, "response_json_schema", schema.model_json_schema)
+    built: dict[str, Any] = wire()
+    return built
+
+
 class LLMClient:
     def __init__(self, settings: Settings) -> None:
         # Imported here: the SDK takes a third of a second to load, which every CLI
@@ -172,8 +182,7 @@ class LLMClient:
 
     def _response_format(self, schema: type[BaseModel]) -> dict[str, Any]:
         if self.settings.llm_response_format == "json_schema":
-            wire = getattr(schema, "response_json_schema", schema.model_json_schema)
-            named = {"name": schema.__name__, "schema": wire()}
+            named = {"name": schema.__name__, "schema": wire_schema(schema)}
             return {"type": "json_schema", "json_schema": named}
         return {"type": "json_object"}
 
