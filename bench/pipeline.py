@@ -29,14 +29,8 @@ import redis
 from sqlalchemy import event, func, select, text
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
-from bench.common import (
-    REDIS_URL,
-    emit,
-    postgres_cpu_seconds,
-    print_table,
-    process_cpu_seconds,
-    scratch_database,
-)
+from bench.common import REDIS_URL, emit, print_table, scratch_database
+from bench.usage import postmaster_pid, process_seconds, tree_seconds
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.models.db import get_engine, session_scope
@@ -108,7 +102,8 @@ def run(
         ]
         try:
             time.sleep(3)  # workers connected before the clock starts
-            cpu_before = _cpu(procs)
+            postmaster = postmaster_pid(url)
+            cpu_before = _cpu(procs, postmaster)
             start = time.perf_counter()
             for u in range(users):
                 client.end_session("bench", f"u{u}", f"u{u}-s")
@@ -121,7 +116,7 @@ def run(
             )
             elapsed = time.perf_counter() - start
             workers_cpu, postgres_cpu = (after - before for after, before in zip(
-                _cpu(procs), cpu_before, strict=True
+                _cpu(procs, postmaster), cpu_before, strict=True
             ))  # fmt: skip
         finally:
             for p in procs:
@@ -141,11 +136,11 @@ def run(
     }
 
 
-def _cpu(procs: list[Any]) -> tuple[float, float]:
+def _cpu(procs: list[Any], postmaster: int | None) -> tuple[float, float]:
     """CPU seconds so far of the worker processes, and of PostgreSQL (0 when its
     processes cannot be read: a server elsewhere)."""
-    workers = sum(process_cpu_seconds(p.process.pid) or 0.0 for p in procs)
-    return workers, postgres_cpu_seconds() or 0.0
+    workers = sum(process_seconds(p.process.pid) for p in procs)
+    return workers, tree_seconds(postmaster) if postmaster else 0.0
 
 
 def statements_per_batch(url: str, sessions: int, turns: int) -> float:

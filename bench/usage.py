@@ -47,6 +47,20 @@ def tree_seconds(parent: int) -> float:
     return total
 
 
+def postmaster_pid(url: str) -> int | None:
+    """The pid of the PostgreSQL server at `url` when it runs on this machine and its
+    data directory is readable here (a superuser may ask where it is), else None."""
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            folder = Path(str(conn.execute(text("SHOW data_directory")).scalar_one()))
+        return int((folder / "postmaster.pid").read_text().split()[0])
+    except Exception:  # not a superuser, another host, another layout: no figure
+        return None
+    finally:
+        engine.dispose()
+
+
 def machine_busy() -> tuple[float, float]:
     """The machine's busy and total CPU seconds since boot, all cores (/proc/stat)."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]

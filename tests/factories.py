@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from memoryd.ingest.buffer import ingest
+from memoryd.maintenance.usage import fold_chunk
 from memoryd.memories.store import create_memory
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
@@ -71,8 +72,8 @@ def count_turns(session: Session, status: str | None = None) -> int:
 
 
 def retrieve(session: Session, settings: Settings, memories: list[Memory], now: datetime) -> None:
-    """A recall in the first memory's scope returned these memories at `now`: its usage
-    feedback, as given for hits ranked without their row locks (usage.log_retrieval)."""
+    """A recall in the first memory's scope returned these memories at `now` (its usage
+    rows, usage.log_retrieval) and maintenance folded them into the memories."""
     parts = ScoreParts(
         keyword_rank=1,
         similarity=0.0,
@@ -85,3 +86,4 @@ def retrieve(session: Session, settings: Settings, memories: list[Memory], now: 
     hits = [Hit.from_memory(memory, score=1.0, parts=parts) for memory in memories]
     scope = Scope(memories[0].agent_id, memories[0].user_id)
     log_retrieval(session, settings, scope, hits, "what do you remember", None, now)
+    fold_chunk(session, settings)

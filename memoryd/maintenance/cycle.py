@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.maintenance.retention import RETENTION_STEPS
 from memoryd.maintenance.statistics import analyze_changed
+from memoryd.maintenance.usage import fold_usage
 from memoryd.memories.erasure import resume_interrupted
 from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import archive_due, decayed, half_life_days
@@ -36,6 +37,7 @@ MAX_CHUNKS_PER_RUN = 100  # a run changes at most 500k rows; the next run does t
 
 @dataclass
 class CycleCounts:
+    usage_folded: int = 0  # recalls' usage rows folded into their memories (usage.py)
     promoted: int = 0
     expired: int = 0
     archived: int = 0
@@ -249,10 +251,12 @@ def _analyze(settings: Settings) -> int:
 
 
 def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUNK) -> CycleCounts:
-    """One maintenance cycle. Promotion runs first, so a memory used often is kept even
-    if its TTL ran out in the same interval."""
+    """One maintenance cycle. Recalls' usage is folded first, so the steps after it see
+    every retrieval made before the cycle; promotion runs next, so a memory used often
+    is kept even if its TTL ran out in the same interval."""
     now = now or utcnow()
     counts = CycleCounts(
+        usage_folded=fold_usage(settings),
         promoted=_run_step(settings, _counted(promote_due), now, chunk),
         expired=_run_step(settings, _counted(expire_due), now, chunk),
         archived=_run_step(settings, _archive_chunk, now, chunk),

@@ -140,7 +140,7 @@ def _read_in_order(run: _Run, facts: Sequence[Fact]) -> None:
     """Read every existing memory the facts may find or change, in one statement: those
     the extractor named, those the search found (`nearby`), exact duplicates and the
     memories of the facts' keys. On PostgreSQL they are locked by ascending id: the
-    order recall's feedback, the embedding fill and the clean-up lock rows in, so no two
+    order the usage fold, the embedding fill and the clean-up lock rows in, so no two
     of them can each hold a row the other waits for. The scope lock keeps other writers
     of the scope out, so the set cannot grow before the writes. (SQLite: the write
     transaction already holds the database lock.)"""

@@ -271,6 +271,13 @@ class MemoryUsage(Scoped, Base):
         Index("ix_memory_usage_memory", "memory_id"),
         # A scope's own recalls, of shared memories too: what erasing that user removes.
         Index("ix_memory_usage_scope", "agent_id", "user_id", "id"),
+        # The rows maintenance has yet to fold into their memories (maintenance/usage.py).
+        Index(
+            "ix_memory_usage_unfolded",
+            "id",
+            postgresql_where=text("NOT folded"),
+            sqlite_where=text("NOT folded"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -284,6 +291,9 @@ class MemoryUsage(Scoped, Base):
     score: Mapped[float | None] = mapped_column(Float)
     referenced: Mapped[bool] = mapped_column(default=False, server_default=text("false"))
     created_at: Mapped[datetime]
+    # A recall appends its row and changes no memory; maintenance folds the row into its
+    # memory's weight and access columns, then marks it folded (maintenance/usage.py).
+    folded: Mapped[bool] = mapped_column(default=False, server_default=text("false"))
 
 
 class ExtractionBatch(Scoped, Base):

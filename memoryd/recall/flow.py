@@ -1,9 +1,9 @@
 """Recall's two flows as a chat backend meets them, whoever calls (MemoryClient, the
 HTTP routes through it, the agent tools): a ranked list, and the `<memory-context>`
-block. Each reads the agent's settings, ranks, and logs the usage feedback, which
-locks the hits' rows: on SQLite in one transaction, on PostgreSQL as statements that
-each commit alone (the feedback is one of them); an embedding call, when on, happens
-before any of it."""
+block. Each reads the agent's settings, ranks, and appends a usage row per memory it
+returns: no row is locked and no memory changes (maintenance/usage.py folds the rows
+into weights and access counts). On PostgreSQL the statements each commit alone; an
+embedding call, when on, happens before any of it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from memoryd import tracing
 from memoryd.agents import config as agent_config
 from memoryd.memories import profiles
-from memoryd.models.db import is_sqlite, session_scope, utcnow
+from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.recall import embeddings, inject
 from memoryd.recall.as_of import recall_as_of
@@ -62,7 +62,7 @@ def ranked(
             if not settings.memory_enabled or categories == []:
                 return []
             scope = Scope(agent_id, user_id)
-            hits = _locked(session, settings, scope, query, categories, tiers, now, vector, k)
+            hits = _ranked(session, settings, scope, query, categories, tiers, now, vector, k)
             if categories is None and tiers is None:  # a filter asks for memories only
                 # Read after the memories: a batch finishing in between hides its turns
                 # from this read, and the memories it wrote were not yet read: never both.
@@ -125,7 +125,7 @@ def _context_block(
             return "", 0
         settings, categories, tiers = rules
         scope = Scope(agent_id, user_id)
-        hits = _locked(session, settings, scope, query, categories, tiers, now, vector)
+        hits = _ranked(session, settings, scope, query, categories, tiers, now, vector)
         hits = inject.injectable(settings, hits)
         if categories is None and tiers is None:  # as in ranked(): after the memories
             hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK)
@@ -188,7 +188,7 @@ def _rendered(
     return render_context(hits, budget, now, zone)
 
 
-def _locked(
+def _ranked(
     session: Session,
     settings: Settings,
     scope: Scope,
@@ -199,9 +199,7 @@ def _locked(
     vector: Vectors | None,
     k: int | None = None,
 ) -> list[Hit]:
-    """recall, for the usage feedback that follows: on SQLite, in the same transaction,
-    its hits read with the columns it computes from (PostgreSQL's feedback statement
-    locks and reads them itself)."""
+    """recall with the flow's arguments."""
     return recall(
         session,
         settings,
@@ -212,7 +210,6 @@ def _locked(
         tiers=tiers,
         now=now,
         query_vector=vector,
-        lock_hits=is_sqlite(session),
     )
 
 

@@ -15,11 +15,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, PrivateAttr
+from pydantic import BaseModel
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from memoryd.memories.store import lock_rows
 from memoryd.memories.synonyms import key_asked
 from memoryd.memories.weights import MAX_WEIGHT, effective_weight
 from memoryd.models.base import readable_users
@@ -58,7 +57,8 @@ UNREAD_CANDIDATES = select(*SCORING_COLUMNS, Memory.agent_id, Memory.user_id).wh
 HIT_FIELDS = select(*MemoryOut.columns()).where(Memory.id.in_(bindparam("ids", expanding=True)))
 # What a reranker reads of the fused list's head.
 CONTENTS = select(Memory.id, Memory.content).where(Memory.id.in_(bindparam("ids", expanding=True)))
-# What usage feedback computes a memory's new weight and access columns from (usage.py).
+# What folding a memory's usage computes its new weight and access columns from
+# (maintenance/usage.py), and a reply that used it (usage.mark_referenced).
 FEEDBACK_COLUMNS = (
     Memory.tier,
     Memory.weight,
@@ -66,14 +66,6 @@ FEEDBACK_COLUMNS = (
     Memory.expires_at,
     Memory.access_count,
     Memory.promotable_at,
-)
-# The hits of a recall that will be logged: read with those too, to be locked in id order.
-FEEDBACK_HIT_FIELDS = (
-    select(
-        *MemoryOut.columns(), *(c for c in FEEDBACK_COLUMNS if c.key not in MemoryOut.model_fields)
-    )
-    .where(Memory.id.in_(bindparam("ids", expanding=True)))
-    .order_by(Memory.id)
 )
 
 
@@ -97,13 +89,6 @@ class Hit(MemoryOut):
     # A turn not yet extracted that matches (recall/pending.py): not a memory yet.
     pending: bool = False
     turn_key: str | None = None
-    # Its FEEDBACK_COLUMNS as read under its row lock, when recall locked its hits for
-    # the usage feedback that follows in the same transaction; never serialised.
-    _feedback: Any = PrivateAttr(default=None)
-
-    @property
-    def feedback(self) -> Any:
-        return self._feedback
 
 
 def recall(
@@ -117,12 +102,10 @@ def recall(
     tiers: Sequence[str] | None = None,
     now: datetime,
     query_vector: NDArray[np.float32] | None = None,
-    lock_hits: bool = False,
 ) -> list[Hit]:
     """The k most useful active memories for `query`. With a query that has no search
     terms, the strongest and most recent ones; otherwise only memories that some list
-    matched. With `lock_hits`, the hits are read under their row locks, with what usage
-    feedback needs (usage.log_retrieval): the feedback then reads nothing again."""
+    matched. Reads only: no row is locked."""
     k = settings.prefetch_limit if k is None else k
     if k <= 0:
         return []
@@ -147,7 +130,7 @@ def recall(
         top = reranked(settings, reranker, query, top, {mid: text for mid, text in contents})
     if asks_about_now(query):
         top = newest_value_first(session, top)
-    return _hits(session, lists, top[:k], lock_hits)
+    return _hits(session, lists, top[:k])
 
 
 class _Asked(NamedTuple):
@@ -327,14 +310,11 @@ def _hits(
     session: Session,
     lists: _Lists,
     top: list[tuple[float, int, dict[str, float]]],
-    lock_hits: bool,
 ) -> list[Hit]:
-    """The top memories as Hits, their whole rows read (under their row locks, with
-    FEEDBACK_COLUMNS, when `lock_hits`)."""
+    """The top memories as Hits, their whole rows read."""
     if not top:
         return []
-    hit_fields = lock_rows(session, FEEDBACK_HIT_FIELDS) if lock_hits else HIT_FIELDS
-    loaded = session.connection().execute(hit_fields, {"ids": [mid for _, mid, _ in top]})
+    loaded = session.connection().execute(HIT_FIELDS, {"ids": [mid for _, mid, _ in top]})
     memories = {row.id: row for row in loaded}
     bm25, similarity = dict(lists.keyword), dict(lists.trigram)
     hits = []
@@ -349,8 +329,5 @@ def _hits(
             embedding=round(lists.closeness[mid], 4) if mid in lists.closeness else None,
             **signals,
         )
-        hit = Hit(**memory._mapping, score=score, parts=parts)
-        if lock_hits:
-            hit._feedback = memory
-        hits.append(hit)
+        hits.append(Hit(**memory._mapping, score=score, parts=parts))
     return hits

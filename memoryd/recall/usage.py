@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -10,11 +10,11 @@ from sqlalchemy import Table, bindparam, select, text, update
 from sqlalchemy.orm import Session
 
 from memoryd.memories.store import lock_rows
-from memoryd.memories.weights import MAX_WEIGHT, reinforced, restarted_ttl, ttl_restarted_at
+from memoryd.memories.weights import reinforced
 from memoryd.models.bulk import write_rows
 from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
-from memoryd.models.tables import Memory, MemoryUsage, Tier
+from memoryd.models.tables import Memory, MemoryUsage
 from memoryd.recall.rank import FEEDBACK_COLUMNS, Hit
 from memoryd.settings import Settings
 from memoryd.text import search_tokens
@@ -42,29 +42,29 @@ def log_retrieval(
     now: datetime,
 ) -> None:
     """One usage row per hit, naming the scope that asked (a shared memory's row too:
-    erasing that user removes it); access counted, weight reinforced a little, TTL
-    restarted.
+    erasing that user removes it), in one statement. Nothing else is written and no row
+    is locked: maintenance/usage.py folds the rows into access counts, weights, TTLs and
+    promotion.
 
-    On PostgreSQL all of it is one statement that locks the rows and computes their new
-    values from what it locked (_FEEDBACK), so a recall needs no transaction of its
-    own. On SQLite, hits that recall read with the columns the new values are computed
-    from (`recall(lock_hits=True)`) carry them; others are read here."""
+    On PostgreSQL synchronous_commit is off for it: usage rows are feedback, not user
+    data, so losing the last instant of them in a server crash is harmless, and recall
+    does not wait for a WAL flush (the tail of its latency on a busy disk)."""
     if not hits:
         return
     if not is_sqlite(session):
-        asked = {"agent_id": scope.agent_id, "user_id": scope.user_id, "session_id": session_id}
-        _feedback_on_postgres(session, settings, hits, asked | {"query": logged_query(query)}, now)
+        session.connection().execute(
+            _LOG_RELAXED,
+            {
+                "ids": [hit.id for hit in hits],
+                "scores": [hit.score for hit in hits],
+                "agent_id": scope.agent_id,
+                "user_id": scope.user_id,
+                "session_id": session_id,
+                "query": logged_query(query),
+                "now": now,
+            },
+        )
         return
-    read = {hit.id: hit.feedback for hit in hits}
-    if all(row is not None for row in read.values()):
-        fresh: Sequence[Any] = list(read.values())
-    else:
-        fresh = _locked(session, list(read))
-        present = {row.id for row in fresh}
-        hits = [hit for hit in hits if hit.id in present]  # none erased since ranking
-        if not hits:
-            return
-    changes = _reinforced(settings, fresh, settings.reinforce_retrieved, now, retrieved=True)
     n = len(hits)
     usage: dict[str, list[Any]] = {
         "memory_id": [hit.id for hit in hits],
@@ -75,9 +75,8 @@ def log_retrieval(
         "score": [hit.score for hit in hits],
         "referenced": [False] * n,
         "created_at": [now] * n,
+        "folded": [False] * n,
     }
-    if changes:
-        write_rows(session, _MEMORIES, changes, key="id")
     write_rows(session, _USAGE, usage, key=None)
 
 
@@ -86,122 +85,51 @@ def logged_query(query: str) -> str:
     return query[:2000].replace("\x00", "")
 
 
-# A retrieval's feedback on PostgreSQL, in one statement and so one round trip: the hits
-# locked in id order (the order every writer of many memories locks them in), their
-# new weight (decayed, plus the reinforcement, within 0..max), access columns and TTL
-# computed from the locked rows as weights.reinforced and _retrieved compute them, and
-# a usage row for each hit still there. synchronous_commit is off for it: usage rows and
-# access counts are feedback, not user data, so losing the last instant of them in a
-# server crash is harmless, and recall does not wait for a WAL flush (the tail of its
-# latency on a busy disk).
-_FEEDBACK = text("""
-WITH locked AS (
-    SELECT id FROM memories WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id FOR UPDATE
-), reinforced AS (
-    UPDATE memories AS m SET
-        weight = least(greatest(
-            m.weight * power(0.5, greatest(
-                extract(epoch FROM CAST(:now AS timestamptz) - m.weight_at), 0
-            ) / 86400.0 / CASE WHEN m.tier = 'long' THEN :long_days ELSE :short_days END)
-            + :amount, 0), :max_weight),
-        weight_at = :now,
-        last_accessed_at = :now,
-        expires_at = CASE WHEN m.tier = 'short' AND m.expires_at IS NOT NULL
-            THEN greatest(m.expires_at, :ttl_restarted) ELSE m.expires_at END,
-        access_count = m.access_count + 1,
-        promotable_at = coalesce(m.promotable_at, CASE
-            WHEN m.tier = 'short' AND m.access_count + 1 >= :promote_count THEN :now END)
-    FROM locked WHERE m.id = locked.id
-    RETURNING m.id
-), relaxed AS (
+# A retrieval's usage rows on PostgreSQL, without waiting for the WAL flush. A memory
+# erased since it was ranked is left out (its row would break the foreign key).
+_LOG_RELAXED = text("""
+WITH relaxed AS (
     SELECT set_config('synchronous_commit', 'off', true)
 )
 INSERT INTO memory_usage
-    (memory_id, agent_id, user_id, session_id, query, score, referenced, created_at)
-SELECT hit.id, :agent_id, :user_id, :session_id, :query, hit.score, false, :now
+    (memory_id, agent_id, user_id, session_id, query, score, referenced, created_at, folded)
+SELECT hit.id, :agent_id, :user_id, :session_id, :query, hit.score, false, :now, false
 FROM unnest(CAST(:ids AS bigint[]), CAST(:scores AS float8[])) AS hit(id, score)
-JOIN reinforced ON reinforced.id = hit.id
+JOIN memories ON memories.id = hit.id
 CROSS JOIN relaxed
 """)
 
 
-def _feedback_on_postgres(
-    session: Session, settings: Settings, hits: Sequence[Hit], logged: dict[str, Any], now: datetime
-) -> None:
-    """_FEEDBACK for `hits`; `logged`: the usage rows' agent, user, session and query."""
-    params = logged | {
-        "ids": [hit.id for hit in hits],
-        "scores": [hit.score for hit in hits],
-        "now": now,
-        "long_days": settings.half_life_long_days,
-        "short_days": settings.half_life_short_days,
-        "amount": settings.reinforce_retrieved,
-        "max_weight": MAX_WEIGHT,
-        "ttl_restarted": ttl_restarted_at(now, settings),
-        "promote_count": settings.promote_access_count,
-    }
-    session.connection().execute(_FEEDBACK, params)
-
-
 def _reinforce(
-    session: Session,
-    settings: Settings,
-    ids: Sequence[int],
-    amount: float,
-    now: datetime,
-    *,
-    retrieved: bool,
+    session: Session, settings: Settings, ids: Sequence[int], amount: float, now: datetime
 ) -> None:
-    """Reinforce memories atomically: see _locked and _reinforced. One statement each way."""
-    fresh = _locked(session, ids)
+    """Reinforce memories atomically: see locked_feedback and _reinforced. One statement
+    each way."""
+    fresh = locked_feedback(session, ids)
     if fresh:
-        write_rows(
-            session,
-            _MEMORIES,
-            _reinforced(settings, fresh, amount, now, retrieved=retrieved),
-            key="id",
-        )
+        write_rows(session, _MEMORIES, _reinforced(settings, fresh, amount, now), key="id")
 
 
-def _locked(session: Session, ids: Sequence[int]) -> Sequence[Any]:
-    """The memories' FEEDBACK_COLUMNS, re-read under their row locks, taken in id order
-    (so concurrent recalls queue instead of deadlocking)."""
+def locked_feedback(session: Session, ids: Iterable[int]) -> Sequence[Any]:
+    """The memories' id and FEEDBACK_COLUMNS, re-read under their row locks, taken in id
+    order (so concurrent writers of many memories queue instead of deadlocking)."""
     locked = lock_rows(session, _FRESH)
     return session.connection().execute(locked, {"ids": sorted(set(ids))}).all()
 
 
 def _reinforced(
-    settings: Settings, fresh: Sequence[Any], amount: float, now: datetime, *, retrieved: bool
+    settings: Settings, fresh: Sequence[Any], amount: float, now: datetime
 ) -> dict[str, list[Any]]:
-    """The new column values (one list per column, "id" first; none without rows) of
-    rows read under their locks: every value is computed from what was read under the
-    lock, so an access, a concurrent recall's increment or a promotion's tier change is
-    never lost or overwritten.
-
-    Only unindexed columns change, except expires_at once an hour and promotable_at
-    once in a memory's life, so the row is rewritten in place (see tables.Memory)."""
-    if not fresh:
-        return {}
+    """The new weight columns (one list per column, "id" first) of rows read under their
+    locks: computed from what was read under the lock, so a concurrent change is never
+    lost or overwritten. Only unindexed columns change, so the row is rewritten in place
+    (see tables.Memory)."""
     changes = [
-        reinforced(row.tier, row.weight, row.weight_at, amount, now, settings)
-        | (_retrieved(settings, row, now) if retrieved else {})
-        for row in fresh
+        reinforced(row.tier, row.weight, row.weight_at, amount, now, settings) for row in fresh
     ]
     columns = {"id": [row.id for row in fresh]}
     columns.update({c: [change[c] for change in changes] for c in changes[0]})
     return columns
-
-
-def _retrieved(settings: Settings, row: Any, now: datetime) -> dict[str, Any]:
-    """The access columns after one more retrieval of a row read under its lock."""
-    count = row.access_count + 1
-    reaches_promotion = row.tier == Tier.SHORT and count >= settings.promote_access_count
-    return {
-        "last_accessed_at": now,
-        "expires_at": restarted_ttl(row.tier, row.expires_at, now, settings),
-        "access_count": count,
-        "promotable_at": row.promotable_at or (now if reaches_promotion else None),
-    }
 
 
 def _terms(text: str) -> set[str]:
@@ -242,7 +170,7 @@ def mark_referenced(
     if not used:
         return []
     ids = [h.id for h in used]
-    _reinforce(session, settings, ids, settings.reinforce_referenced, now, retrieved=False)
+    _reinforce(session, settings, ids, settings.reinforce_referenced, now)
     latest = (
         select(MemoryUsage.id)
         .where(MemoryUsage.memory_id.in_(ids))

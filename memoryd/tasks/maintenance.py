@@ -9,6 +9,7 @@ from memoryd.ingest.dispatch import dispatch_extract
 from memoryd.ingest.sweeper import run_sweep
 from memoryd.maintenance.compression import compress_due_sessions
 from memoryd.maintenance.cycle import run_cycle
+from memoryd.maintenance.usage import fold_usage
 from memoryd.settings import get_settings
 from memoryd.tasks.embedding import send_fill
 from memoryd.tasks.guard import guarded
@@ -31,6 +32,8 @@ def sweep() -> dict[str, Any]:
         # Memories saved directly (remember, update, import) and those a failed fill
         # left get their vectors on the embedding queue, off the chat path.
         "fill_sent": send_fill(settings),
+        # What recalls used since the last sweep reaches weights, access counts, TTLs.
+        "usage_folded": fold_usage(settings),
     }
 
 

@@ -10,6 +10,7 @@ from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.extraction.stats import pipeline_stats
 from memoryd.maintenance.cycle import run_cycle
+from memoryd.maintenance.usage import fold_usage
 from memoryd.models import batch_totals
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
@@ -63,6 +64,7 @@ def test_old_turns_usage_and_batches_go_and_dead_letters_and_memories_stay(
         llm.push(bad_request())
         extract_session(with_llm(settings, llm, max_attempts=1), say(client, "s2", "Hi there."))
     client.recall("where do I live", "bot", "ann")
+    assert fold_usage(settings) == 1
     before = counts(settings)
     assert before == {"done": 2, "failed": 1, "usage": 1, "batches": 2, "sessions": 2}
     accessed = access_counts(settings)

@@ -1,5 +1,5 @@
-"""Writers of one scope at once: direct saves, extraction and recall's feedback never race
-each other into duplicates or lost updates. Real threads on both databases."""
+"""Writers of one scope at once: direct saves, extraction, recalls and the usage fold never
+race each other into duplicates or lost updates. Real threads on both databases."""
 
 from __future__ import annotations
 
@@ -10,18 +10,19 @@ from datetime import timedelta
 from functools import partial
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.maintenance.cycle import promote_due
+from memoryd.maintenance.usage import fold_usage
 from memoryd.memories.reconcile import reconcile_facts
 from memoryd.models.coordination import lock_scope
 from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.proposals import Fact
-from memoryd.models.tables import Memory, MemoryStatus, Tier
+from memoryd.models.tables import Memory, MemoryStatus, MemoryUsage, Tier
 from memoryd.settings import Settings
 from tests.factories import make_memory
 
@@ -85,21 +86,26 @@ def test_a_save_racing_an_extraction_of_the_same_fact_leaves_one_memory(
 def test_concurrent_recalls_count_every_access(settings: Settings, db: Session) -> None:
     make_memory(db, settings, "Plays the cello on Sundays", confidence=0.7)  # short tier
     db.commit()
+    """Recalls append, folds running beside them apply each retrieval exactly once."""
     client = MemoryClient(settings, dispatch=False)
-    run_together([lambda: client.recall("cello", "bot", "ann")] * 20)
+    recalls = [lambda: client.recall("cello", "bot", "ann")] * 20
+    run_together([*recalls, *[lambda: fold_usage(settings)] * 3])
+    fold_usage(settings)
     memory = db.scalars(select(Memory)).one()
     assert memory.access_count == 20
     db.commit()
 
 
 def test_a_recall_never_undoes_a_promotion(settings: Settings, db: Session) -> None:
-    """Promotion moves a memory to the long tier while recalls of it run: however they
-    interleave, it ends long-term with the archive due time that tier needs."""
+    """Promotion moves a memory to the long tier while recalls of it run and their usage
+    is folded: however they interleave, it ends long-term with the archive due time that
+    tier needs."""
     memory = make_memory(db, settings, "Learning the cello", confidence=0.7)
     db.commit()
     client = MemoryClient(settings, dispatch=False)
     for _ in range(settings.promote_access_count):
         client.recall("cello", "bot", "ann")
+    fold_usage(settings)
 
     def promote() -> None:
         # A row that a recall holds locked is skipped, for the next sweep to take.
@@ -110,7 +116,9 @@ def test_a_recall_never_undoes_a_promotion(settings: Settings, db: Session) -> N
             time.sleep(0.01)
         raise AssertionError("the memory was never promoted")
 
-    run_together([promote] + [lambda: client.recall("cello", "bot", "ann")] * 10)
+    recalls = [lambda: client.recall("cello", "bot", "ann")] * 10
+    run_together([promote, lambda: fold_usage(settings), *recalls])
+    fold_usage(settings)
     db.expire_all()
     promoted = db.get(Memory, memory.id)
     assert promoted is not None
@@ -121,12 +129,12 @@ def test_a_recall_never_undoes_a_promotion(settings: Settings, db: Session) -> N
     db.commit()
 
 
-def test_a_replacement_locks_memories_in_the_order_recall_does(
+def test_a_replacement_locks_memories_in_the_order_the_usage_fold_does(
     backend: str, settings: Settings, db: Session
 ) -> None:
     """Extraction replacing two memories of a single-valued key (the one it names, the
-    newer, and an older one of the key) against recall locking both in id order: the
-    writer takes them in id order too, in one statement, so neither holds a row the
+    newer, and an older one of the key) against the usage fold locking both in id order:
+    the writer takes them in id order too, in one statement, so neither holds a row the
     other waits for. Before, it locked the named one first: a deadlock."""
     if backend != "postgres":
         pytest.skip("SQLite writers hold the whole database: no row order to get wrong")
@@ -147,7 +155,7 @@ def test_a_replacement_locks_memories_in_the_order_recall_does(
         except BaseException as exc:
             writer_error.append(exc)
 
-    # What recall's feedback does: the rows it changes FOR UPDATE, by ascending id.
+    # What the usage fold does: the rows it changes FOR UPDATE, by ascending id.
     with get_engine(settings).connect() as recall, recall.begin():
         recall.execute(text("SET LOCAL lock_timeout = '3s'"))
         recall.execute(select(Memory.id).where(Memory.id == older.id).with_for_update()).all()
@@ -159,3 +167,29 @@ def test_a_replacement_locks_memories_in_the_order_recall_does(
     writer.join(timeout=30)
     assert writer_error == []
     assert active(db) == [("Lives in Porto", 1)]
+
+
+def test_a_fold_locks_memories_before_their_usage_rows_as_an_erasure_does(
+    backend: str, settings: Settings, db: Session
+) -> None:
+    """An erasure locks the scope's memories, then deleting them deletes their usage
+    rows. A fold that took the usage rows first and then waited for the memories would
+    deadlock with it; the fold waits for the memories first, holding nothing."""
+    if backend != "postgres":
+        pytest.skip("SQLite writers hold the whole database: no row order to get wrong")
+    memory = make_memory(db, settings, "Plays the cello")
+    db.commit()
+    client = MemoryClient(settings, dispatch=False)
+    client.recall("cello", "bot", "ann")
+    folded: list[int] = []
+    with get_engine(settings).connect() as erasure, erasure.begin():
+        erasure.execute(text("SET LOCAL lock_timeout = '3s'"))
+        erasure.execute(select(Memory.id).where(Memory.id == memory.id).with_for_update()).all()
+        fold = threading.Thread(target=lambda: folded.append(fold_usage(settings)))
+        fold.start()
+        time.sleep(0.5)  # the fold is waiting for the memory now
+        erasure.execute(text("DELETE FROM memories WHERE id = :id"), {"id": memory.id})
+    fold.join(timeout=30)
+    assert folded == [0]  # the row went with its memory: nothing left to fold
+    assert db.scalar(select(func.count()).select_from(MemoryUsage)) == 0
+    db.commit()

@@ -11,6 +11,7 @@ from freezegun import freeze_time
 
 from memoryd import AsyncMemoryClient
 from memoryd.client import MemoryClient
+from memoryd.maintenance.usage import fold_usage
 from memoryd.memories.edits import forget
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
@@ -95,8 +96,10 @@ def test_a_look_back_is_not_a_use(client: MemoryClient) -> None:
     before = {m.id: m.access_count for m in client.list("bot", "ann")}
     client.recall(WHERE, "bot", "ann", as_of=on(6))
     client.build_context(WHERE, "bot", "ann", as_of=on(6))
+    assert fold_usage(client.settings) == 0  # no usage row was written
     assert {m.id: m.access_count for m in client.list("bot", "ann")} == before
     client.recall(WHERE, "bot", "ann")
+    assert fold_usage(client.settings) == 1
     assert {m.id: m.access_count for m in client.list("bot", "ann")} != before
 
 

@@ -69,7 +69,7 @@ def test_recall_reads_by_index_in_a_new_users_scope(
     bm25_plan = plan_of("AS asked")
     assert "Join Filter" not in bm25_plan and "Rows Removed" not in bm25_plan, bm25_plan
     assert f"loops={len(query_tokens(QUESTION)) * users})" in bm25_plan, bm25_plan
-    # The usage feedback: the hits' rows by key, never a scan of the store.
-    feedback_plan = plan_of("WITH locked AS")
+    # The usage rows: their memories found by key, never a scan of the store.
+    feedback_plan = plan_of("INSERT INTO memory_usage")
     assert "Seq Scan on memories" not in feedback_plan, feedback_plan
     assert "pk_memories" in feedback_plan, feedback_plan

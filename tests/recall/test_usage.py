@@ -1,4 +1,5 @@
-"""What a recall writes: its feedback changes the memory rows in place."""
+"""What a recall writes: its usage rows, and nothing else; folded by maintenance into
+the memory rows, in place."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sqlalchemy import event, select, text
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
+from memoryd.maintenance.usage import fold_usage
 from memoryd.memories.weights import reinforced, restarted_ttl
 from memoryd.models.db import get_engine, utcnow
 from memoryd.models.tables import Memory, MemoryUsage, Tier
@@ -41,9 +43,9 @@ def test_recall_feedback_rewrites_rows_in_place(settings: Settings, db: Session)
 
 
 def test_a_recall_logs_and_counts_each_hit_as_its_own(settings: Settings, db: Session) -> None:
-    """One statement writes all of a recall's usage rows and another all its access
+    """One statement writes all of a recall's usage rows, and the fold all their access
     counts: each memory still gets its own row, count, weight and TTL, never a
-    neighbour's."""
+    neighbour's. Until the fold, no memory changed."""
     tea = make_memory(db, settings, "Prefers green tea", access_count=4, weight=0.5)
     teapot = make_memory(
         db,
@@ -70,6 +72,12 @@ def test_a_recall_logs_and_counts_each_hit_as_its_own(settings: Settings, db: Se
     ]
     assert {u.memory_id: u.score for u in usage} == {h.id: h.score for h in hits}
     assert all(started <= u.created_at <= utcnow() for u in usage)
+    untouched = db.scalars(select(Memory.access_count).where(Memory.agent_id == "bot")).all()
+    assert sorted(untouched) == [0, 0, 0, 4]  # bob's too
+    db.commit()
+    assert fold_usage(settings) == 3
+    db.expire_all()
+    assert all(u.folded for u in db.scalars(select(MemoryUsage)))
     counted = {m.id: m for m in db.scalars(select(Memory).where(Memory.agent_id == "bot"))}
     assert [counted[m.id].access_count for m in (tea, teapot, house)] == [5, 1, 1]
     assert 0.5 < counted[tea.id].weight < counted[teapot.id].weight  # each its own weight
@@ -78,6 +86,7 @@ def test_a_recall_logs_and_counts_each_hit_as_its_own(settings: Settings, db: Se
     assert expires_at is not None and expires_at > utcnow() + timedelta(days=6)  # restarted
     accessed = {counted[m.id].last_accessed_at for m in (tea, teapot, house)}
     assert len(accessed) == 1 and started <= accessed.pop() <= utcnow()  # type: ignore[operator]
+    assert fold_usage(settings) == 0  # each row is folded once
 
 
 def _updates(db: Session) -> tuple[int, int]:
@@ -105,11 +114,12 @@ def test_a_query_is_logged_exactly_as_asked(settings: Settings, db: Session) -> 
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_a_recall_writes_its_feedback_in_one_statement(settings: Settings, db: Session) -> None:
-    """On PostgreSQL a recall needs no transaction of its own: its reads and its
-    feedback each commit alone, and the feedback (the hits locked, their new counts and
-    weights computed from the locked rows, the usage rows, synchronous_commit off) is
-    one statement. No BEGIN or COMMIT round trip, no read under a lock before it."""
+def test_a_recall_writes_only_its_usage_rows_in_one_statement(
+    settings: Settings, db: Session
+) -> None:
+    """On PostgreSQL a recall needs no transaction of its own: its reads and its usage
+    rows (synchronous_commit off) each commit alone. No BEGIN or COMMIT round trip, no
+    row locked, no memory updated: the fold counts the accesses later."""
     for text_ in ("Prefers green tea", "Bought a clay teapot for green tea", "Lives in Porto"):
         make_memory(db, settings, text_)
     db.commit()
@@ -136,21 +146,23 @@ def test_a_recall_writes_its_feedback_in_one_statement(settings: Settings, db: S
     assert len(hits) == 2
     assert statements["transactional"] == []  # nothing ran inside BEGIN ... COMMIT
     ran = statements["autocommit"]
-    # The agent's settings, the scope (small: read whole), BM25, the hits, the feedback,
-    # then the turns not yet extracted (recall/pending.py).
+    # The agent's settings, the scope (small: read whole), BM25, the hits, the usage
+    # rows, then the turns not yet extracted (recall/pending.py).
     assert len(ran) == 6, ran
-    markers = ("FOR UPDATE", "UPDATE memories", "INSERT INTO", "set_config")
-    writes = [s for s in ran if any(m in s for m in markers)]
-    assert len(writes) == 1 and all(m in writes[0] for m in markers), writes
+    assert not [s for s in ran if "FOR UPDATE" in s or "UPDATE memories" in s], ran
+    writes = [s for s in ran if "INSERT INTO" in s]
+    assert len(writes) == 1 and "memory_usage" in writes[0] and "set_config" in writes[0]
+    assert db.scalars(select(Memory.access_count)).all() == [0, 0, 0]
+    db.commit()
+    fold_usage(settings)
     db.expire_all()
     counts = db.scalars(select(Memory.access_count).order_by(Memory.id)).all()
     assert counts == [1, 1, 0]  # each hit counted once per recall, nothing else
 
 
 def test_the_feedback_computes_what_the_weight_rules_say(settings: Settings, db: Session) -> None:
-    """Whichever way a database computes a recall's feedback (PostgreSQL in its one
-    statement, SQLite in Python), each row gets what weights.reinforced and the access
-    rules give for what it held: decay by its tier's half-life from its own weight_at,
+    """On either database, a folded recall gives each row what weights.reinforced and
+    the access rules give for what it held: decay by its tier's half-life from its own weight_at,
     the reinforcement, the ceiling, the TTL restarted to the hour, promotion at the
     count."""
     settings = settings.model_copy(update={"promote_access_count": 3})
