@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memoryd.settings import Settings
+from memoryd.settings import PARTS
 
 ENV_EXAMPLE_HEADER = """\
 # Every memoryd setting, with its default. Copy to memoryd.env, uncomment what you
@@ -19,11 +19,13 @@ ENV_EXAMPLE_HEADER = """\
 
 def env_example() -> str:
     """memoryd.env.example: each setting as a commented variable set to its default."""
-    lines = [ENV_EXAMPLE_HEADER]
-    for name, field in Settings.model_fields.items():
-        if field.description:
-            lines.append(f"# {field.description}")
-        lines.append(f"# MEMORYD_{name.upper()}={_as_set(field.default)}")
+    lines = [ENV_EXAMPLE_HEADER.rstrip("\n")]
+    for title, part in PARTS:
+        lines += ["", f"# === {title} ==="]
+        for name, field in part.model_fields.items():
+            if field.description:
+                lines.append(f"# {field.description}")
+            lines.append(f"# MEMORYD_{name.upper()}={_as_set(field.default)}")
     return "\n".join(lines) + "\n"
 
 
@@ -39,19 +41,23 @@ ENV_EXAMPLE = ROOT / "memoryd.env.example"
 CONFIGURATION_PAGE = ROOT / "docs" / "configuration.md"
 REFERENCE_HEADING = "## Reference: every setting"
 REFERENCE_NOTE = (
-    "Generated from `memoryd.settings.Settings` by `python -m memoryd.env_example`; the"
-    " sections above say more of the settings that need it."
+    "Generated from the stages' parts of `memoryd.settings.Settings` by `python -m"
+    " memoryd.env_example`; the sections above say more of the settings that need it."
 )
 
 
 def reference() -> str:
-    """The reference section: a row per setting, its default and its description."""
-    rows = ["| variable | default | meaning |", "|---|---|---|"]
-    for name, field in Settings.model_fields.items():
-        shown = _as_set(field.default, unset="none")
-        meaning = (field.description or "").replace("|", "\\|")
-        rows.append(f"| `MEMORYD_{name.upper()}` | `{shown}` | {meaning} |")
-    return f"{REFERENCE_HEADING}\n\n{REFERENCE_NOTE}\n\n" + "\n".join(rows) + "\n"
+    """The reference section: a table per stage, a row per setting with its default and
+    its description."""
+    tables = []
+    for title, part in PARTS:
+        rows = [f"### {title}", "", "| variable | default | meaning |", "|---|---|---|"]
+        for name, field in part.model_fields.items():
+            shown = _as_set(field.default, unset="none")
+            meaning = (field.description or "").replace("|", "\\|")
+            rows.append(f"| `MEMORYD_{name.upper()}` | `{shown}` | {meaning} |")
+        tables.append("\n".join(rows))
+    return f"{REFERENCE_HEADING}\n\n{REFERENCE_NOTE}\n\n" + "\n\n".join(tables) + "\n"
 
 
 def configuration_page(page: str) -> str:

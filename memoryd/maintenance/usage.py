@@ -23,11 +23,11 @@ from typing import Any, cast
 from sqlalchemy import Table, not_, select, update
 from sqlalchemy.orm import Session
 
+from memoryd.memories.feedback import locked_feedback
 from memoryd.memories.weights import reinforced, restarted_ttl
 from memoryd.models.bulk import write_rows
 from memoryd.models.db import is_sqlite, session_scope
 from memoryd.models.tables import Memory, MemoryUsage, Tier
-from memoryd.recall.usage import locked_feedback
 from memoryd.settings import Settings
 
 FOLD_CHUNK = 5000  # usage rows per transaction

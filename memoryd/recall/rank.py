@@ -57,16 +57,6 @@ UNREAD_CANDIDATES = select(*SCORING_COLUMNS, Memory.agent_id, Memory.user_id).wh
 HIT_FIELDS = select(*MemoryOut.columns()).where(Memory.id.in_(bindparam("ids", expanding=True)))
 # What a reranker reads of the fused list's head.
 CONTENTS = select(Memory.id, Memory.content).where(Memory.id.in_(bindparam("ids", expanding=True)))
-# What folding a memory's usage computes its new weight and access columns from
-# (maintenance/usage.py), and a reply that used it (usage.mark_referenced).
-FEEDBACK_COLUMNS = (
-    Memory.tier,
-    Memory.weight,
-    Memory.weight_at,
-    Memory.expires_at,
-    Memory.access_count,
-    Memory.promotable_at,
-)
 
 
 class ScoreParts(BaseModel):

@@ -2,32 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select, text, update
+from sqlalchemy import Table, select, text, update
 from sqlalchemy.orm import Session
 
-from memoryd.memories.store import lock_rows
+from memoryd.memories.feedback import locked_feedback
 from memoryd.memories.weights import reinforced
 from memoryd.models.bulk import write_rows
 from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryUsage
-from memoryd.recall.rank import FEEDBACK_COLUMNS, Hit
+from memoryd.recall.rank import Hit
 from memoryd.settings import Settings
 from memoryd.text import search_tokens
 
 MIN_TERM_CHARS = 3  # "to", "in", "a" say nothing about which memory was used
 
 
-# What a reinforcement reads of its memories, under their row locks (see _reinforce).
-_FRESH = (
-    select(Memory.id, *FEEDBACK_COLUMNS)
-    .where(Memory.id.in_(bindparam("ids", expanding=True)))
-    .order_by(Memory.id)
-)
 _MEMORIES = cast(Table, Memory.__table__)
 _USAGE = cast(Table, MemoryUsage.__table__)
 
@@ -108,13 +102,6 @@ def _reinforce(
     fresh = locked_feedback(session, ids)
     if fresh:
         write_rows(session, _MEMORIES, _reinforced(settings, fresh, amount, now), key="id")
-
-
-def locked_feedback(session: Session, ids: Iterable[int]) -> Sequence[Any]:
-    """The memories' id and FEEDBACK_COLUMNS, re-read under their row locks, taken in id
-    order (so concurrent writers of many memories queue instead of deadlocking)."""
-    locked = lock_rows(session, _FRESH)
-    return session.connection().execute(locked, {"ids": sorted(set(ids))}).all()
 
 
 def _reinforced(

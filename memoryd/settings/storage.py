@@ -1,0 +1,55 @@
+"""Where things live: the database, the broker, the data folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+
+from memoryd.settings import checks
+
+
+class StorageSettings(BaseModel):
+    data_dir: Path = Field(Path(".memoryd"), description="Embedded SQLite file and broker folder")
+    database_url: str = Field("", description="SQLAlchemy URL; empty means <data_dir>/memoryd.db")
+    db_statement_timeout_seconds: float = Field(
+        120.0, ge=0, description="PostgreSQL: a statement running longer fails (0: no limit)"
+    )
+    db_lock_timeout_seconds: float = Field(
+        15.0, ge=0, description="PostgreSQL: waiting longer for a lock fails (0: no limit)"
+    )
+    db_pool_size: int = Field(
+        10, ge=1, description="PostgreSQL connections each process keeps open (per engine)"
+    )
+    db_max_overflow: int = Field(
+        20, ge=0, description="PostgreSQL connections a busy process may open beyond those"
+    )
+    db_transaction_pooler: bool = Field(
+        False,
+        description="PostgreSQL is reached through a transaction-pooling PgBouncer: no "
+        "prepared statements, timeouts set in each transaction, no session-level locks",
+    )
+    broker_url: str = Field(
+        "filesystem://", description="Celery broker; filesystem:// needs no server"
+    )
+    result_backend: str | None = Field(
+        None, description="Celery result backend URL; unset keeps no task results"
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        return checks.database_url(value)
+
+    @field_validator("broker_url")
+    @classmethod
+    def _broker_url(cls, value: str) -> str:
+        return checks.broker_url(value)
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'memoryd.db'}"
+
+    @property
+    def broker_folder(self) -> Path:
+        return self.data_dir / "broker"
