@@ -21,7 +21,7 @@ from memoryd.models.checks import clean_text
 from memoryd.models.db import session_scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import AgentConfig, Category, ChatSession, Tier
-from memoryd.settings import Settings
+from memoryd.settings import AgentDefaults, Settings
 
 Keyword = Annotated[
     str,
@@ -141,7 +141,7 @@ def known_agents(session: Session, limit: int = 1000) -> list[str]:
 # ------------------------------------------------------------------- used by the stages
 
 
-def categories_for(settings: Settings, requested: Sequence[str] | None) -> list[str] | None:
+def categories_for(settings: AgentDefaults, requested: Sequence[str] | None) -> list[str] | None:
     """The categories a recall may read: the requested ones within the agent's. None
     means no filter; an empty list means nothing may be read."""
     allowed = settings.memory_categories
@@ -152,7 +152,9 @@ def categories_for(settings: Settings, requested: Sequence[str] | None) -> list[
     return [c for c in requested if c in allowed]
 
 
-def keep_categories(settings: Settings, facts: list[Fact], rejected: Counter[str]) -> list[Fact]:
+def keep_categories(
+    settings: AgentDefaults, facts: list[Fact], rejected: Counter[str]
+) -> list[Fact]:
     """Extraction keeps only the agent's categories; the others count as rejected."""
     if settings.memory_categories is None:
         return facts

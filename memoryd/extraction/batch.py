@@ -50,7 +50,7 @@ from memoryd.models.coordination import lock_scope
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import BatchStatus, ExtractionBatch, FailureKind
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ def _write(
         raise
 
 
-def _renewal(settings: Settings, claim: Claim) -> Callable[[Session, datetime], bool]:
+def _renewal(settings: ExtractionSettings, claim: Claim) -> Callable[[Session, datetime], bool]:
     def renew(session: Session, now: datetime) -> bool:
         return renew_lease(session, settings, claim.key, claim.batch_id, now)
 

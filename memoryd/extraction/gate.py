@@ -6,13 +6,13 @@ import logging
 from collections import Counter
 
 from memoryd.models.proposals import Fact
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings
 from memoryd.text import holds_secret
 
 log = logging.getLogger(__name__)
 
 
-def gate_facts(facts: list[Fact], settings: Settings) -> tuple[list[Fact], Counter[str]]:
+def gate_facts(facts: list[Fact], settings: ExtractionSettings) -> tuple[list[Fact], Counter[str]]:
     """Keep the facts worth remembering; count every rejection by its reason."""
     rejected: Counter[str] = Counter()
     kept: list[Fact] = []

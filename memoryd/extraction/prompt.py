@@ -14,7 +14,7 @@ from memoryd.models.profiles import ProfileType
 from memoryd.models.proposals import Fact
 from memoryd.prompts import load_prompt
 from memoryd.recall.profile_prompt import render_profile
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings, Settings
 from memoryd.text import estimate_tokens
 from memoryd.zones import local
 
@@ -75,7 +75,7 @@ def render_keys(keys: Sequence[str]) -> str:
     return _as_data(list(keys)) if keys else "(none yet)"
 
 
-def render_profiles(profiles: Profiles, settings: Settings) -> str:
+def render_profiles(profiles: Profiles, settings: ExtractionSettings) -> str:
     """The scope's documents as system prompts show them (most useful first, empty fields
     left out), within half of the memories' part of the prompt."""
     budget = settings.extract_memory_tokens // 2 // max(len(profiles), 1)

@@ -25,7 +25,7 @@ from memoryd.models.tables import (
     ChatSession,
     TurnStatus,
 )
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings, IngestSettings, Settings
 from memoryd.text import estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,9 @@ def payload_items(payload: Any) -> list[Any]:
 
 
 def validate_turns(
-    items: Sequence[Mapping[str, Any] | TurnIn], settings: Settings, key_prefix: str | None = None
+    items: Sequence[Mapping[str, Any] | TurnIn],
+    settings: IngestSettings,
+    key_prefix: str | None = None,
 ) -> tuple[list[TurnIn], list[dict[str, Any]]]:
     """Validate each item on its own: good items go on, bad ones are reported by index."""
     good, bad = _validate(items, settings, key_prefix)
@@ -61,7 +63,7 @@ def validate_turns(
 
 
 def _validate(
-    items: Sequence[Mapping[str, Any] | TurnIn], settings: Settings, key_prefix: str | None
+    items: Sequence[Mapping[str, Any] | TurnIn], settings: IngestSettings, key_prefix: str | None
 ) -> tuple[list[tuple[int, TurnIn]], list[dict[str, Any]]]:
     """Good items with their index, and bad ones reported by index with field errors.
     With `key_prefix`, an item without a turn_key gets `<prefix>:<index>`, so the same
@@ -144,7 +146,7 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
 
 
 def store_turns(
-    db: Session | Connection, settings: Settings, turns: Sequence[TurnIn], now: datetime
+    db: Session | Connection, settings: ExtractionSettings, turns: Sequence[TurnIn], now: datetime
 ) -> tuple[IngestResult, list[SessionKey]]:
     """Insert validated turns (a repeated turn_key is a no-op) and bump their sessions.
 

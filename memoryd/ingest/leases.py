@@ -33,7 +33,7 @@ from memoryd.ingest.session_lease import EXTRACTION_LEASE
 from memoryd.models.db import is_sqlite, rowcount
 from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
 from memoryd.models.tables import BatchStatus, ChatSession, ExtractionBatch, Turn, TurnStatus
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def lock_session(session: Session, key: SessionKey) -> ChatSession | None:
 
 def claim_batch(
     session: Session,
-    settings: Settings,
+    settings: ExtractionSettings,
     key: SessionKey,
     now: datetime,
     *,
@@ -111,7 +111,9 @@ def claim_batch(
     return Claim(key, batch.id, turns, oversized and len(turns) == 1)
 
 
-def _pending_turns(session: Session, settings: Settings, key: SessionKey) -> list[ClaimedTurn]:
+def _pending_turns(
+    session: Session, settings: ExtractionSettings, key: SessionKey
+) -> list[ClaimedTurn]:
     """The session's oldest pending turns, a batch's worth at most."""
     rows = session.execute(
         select(Turn.id, Turn.role, Turn.content, Turn.created_at)
@@ -135,12 +137,12 @@ def _within_split(chat: ChatSession, rows: list[ClaimedTurn]) -> tuple[list[Clai
     return rows, False
 
 
-def _full(settings: Settings, rows: list[ClaimedTurn], taken: list[ClaimedTurn]) -> bool:
+def _full(settings: ExtractionSettings, rows: list[ClaimedTurn], taken: list[ClaimedTurn]) -> bool:
     """Whether the batch is as large as it can be: batch_size turns, or cut by the budget."""
     return len(rows) == settings.batch_size or len(taken) < len(rows)
 
 
-def _ready(settings: Settings, chat: ChatSession, *, full: bool, now: datetime) -> bool:
+def _ready(settings: ExtractionSettings, chat: ChatSession, *, full: bool, now: datetime) -> bool:
     """A full batch goes at once; a partial one when the session ended or went idle."""
     idle = chat.last_activity_at <= now - timedelta(seconds=settings.flush_idle_seconds)
     return full or chat.ended_at is not None or idle
@@ -244,7 +246,12 @@ def compress_due(settings: Settings, summarised_upto: Any) -> ColumnElement[bool
 
 
 def return_turns(
-    session: Session, settings: Settings, key: SessionKey, batch_id: int, *, count_attempt: bool
+    session: Session,
+    settings: ExtractionSettings,
+    key: SessionKey,
+    batch_id: int,
+    *,
+    count_attempt: bool,
 ) -> int:
     """A batch failed: its turns go back to pending. With `count_attempt` (a permanent
     failure or a bug) each gets one more attempt, or goes to `failed` (kept, re-drivable)
@@ -288,7 +295,9 @@ def end_split(session: Session, key: SessionKey) -> None:
     )
 
 
-def back_off(session: Session, settings: Settings, key: SessionKey, now: datetime) -> datetime:
+def back_off(
+    session: Session, settings: ExtractionSettings, key: SessionKey, now: datetime
+) -> datetime:
     """After a transient failure: the session's next claim waits, exponentially longer
     with each consecutive failure (with jitter, capped). Returns when it may run."""
     chat = session.scalars(select(ChatSession).where(*session_pk(key))).one()
@@ -324,7 +333,7 @@ def _less_pending(session: Session, n: int) -> ColumnElement[int]:
 
 
 def renew_lease(
-    session: Session, settings: Settings, key: SessionKey, batch_id: int, now: datetime
+    session: Session, settings: ExtractionSettings, key: SessionKey, batch_id: int, now: datetime
 ) -> bool:
     """Extend a live batch's lease. False if the batch no longer holds it."""
     return EXTRACTION_LEASE.renew(session, settings, key, batch_id, now)
@@ -333,7 +342,9 @@ def renew_lease(
 # ----------------------------------------------------------------------------- recovery
 
 
-def recover_stranded(session: Session, settings: Settings, chat: ChatSession, now: datetime) -> int:
+def recover_stranded(
+    session: Session, settings: ExtractionSettings, chat: ChatSession, now: datetime
+) -> int:
     """Return the session's claimed turns that no live lease covers; the caller holds the
     session row lock. A turn whose batches lost their lease `max_lost_leases` times (a
     batch that kills its worker every time) is dead-lettered. Returns how many turns."""

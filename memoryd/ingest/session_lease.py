@@ -22,7 +22,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from memoryd.models.db import rowcount
 from memoryd.models.keys import SessionKey, session_pk
 from memoryd.models.tables import ChatSession
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,9 @@ class SessionLease:
         write a lease holder makes to it."""
         return (*session_pk(key), self.holder == batch_id)
 
-    def taken_by(self, settings: Settings, batch_id: int, now: datetime) -> dict[str, Any]:
+    def taken_by(
+        self, settings: ExtractionSettings, batch_id: int, now: datetime
+    ) -> dict[str, Any]:
         return {self.holder.key: batch_id, self.until.key: _expiry(settings, now)}
 
     def released(self) -> dict[str, None]:
@@ -53,7 +55,7 @@ class SessionLease:
     def take(
         self,
         session: Session,
-        settings: Settings,
+        settings: ExtractionSettings,
         key: SessionKey,
         batch_id: int,
         now: datetime,
@@ -69,7 +71,12 @@ class SessionLease:
         return rowcount(taken) == 1
 
     def renew(
-        self, session: Session, settings: Settings, key: SessionKey, batch_id: int, now: datetime
+        self,
+        session: Session,
+        settings: ExtractionSettings,
+        key: SessionKey,
+        batch_id: int,
+        now: datetime,
     ) -> bool:
         """Extend the lease this batch holds; False if it no longer holds it."""
         renewed = session.execute(
@@ -87,7 +94,7 @@ class SessionLease:
         return rowcount(released) == 1
 
 
-def _expiry(settings: Settings, now: datetime) -> datetime:
+def _expiry(settings: ExtractionSettings, now: datetime) -> datetime:
     return now + timedelta(seconds=settings.lease_seconds)
 
 

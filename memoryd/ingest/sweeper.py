@@ -23,7 +23,7 @@ from memoryd.models.coordination import database_time
 from memoryd.models.db import is_sqlite, rowcount, session_scope
 from memoryd.models.keys import SessionKey, in_sessions, session_pk, turn_session, turns_of
 from memoryd.models.tables import ChatSession, Turn, TurnStatus
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def stranded_sessions(session: Session, now: datetime, limit: int = 1000) -> lis
 
 
 def sessions_due(
-    session: Session, settings: Settings, now: datetime, limit: int = 1000
+    session: Session, settings: ExtractionSettings, now: datetime, limit: int = 1000
 ) -> list[SessionKey]:
     """Sessions with pending turns that a worker should look at now: a full batch waits,
     or the session ended or went idle, and it is not backing off. Counts come from the

@@ -27,7 +27,7 @@ from memoryd.memories.weights import archive_due, decayed, half_life_days
 from memoryd.models import key_index, tallies
 from memoryd.models.db import checkpoint_sqlite, session_scope, utcnow
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryEvent, MemoryStatus, Tier
-from memoryd.settings import Settings
+from memoryd.settings import MemorySettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,9 @@ def _record(
         )
 
 
-def promote_due(session: Session, settings: Settings, now: datetime, limit: int = CHUNK) -> int:
+def promote_due(
+    session: Session, settings: MemorySettings, now: datetime, limit: int = CHUNK
+) -> int:
     """Short-tier memories retrieved `promote_access_count` times move to the long tier.
     The retrieval that reaches the count sets promotable_at, which this reads by index."""
     due = session.execute(
@@ -115,7 +117,7 @@ def promote_due(session: Session, settings: Settings, now: datetime, limit: int 
     return len(due)
 
 
-def _promoted(row: Any, settings: Settings, now: datetime) -> dict[str, Any]:
+def _promoted(row: Any, settings: MemorySettings, now: datetime) -> dict[str, Any]:
     """A promoted memory's new values: long tier, no expiry, its weight decayed so far
     at the short tier's pace and decaying at the long tier's from now on."""
     weight = decayed(row.weight, row.weight_at, now, half_life_days(Tier.SHORT, settings))
@@ -151,7 +153,9 @@ def _retire(
     return len(rows)
 
 
-def expire_due(session: Session, settings: Settings, now: datetime, limit: int = CHUNK) -> int:
+def expire_due(
+    session: Session, settings: MemorySettings, now: datetime, limit: int = CHUNK
+) -> int:
     """Short-tier memories past their TTL (restarted on every access) become expired."""
     due = (
         select(Memory.id)
@@ -170,7 +174,7 @@ def expire_due(session: Session, settings: Settings, now: datetime, limit: int =
 
 
 def _archive_chunk(
-    session: Session, settings: Settings, now: datetime, limit: int
+    session: Session, settings: MemorySettings, now: datetime, limit: int
 ) -> tuple[int, int]:
     """(archived, rows read). archive_due_at is a lower bound (recall's reinforcement
     postpones the moment without writing it): a due row is archived only if its weight
@@ -236,11 +240,11 @@ def _run_step(settings: Settings, step: ChunkStep, now: datetime, chunk: int) ->
     return total
 
 
-def _fold_tallies(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+def _fold_tallies(session: Session, settings: MemorySettings, now: datetime, limit: int) -> int:
     return tallies.fold(session, limit)
 
 
-def _fold_keys(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+def _fold_keys(session: Session, settings: MemorySettings, now: datetime, limit: int) -> int:
     return key_index.fold(session, limit)
 
 

@@ -43,7 +43,7 @@ from memoryd.models.tables import (
     Turn,
     TurnStatus,
 )
-from memoryd.settings import Settings
+from memoryd.settings import MemorySettings, Settings
 
 FIRST_PAGE = 64  # rows _oldest reads first; most runs find the first row young
 MAX_READ_PER_CHUNK = 20  # times the chunk: how far past kept old rows one chunk reads
@@ -90,7 +90,7 @@ def _removed(session: Session, table: Any, rows: list[Any]) -> int:
     return rowcount(gone)
 
 
-def purge_turns(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+def purge_turns(session: Session, settings: MemorySettings, now: datetime, limit: int) -> int:
     if not settings.turn_retention_days:
         return 0
     cutoff = now - timedelta(days=settings.turn_retention_days)
@@ -135,7 +135,7 @@ def _forget_emptied(session: Session, keys: set[SessionKey], cutoff: datetime) -
             )
 
 
-def purge_usage(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+def purge_usage(session: Session, settings: MemorySettings, now: datetime, limit: int) -> int:
     if not settings.usage_retention_days:
         return 0
     cutoff = now - timedelta(days=settings.usage_retention_days)
@@ -143,7 +143,7 @@ def purge_usage(session: Session, settings: Settings, now: datetime, limit: int)
     return _removed(session, MemoryUsage, rows)
 
 
-def purge_batches(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+def purge_batches(session: Session, settings: MemorySettings, now: datetime, limit: int) -> int:
     if not settings.batch_retention_days:
         return 0
     cutoff = now - timedelta(days=settings.batch_retention_days)
@@ -154,7 +154,7 @@ def purge_batches(session: Session, settings: Settings, now: datetime, limit: in
     return batch_totals.remove(session, [row.id for row in rows])
 
 
-def purge_deleted(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+def purge_deleted(session: Session, settings: MemorySettings, now: datetime, limit: int) -> int:
     """Remove memories deleted (`forget`) more than `deleted_retention_days` ago, with
     their events and usage: until then a deletion can be undone, after it the text is
     gone."""
@@ -162,7 +162,7 @@ def purge_deleted(session: Session, settings: Settings, now: datetime, limit: in
     return _purge_memories(session, MemoryStatus.DELETED, Memory.updated_at, days, now, limit)
 
 
-def purge_archived(session: Session, settings: Settings, now: datetime, limit: int) -> int:
+def purge_archived(session: Session, settings: MemorySettings, now: datetime, limit: int) -> int:
     """Remove memories archived (decayed unused) more than `archived_retention_days`
     ago, with their events and usage: until then `restore` brings one back."""
     days = settings.archived_retention_days

@@ -28,7 +28,7 @@ from memoryd.memories.weights import reinforced, restarted_ttl
 from memoryd.models.bulk import write_rows
 from memoryd.models.db import is_sqlite, session_scope
 from memoryd.models.tables import Memory, MemoryUsage, Tier
-from memoryd.settings import Settings
+from memoryd.settings import MemorySettings, Settings
 
 FOLD_CHUNK = 5000  # usage rows per transaction
 MAX_CHUNKS = 100  # a fold applies at most 500k rows; the next one does the rest
@@ -49,7 +49,7 @@ def fold_usage(settings: Settings) -> int:
     return total
 
 
-def fold_chunk(session: Session, settings: Settings, limit: int = FOLD_CHUNK) -> int:
+def fold_chunk(session: Session, settings: MemorySettings, limit: int = FOLD_CHUNK) -> int:
     """Fold the oldest `limit` unfolded usage rows in the caller's transaction.
 
     Locks in the order every writer takes them: the memories by id, then their usage
@@ -86,7 +86,7 @@ def fold_chunk(session: Session, settings: Settings, limit: int = FOLD_CHUNK) ->
     return len(rows)
 
 
-def _folded(settings: Settings, memory: Any, times: Sequence[datetime]) -> dict[str, Any]:
+def _folded(settings: MemorySettings, memory: Any, times: Sequence[datetime]) -> dict[str, Any]:
     """A memory's columns after its retrievals at `times` (oldest first), each applied as
     it would have been when it happened. A later write (a reply that used the memory)
     may have moved the weight's anchor past a retrieval: that one counts from there."""

@@ -25,7 +25,7 @@ from memoryd.models.tables import (
     Memory,
     MemoryStatus,
 )
-from memoryd.settings import Settings
+from memoryd.settings import MemorySettings
 
 
 class Conflict(BaseModel):
@@ -92,7 +92,7 @@ def _locked_pair(session: Session, old_id: int) -> tuple[Memory, Memory]:
 
 def resolve(
     session: Session,
-    settings: Settings,
+    settings: MemorySettings,
     old_id: int,
     keep: Literal["old", "new"],
     now: datetime,

@@ -36,7 +36,7 @@ from memoryd.models.tables import (
     MemoryEvent,
     MemoryStatus,
 )
-from memoryd.settings import Settings
+from memoryd.settings import MemorySettings, Settings
 from memoryd.text import content_hash
 
 
@@ -106,7 +106,7 @@ def remember(
 
 def update(
     session: Session,
-    settings: Settings,
+    settings: MemorySettings,
     scope: Scope,
     memory_id: int,
     now: datetime,
@@ -174,7 +174,7 @@ def forget(
 
 def restore(
     session: Session,
-    settings: Settings,
+    settings: MemorySettings,
     scope: Scope,
     memory_id: int,
     now: datetime,

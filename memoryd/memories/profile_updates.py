@@ -31,13 +31,13 @@ from memoryd.models.profiles import (
     ProfileUpdate,
 )
 from memoryd.models.tables import Actor
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings
 from memoryd.text import holds_secret
 
 
 def apply_updates(
     session: Session,
-    settings: Settings,
+    settings: ExtractionSettings,
     scope: Scope,
     updates: Sequence[ProfileUpdate],
     said_at: datetime,

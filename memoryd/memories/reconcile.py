@@ -41,7 +41,7 @@ from memoryd.memories.subjects import SAME_KEY_LIMIT, key_categories, key_for
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings, Settings
 from memoryd.text import content_hash, similarity
 
 log = logging.getLogger(__name__)
@@ -340,7 +340,9 @@ def _keep_as_history(
     )
 
 
-def _near_duplicate(candidates: Sequence[Memory], fact: Fact, settings: Settings) -> Memory | None:
+def _near_duplicate(
+    candidates: Sequence[Memory], fact: Fact, settings: ExtractionSettings
+) -> Memory | None:
     best, best_score = None, settings.near_duplicate_similarity
     for memory in candidates:
         if memory.status != MemoryStatus.ACTIVE or memory.category != fact.category:

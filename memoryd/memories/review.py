@@ -17,26 +17,26 @@ from memoryd.models.db import capped_count
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus, Tier
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings, Settings
 
 EXPIRING_WINDOW = timedelta(days=1)
 MAX_CLEAN_UP = 5000
 
 
 def review_queue(
-    session: Session, settings: Settings, limit: int = 50, offset: int = 0
+    session: Session, settings: ExtractionSettings, limit: int = 50, offset: int = 0
 ) -> list[MemoryOut]:
     """Active short-tier memories under the long-term confidence, least sure first."""
     stmt = _queue(settings).order_by(Memory.confidence, Memory.id).limit(limit).offset(offset)
     return [MemoryOut.from_memory(m) for m in session.scalars(stmt)]
 
 
-def count_queue(session: Session, settings: Settings, cap: int) -> int:
+def count_queue(session: Session, settings: ExtractionSettings, cap: int) -> int:
     """The review queue's length, at most `cap` (models.db.capped_count)."""
     return capped_count(session, _queue(settings).with_only_columns(Memory.id), cap)
 
 
-def _queue(settings: Settings) -> Select[Memory]:
+def _queue(settings: ExtractionSettings) -> Select[Memory]:
     return select(Memory).where(
         Memory.status == MemoryStatus.ACTIVE,
         Memory.tier == Tier.SHORT,

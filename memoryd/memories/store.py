@@ -28,7 +28,7 @@ from memoryd.models.tables import (
     MemoryStatus,
     Tier,
 )
-from memoryd.settings import Settings
+from memoryd.settings import MemorySettings, Settings
 from memoryd.text import content_hash, memory_search_text
 
 SelectT = TypeVar("SelectT", bound=Select)  # type: ignore[type-arg]
@@ -163,7 +163,7 @@ def create_memory(
 
 def confirm_memory(
     session: Session,
-    settings: Settings,
+    settings: MemorySettings,
     memory: Memory,
     fact: Fact,
     now: datetime,
@@ -201,7 +201,7 @@ def confirm_memory(
 
 def promote_memory(
     session: Session,
-    settings: Settings,
+    settings: MemorySettings,
     memory: Memory,
     now: datetime,
     *,
@@ -265,7 +265,7 @@ def find_by_hash(session: Session, scope: Scope, text: str) -> Memory | None:
 
 def restore_memory(
     session: Session,
-    settings: Settings,
+    settings: MemorySettings,
     memory: Memory,
     now: datetime,
     *,

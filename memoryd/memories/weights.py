@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from memoryd.models.tables import Memory, Tier
-from memoryd.settings import Settings
+from memoryd.settings import MemorySettings
 
 MAX_WEIGHT = 5.0
 INITIAL_WEIGHT = 1.0
@@ -30,7 +30,7 @@ NEVER_DAYS = 365 * 1000
 TTL_STEP = timedelta(hours=1)
 
 
-def half_life_days(tier: str, settings: Settings) -> float:
+def half_life_days(tier: str, settings: MemorySettings) -> float:
     return settings.half_life_long_days if tier == Tier.LONG else settings.half_life_short_days
 
 
@@ -50,12 +50,12 @@ class Weighted(Protocol):
     def tier(self) -> str: ...
 
 
-def effective_weight(memory: Weighted, now: datetime, settings: Settings) -> float:
+def effective_weight(memory: Weighted, now: datetime, settings: MemorySettings) -> float:
     return decayed(memory.weight, memory.weight_at, now, half_life_days(memory.tier, settings))
 
 
 def archive_due(
-    weight: float, weight_at: datetime, tier: str, settings: Settings
+    weight: float, weight_at: datetime, tier: str, settings: MemorySettings
 ) -> datetime | None:
     """When a long-tier memory's decayed weight reaches the archive threshold."""
     if tier != Tier.LONG:
@@ -68,7 +68,7 @@ def archive_due(
     return weight_at + timedelta(days=min(days, NEVER_DAYS))
 
 
-def set_weight(memory: Memory, weight: float, now: datetime, settings: Settings) -> None:
+def set_weight(memory: Memory, weight: float, now: datetime, settings: MemorySettings) -> None:
     """The only writer of weight, weight_at and archive_due_at on a loaded memory."""
     memory.weight = min(max(weight, 0.0), MAX_WEIGHT)
     memory.weight_at = now
@@ -81,7 +81,7 @@ def reinforced(
     weight_at: datetime,
     amount: float,
     now: datetime,
-    settings: Settings,
+    settings: MemorySettings,
 ) -> dict[str, Any]:
     """The weight columns after adding `amount` to the decayed weight, re-anchored at
     `now`: for set-based updates of rows read under a lock (recall's usage feedback).
@@ -91,13 +91,13 @@ def reinforced(
     return {"weight": min(max(value, 0.0), MAX_WEIGHT), "weight_at": now}
 
 
-def reinforce(memory: Memory, amount: float, now: datetime, settings: Settings) -> None:
+def reinforce(memory: Memory, amount: float, now: datetime, settings: MemorySettings) -> None:
     """Add `amount` to the decayed weight and re-anchor the curve at `now`."""
     set_weight(memory, effective_weight(memory, now, settings) + amount, now, settings)
 
 
 def restarted_ttl(
-    tier: str, expires_at: datetime | None, now: datetime, settings: Settings
+    tier: str, expires_at: datetime | None, now: datetime, settings: MemorySettings
 ) -> datetime | None:
     """A short-tier memory's TTL restarts on every access ("not accessed since"),
     rounded up to the whole hour: the recalls of one hour then leave the indexed
@@ -107,7 +107,7 @@ def restarted_ttl(
     return max(expires_at, ttl_restarted_at(now, settings))
 
 
-def ttl_restarted_at(now: datetime, settings: Settings) -> datetime:
+def ttl_restarted_at(now: datetime, settings: MemorySettings) -> datetime:
     """When a short-tier memory used at `now` expires, at the earliest: its TTL from
     now, rounded up to the whole hour."""
     restarted = now + timedelta(days=settings.short_ttl_days)
@@ -115,6 +115,6 @@ def ttl_restarted_at(now: datetime, settings: Settings) -> datetime:
     return hour if hour == restarted else hour + TTL_STEP
 
 
-def reinforce_observed(memory: Memory, now: datetime, settings: Settings) -> None:
+def reinforce_observed(memory: Memory, now: datetime, settings: MemorySettings) -> None:
     """Extraction saw the fact again."""
     reinforce(memory, settings.reinforce_observed, now, settings)

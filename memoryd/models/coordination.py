@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.models.db import get_engine, is_sqlite, utcnow
 from memoryd.models.keys import Scope
-from memoryd.settings import Settings
+from memoryd.settings import StorageSettings
 
 
 def lock_scope(session: Session, scope: Scope) -> None:
@@ -45,7 +45,7 @@ def database_time(session: Session) -> datetime:
     return now
 
 
-def database_now(settings: Settings) -> datetime:
+def database_now(settings: StorageSettings) -> datetime:
     """The database server's clock, by which ingest bounds turn timestamps: every writer
     is judged by the same clock, whatever its own says. SQLite's is this machine's."""
     engine = get_engine(settings, autocommit=True)
@@ -63,7 +63,7 @@ _local_locks: dict[tuple[int, str], threading.Lock] = defaultdict(threading.Lock
 
 
 @contextmanager
-def single_flight(settings: Settings, lock_class: int, name: str) -> Iterator[bool]:
+def single_flight(settings: StorageSettings, lock_class: int, name: str) -> Iterator[bool]:
     """Whether this is the only holder of (class, name) for the block, without waiting:
     work that needs no transaction (a model call) and must not run twice at once.
     PostgreSQL: a session-level advisory lock on a connection of its own in autocommit,

@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from memoryd.errors import DatabaseUnavailable
-from memoryd.settings import Settings, masked_url
+from memoryd.settings import StorageSettings, masked_url
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def _create_private(path: str | None) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
-def checkpoint_sqlite(settings: Settings) -> None:
+def checkpoint_sqlite(settings: StorageSettings) -> None:
     """After an erasure or a purge on SQLite: copy the WAL into the database file and
     truncate it, so the deleted rows' old pages (which the WAL holds whole) leave the
     disk; secure_delete has zeroed them in the database file. A reader in another
@@ -179,7 +179,7 @@ def _behind_pooler(engine: Engine, autocommit: bool, timeouts: tuple[int, int]) 
         conn.exec_driver_sql(statement)
 
 
-def get_engine(settings: Settings, autocommit: bool = False) -> Engine:
+def get_engine(settings: StorageSettings, autocommit: bool = False) -> Engine:
     """One engine per database URL per process (workers call `dispose_engines` after fork).
 
     `autocommit` engines serve single-statement writes (ingest on PostgreSQL): one round
@@ -212,7 +212,7 @@ _factories: dict[tuple[str, bool, bool, float, float, int, int, bool], sessionma
 
 
 def session_factory(
-    settings: Settings, readonly: bool = False, autocommit: bool = False
+    settings: StorageSettings, readonly: bool = False, autocommit: bool = False
 ) -> sessionmaker[Session]:
     timeouts = (settings.db_statement_timeout_seconds, settings.db_lock_timeout_seconds)
     pool = (settings.db_pool_size, settings.db_max_overflow)
@@ -236,7 +236,7 @@ def session_factory(
 
 @contextmanager
 def session_scope(
-    settings: Settings, *, readonly: bool = False, autocommit: bool = False
+    settings: StorageSettings, *, readonly: bool = False, autocommit: bool = False
 ) -> Iterator[Session]:
     """Open a session, commit on success, roll back on error. `readonly` sessions must not
     write; they read one consistent snapshot and never hold up writers (on SQLite they do
@@ -256,7 +256,7 @@ def session_scope(
 
 
 @contextmanager
-def write_connection(settings: Settings) -> Iterator[Connection]:
+def write_connection(settings: StorageSettings) -> Iterator[Connection]:
     """A Core connection for the ingest hot path, without the ORM session's bookkeeping.
 
     On PostgreSQL it autocommits (each statement is its own transaction, so a single
@@ -271,7 +271,7 @@ def write_connection(settings: Settings) -> Iterator[Connection]:
         raise
 
 
-def describe_db_error(exc: BaseException, settings: Settings) -> str:
+def describe_db_error(exc: BaseException, settings: StorageSettings) -> str:
     """One line for a person: which database, and what went wrong with it."""
     url = masked_url(settings.resolved_database_url)  # in its query string too
     first = _first_line(exc)
@@ -289,7 +289,7 @@ def _names_missing_table(line: str) -> bool:
     return ("does not exist" in line and "relation" in line) or "no such table" in line
 
 
-def _raise_if_not_migrated(exc: BaseException, settings: Settings) -> None:
+def _raise_if_not_migrated(exc: BaseException, settings: StorageSettings) -> None:
     """A database without memoryd's tables (a new SQLite file, say): one error saying to
     run `memoryd migrate`, not the driver's traceback."""
     if isinstance(exc, DBAPIError) and _names_missing_table(_first_line(exc)):

@@ -14,12 +14,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from memoryd.errors import DatabaseUnavailable
 from memoryd.models.db import describe_db_error, get_engine
-from memoryd.settings import Settings
+from memoryd.settings import StorageSettings
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
 
-def alembic_config(settings: Settings) -> Config:
+def alembic_config(settings: StorageSettings) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("sqlalchemy.url", settings.resolved_database_url.replace("%", "%%"))
@@ -27,13 +27,13 @@ def alembic_config(settings: Settings) -> Config:
     return cfg
 
 
-def upgrade(settings: Settings, revision: str = "head", wait_seconds: float = 0.0) -> None:
+def upgrade(settings: StorageSettings, revision: str = "head", wait_seconds: float = 0.0) -> None:
     """Migrate to `revision`, waiting up to `wait_seconds` for the server to come up."""
     _wait_for_server(settings, wait_seconds)
     command.upgrade(alembic_config(settings), revision)
 
 
-def check_ready(settings: Settings, wait_seconds: float = 0.0) -> None:
+def check_ready(settings: StorageSettings, wait_seconds: float = 0.0) -> None:
     """Raise DatabaseUnavailable (one clear line) unless the database answers, within
     `wait_seconds`, and is migrated to the version this code needs."""
     _wait_for_server(settings, wait_seconds)
@@ -47,7 +47,7 @@ def check_ready(settings: Settings, wait_seconds: float = 0.0) -> None:
         )
 
 
-def _wait_for_server(settings: Settings, wait_seconds: float) -> None:
+def _wait_for_server(settings: StorageSettings, wait_seconds: float) -> None:
     deadline = time.monotonic() + wait_seconds
     while True:
         try:

@@ -28,7 +28,7 @@ from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embedders import MAX_INPUT_CHARS, Vectors, embedder, to_bytes
-from memoryd.settings import Settings
+from memoryd.settings import RecallSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def _fill(settings: Settings, scope: Scope | None, limit: int) -> int:
     return filled
 
 
-def _waiting(settings: Settings) -> list[ColumnElement[bool]]:
+def _waiting(settings: RecallSettings) -> list[ColumnElement[bool]]:
     return [
         Memory.vector.is_(None),
         Memory.status == MemoryStatus.ACTIVE,

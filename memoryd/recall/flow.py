@@ -25,7 +25,7 @@ from memoryd.recall.embedders import Vectors
 from memoryd.recall.pending import merged, pending_hits
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.usage import log_retrieval
-from memoryd.settings import Settings
+from memoryd.settings import AgentDefaults, Settings
 from memoryd.text import query_tokens
 
 BlockRules = tuple[Settings, list[str] | None, list[str] | None]
@@ -175,7 +175,7 @@ def _block_as_of(
 
 def _rendered(
     session: Session,
-    settings: Settings,
+    settings: AgentDefaults,
     scope: Scope,
     hits: list[Hit],
     token_budget: int | None,

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from memoryd.models.keys import SessionKey, turns_of
 from memoryd.models.tables import Tier, Turn
 from memoryd.recall.rank import Hit
-from memoryd.settings import Settings
+from memoryd.settings import AgentDefaults
 
 
 def first_round(session: Session, key: SessionKey) -> bool:
@@ -21,7 +21,7 @@ def first_round(session: Session, key: SessionKey) -> bool:
     return session.scalar(stmt) is None
 
 
-def blocked(session: Session, settings: Settings, query: str, key: SessionKey | None) -> bool:
+def blocked(session: Session, settings: AgentDefaults, query: str, key: SessionKey | None) -> bool:
     """No block for a query under `inject_min_query_length` characters, nor, with
     `inject_first_round_empty`, in a session's first round (when the call names it)."""
     if len(query.strip()) < settings.inject_min_query_length:
@@ -29,7 +29,7 @@ def blocked(session: Session, settings: Settings, query: str, key: SessionKey | 
     return settings.inject_first_round_empty and key is not None and first_round(session, key)
 
 
-def tiers_for(settings: Settings, query: str) -> list[str] | None:
+def tiers_for(settings: AgentDefaults, query: str) -> list[str] | None:
     """The tiers a block may use (None: any; []: none). With `inject_long_term_triggers`,
     the long tier only when the query contains one of them, case-insensitively: seed
     003's long_term_trigger, short-term memory always, the long-term store on demand."""
@@ -40,7 +40,7 @@ def tiers_for(settings: Settings, query: str) -> list[str] | None:
     return [t for t in tiers or [Tier.SHORT, Tier.LONG] if t != Tier.LONG]
 
 
-def injectable(settings: Settings, hits: Sequence[Hit]) -> list[Hit]:
+def injectable(settings: AgentDefaults, hits: Sequence[Hit]) -> list[Hit]:
     """The hits a context block may use under the agent's injection rules, best first."""
     kept = [h for h in hits if h.score >= settings.inject_min_score]
     kept.sort(key=lambda h: -h.score)

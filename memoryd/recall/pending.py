@@ -35,7 +35,7 @@ from memoryd.models.keys import Scope
 from memoryd.recall.embeddings import embed_query, embed_texts
 from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.recall.trigrams import TrigramShare
-from memoryd.settings import Settings
+from memoryd.settings import RecallSettings, Settings
 from memoryd.text import content_words, holds_secret, query_tokens
 
 PENDING_SCAN = 50  # the newest unextracted user turns a recall reads
@@ -104,7 +104,7 @@ class _Match:
     that counts; and the subject key, as the offline rules read the turn: "I just moved
     to Porto" tells the home city that "where does ann live now?" asks about."""
 
-    def __init__(self, settings: Settings, query: str, terms: list[str]) -> None:
+    def __init__(self, settings: RecallSettings, query: str, terms: list[str]) -> None:
         self.terms = set(terms)
         self.keywords = _matcher(self.terms)
         self.trigrams = TrigramShare(content_words(query[:1000]))
@@ -136,7 +136,7 @@ def _told_slots(turn_id: int, text: str) -> frozenset[str]:
     return found
 
 
-def _hit(settings: Settings, row: Any, share: float) -> Hit:
+def _hit(settings: RecallSettings, row: Any, share: float) -> Hit:
     parts = ScoreParts(
         keyword_rank=None, similarity=0.0, embedding=None, fused=round(share, 6),
         strength=0.0, recency=1.0, confidence=1.0,

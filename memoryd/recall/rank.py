@@ -43,7 +43,7 @@ from memoryd.recall.search import (
     row_filters,
 )
 from memoryd.recall.trigrams import trigram_ranked
-from memoryd.settings import Settings
+from memoryd.settings import RecallSettings, Settings
 from memoryd.text import query_tokens
 
 EMBEDDING_POOL = 200  # nearest vectors read when category/tier filters apply
@@ -150,7 +150,7 @@ class _Search:
 class _Lists:
     """Each list's ranks, and the candidates' SCORING_COLUMNS its queries read (`seen`)."""
 
-    def __init__(self, settings: Settings, seen: dict[int, Any]) -> None:
+    def __init__(self, settings: RecallSettings, seen: dict[int, Any]) -> None:
         self.seen = seen
         self.keyword: list[tuple[int, float]] = []
         self.trigram: list[tuple[int, float]] = []

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memoryd.errors import ConfigError
 from memoryd.llm.shared import Shared
-from memoryd.settings import Settings
+from memoryd.settings import RecallSettings
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class _Answer(BaseModel):
 class EndpointReranker:
     """The common rerank API over HTTP."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: RecallSettings) -> None:
         if not settings.rerank_url:
             raise ConfigError("MEMORYD_RERANK=endpoint needs MEMORYD_RERANK_URL")
         self.url = settings.rerank_url.rstrip("/") + "/rerank"
@@ -92,7 +92,7 @@ class EndpointReranker:
 class CrossEncoderReranker:
     """A sentence-transformers cross-encoder from a local path."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: RecallSettings) -> None:
         from memoryd.recall.embedders import local_model_path
 
         if not settings.rerank_model:
@@ -129,7 +129,7 @@ def _released(reranker: Reranker, query: str, documents: list[str]) -> list[floa
         _LOCAL_SLOTS.release()
 
 
-def reranker_for(settings: Settings) -> Reranker | None:
+def reranker_for(settings: RecallSettings) -> Reranker | None:
     """The configured reranker, one per process and configuration; None when off, or
     when it cannot be built (logged and counted, retried after BUILD_RETRY_SECONDS): a
     reranker never fails a recall."""
@@ -153,7 +153,7 @@ Scored = list[tuple[float, int, dict[str, float]]]
 
 
 def reranked(
-    settings: Settings, reranker: Reranker, query: str, top: Scored, contents: dict[int, str]
+    settings: RecallSettings, reranker: Reranker, query: str, top: Scored, contents: dict[int, str]
 ) -> Scored:
     """`top` with its first MEMORYD_RERANK_TOP_N in the reranker's order (its score in
     the signals as `rerank`); on any failure, `top` as it was."""
@@ -171,7 +171,7 @@ def reranked(
 
 
 def _scores(
-    settings: Settings, reranker: Reranker, query: str, documents: list[str]
+    settings: RecallSettings, reranker: Reranker, query: str, documents: list[str]
 ) -> Sequence[float] | None:
     """The reranker's scores, or None (logged and counted) when it cannot give them."""
     try:

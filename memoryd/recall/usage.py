@@ -16,7 +16,7 @@ from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryUsage
 from memoryd.recall.rank import Hit
-from memoryd.settings import Settings
+from memoryd.settings import RecallSettings, Settings
 from memoryd.text import search_tokens
 
 MIN_TERM_CHARS = 3  # "to", "in", "a" say nothing about which memory was used
@@ -28,7 +28,7 @@ _USAGE = cast(Table, MemoryUsage.__table__)
 
 def log_retrieval(
     session: Session,
-    settings: Settings,
+    settings: RecallSettings,
     scope: Scope,
     hits: Sequence[Hit],
     query: str,
