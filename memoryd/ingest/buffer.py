@@ -176,8 +176,7 @@ def store_turns(
         for t in turns
     ]
     conn = db.connection() if isinstance(db, Session) else db
-    store = rows_sql.store_sqlite if conn.dialect.name == "sqlite" else rows_sql.store_pg
-    ids, touched = store(conn, rows, now)
+    ids, touched = rows_sql.store(conn, rows, now)
     result.accepted = len(ids)
     result.duplicates = len(rows) - len(ids)
     result.turn_ids = sorted(ids)

@@ -30,7 +30,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.ingest.session_lease import EXTRACTION_LEASE
-from memoryd.models.db import is_sqlite, rowcount
+from memoryd.models.db import rowcount
+from memoryd.models.dialect import for_update, greatest
 from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
 from memoryd.models.tables import BatchStatus, ChatSession, ExtractionBatch, Turn, TurnStatus
 from memoryd.settings import ExtractionSettings, Settings
@@ -65,9 +66,7 @@ def lock_session(session: Session, key: SessionKey) -> ChatSession | None:
     from BEGIN IMMEDIATE)."""
     # populate_existing: a copy of the row this session loaded earlier may be stale.
     stmt = select(ChatSession).where(*session_pk(key)).execution_options(populate_existing=True)
-    if not is_sqlite(session):
-        stmt = stmt.with_for_update()
-    return session.scalars(stmt).first()
+    return session.scalars(for_update(session, stmt)).first()
 
 
 def claim_batch(
@@ -325,8 +324,7 @@ def _uncount_pending(session: Session, key: SessionKey, n: int) -> None:
 
 
 def _less_pending(session: Session, n: int) -> ColumnElement[int]:
-    floor = func.max if is_sqlite(session) else func.greatest
-    return floor(ChatSession.pending_count - n, 0)
+    return greatest(session, ChatSession.pending_count - n, 0)
 
 
 # --------------------------------------------------------------------------- renewal

@@ -1,7 +1,8 @@
 """Writing turns and their sessions' counters, one way per database: the ingest hot path.
 
-store_pg and store_sqlite take the rows buffer.store_turns built and return the new
-turn ids and, per touched session, (key, pending before, added).
+`store` takes the rows buffer.store_turns built and returns the new turn ids and, per
+touched session, (key, pending before, added), through the database's own way
+(store_pg, store_sqlite).
 """
 
 from __future__ import annotations
@@ -89,6 +90,15 @@ ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
     ended_at = NULL
 RETURNING (SELECT id FROM new_turn), s.pending_count
 """
+
+
+def store(
+    conn: Connection, rows: list[dict[str, Any]], now: datetime
+) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
+    """Store the turns and bump their sessions' counters, the way this database does it
+    fastest."""
+    chosen = store_sqlite if conn.dialect.name == "sqlite" else store_pg
+    return chosen(conn, rows, now)
 
 
 def meta_json(meta: dict[str, Any] | None) -> str | None:

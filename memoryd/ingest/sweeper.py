@@ -20,7 +20,8 @@ from memoryd.ingest.leases import lock_session, recover_stranded
 from memoryd.ingest.session_lease import EXTRACTION_LEASE
 from memoryd.llm import circuit
 from memoryd.models.coordination import database_time
-from memoryd.models.db import is_sqlite, rowcount, session_scope
+from memoryd.models.db import rowcount, session_scope
+from memoryd.models.dialect import locks_rows
 from memoryd.models.keys import SessionKey, in_sessions, session_pk, turn_session, turns_of
 from memoryd.models.tables import ChatSession, Turn, TurnStatus
 from memoryd.settings import ExtractionSettings, Settings
@@ -181,7 +182,7 @@ def _lock_sessions(
 ) -> None:
     """The session rows retry_failed changes, locked first and in key order: the order
     claims (a session, then its turns) and ingest (sessions by key) take them in."""
-    if is_sqlite(session):
+    if not locks_rows(session):
         return  # the write transaction already holds the database lock
     pk = (ChatSession.agent_id, ChatSession.user_id, ChatSession.session_id)
     with_dead_letters = tuple_(*pk).in_(select(*TURN_SESSION).where(*where))

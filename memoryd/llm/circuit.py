@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from memoryd.models.db import is_sqlite, rowcount
+from memoryd.models.db import rowcount
+from memoryd.models.dialect import upsert
 from memoryd.models.tables import Circuit
 from memoryd.settings import Settings
 
@@ -74,7 +74,7 @@ def take_probe(
 def record_failure(session: Session, settings: Settings, now: datetime, name: str = LLM) -> None:
     """One more consecutive transient failure; opens (or re-opens, for longer) the
     circuit from the threshold on."""
-    insert = sqlite.insert if is_sqlite(session) else postgresql.insert
+    insert = upsert(session)
     failures: int = session.execute(
         insert(Circuit)
         .values(name=name, failures=1, open_until=None, updated_at=now)

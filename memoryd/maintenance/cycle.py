@@ -22,10 +22,10 @@ from memoryd.maintenance.retention import RETENTION_STEPS
 from memoryd.maintenance.statistics import analyze_changed
 from memoryd.maintenance.usage import fold_usage
 from memoryd.memories.erasure import resume_interrupted
-from memoryd.memories.store import lock_rows
 from memoryd.memories.weights import archive_due, decayed, half_life_days
 from memoryd.models import key_index, tallies
 from memoryd.models.db import checkpoint_sqlite, session_scope, utcnow
+from memoryd.models.dialect import for_update
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryEvent, MemoryStatus, Tier
 from memoryd.settings import MemorySettings, Settings
 
@@ -83,7 +83,7 @@ def promote_due(
     """Short-tier memories retrieved `promote_access_count` times move to the long tier.
     The retrieval that reaches the count sets promotable_at, which this reads by index."""
     due = session.execute(
-        lock_rows(
+        for_update(
             session,
             select(
                 Memory.id,
@@ -167,7 +167,7 @@ def expire_due(
         .order_by(Memory.expires_at)
         .limit(limit)
     )
-    ids = session.scalars(lock_rows(session, due, skip_locked=True)).all()
+    ids = session.scalars(for_update(session, due, skip_locked=True)).all()
     return _retire(
         session, ids, MemoryStatus.EXPIRED, EventKind.EXPIRED, now, {}, {"reason": "ttl"}
     )
@@ -180,7 +180,7 @@ def _archive_chunk(
     postpones the moment without writing it): a due row is archived only if its weight
     says so, and otherwise gets its true due time, so it is read once more at most."""
     due = session.execute(
-        lock_rows(
+        for_update(
             session,
             select(Memory.id, Memory.weight, Memory.weight_at)
             .where(

@@ -26,7 +26,8 @@ from sqlalchemy.orm import Session
 from memoryd.memories.feedback import locked_feedback
 from memoryd.memories.weights import reinforced, restarted_ttl
 from memoryd.models.bulk import write_rows
-from memoryd.models.db import is_sqlite, session_scope
+from memoryd.models.db import session_scope
+from memoryd.models.dialect import for_update
 from memoryd.models.tables import Memory, MemoryUsage, Tier
 from memoryd.settings import MemorySettings, Settings
 
@@ -67,9 +68,8 @@ def fold_chunk(session: Session, settings: MemorySettings, limit: int = FOLD_CHU
     relock = select(MemoryUsage.id, MemoryUsage.memory_id, MemoryUsage.created_at).where(
         MemoryUsage.id.in_([row.id for row in seen]), not_(MemoryUsage.folded)
     )
-    if not is_sqlite(session):
-        relock = relock.with_for_update(skip_locked=True)
-    rows = session.execute(relock.order_by(MemoryUsage.id)).all()
+    relock = for_update(session, relock.order_by(MemoryUsage.id), skip_locked=True)
+    rows = session.execute(relock).all()
     accesses: dict[int, list[datetime]] = defaultdict(list)
     for row in rows:
         accesses[row.memory_id].append(row.created_at)

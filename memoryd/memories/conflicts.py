@@ -12,10 +12,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from memoryd.errors import InvalidState, NotFound
-from memoryd.memories.store import lock_rows, record_event, supersede_memory
+from memoryd.memories.store import record_event, supersede_memory
 from memoryd.memories.weights import INITIAL_WEIGHT, set_weight
 from memoryd.models.base import written_in
 from memoryd.models.coordination import lock_scope
+from memoryd.models.dialect import for_update
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import (
@@ -76,7 +77,7 @@ def _locked_pair(session: Session, old_id: int) -> tuple[Memory, Memory]:
     old = session.get(Memory, old_id)
     if old is None or old.status != MemoryStatus.SUPERSEDED or old.superseded_by_id is None:
         raise NotFound.keyed("conflict.missing", id=old_id)
-    pair = lock_rows(
+    pair = for_update(
         session,
         select(Memory)
         .where(Memory.id.in_([old_id, old.superseded_by_id]))

@@ -19,12 +19,12 @@ from memoryd.memories.checks import checked_content
 from memoryd.memories.reconcile import reconcile_facts
 from memoryd.memories.store import (
     check_writable,
-    lock_rows,
     record_event,
     restore_memory,
     set_content,
 )
 from memoryd.models.coordination import lock_scope
+from memoryd.models.dialect import for_update
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.schemas import MAX_PAGE, EventOut, MemoryOut
@@ -48,7 +48,7 @@ def _owned(
     others, in id order). Anything else is "not found", never revealed."""
     stmt = select(Memory).where(Memory.id == memory_id, Memory.readable_by(scope))
     if writable and lock:
-        stmt = lock_rows(session, stmt)
+        stmt = for_update(session, stmt)
     memory = session.scalars(stmt).first()
     if memory is None or (writable and memory.user_id != scope.user_id):
         raise NotFound.keyed(

@@ -30,10 +30,10 @@ from sqlalchemy import ColumnElement, Select, delete, select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import error_text
-from memoryd.memories.store import lock_rows
 from memoryd.models import batch_totals
 from memoryd.models.coordination import lock_scope
 from memoryd.models.db import checkpoint_sqlite, is_sqlite, rowcount, session_scope, utcnow
+from memoryd.models.dialect import for_update
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Ident
 from memoryd.models.tables import (
@@ -251,7 +251,7 @@ def _memories(session: Session, target: Target) -> list[Any]:
     hits, so the two queue instead of deadlocking; the scope locked first, as every
     writer of its memories locks it."""
     lock_scope(session, Scope(target.agent_id, target.user_id))
-    query = lock_rows(session, select(Memory.id).where(*_in_scope(Memory, target)))
+    query = for_update(session, select(Memory.id).where(*_in_scope(Memory, target)))
     return _first(session, query, Memory.id)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from memoryd.memories.store import lock_rows
+from memoryd.models.dialect import for_update
 from memoryd.models.tables import Memory
 
 FEEDBACK_COLUMNS = (
@@ -32,5 +32,5 @@ _FRESH = (
 def locked_feedback(session: Session, ids: Iterable[int]) -> Sequence[Any]:
     """The memories' id and FEEDBACK_COLUMNS, re-read under their row locks, taken in id
     order (so concurrent writers of many memories queue instead of deadlocking)."""
-    locked = lock_rows(session, _FRESH)
+    locked = for_update(session, _FRESH)
     return session.connection().execute(locked, {"ids": sorted(set(ids))}).all()

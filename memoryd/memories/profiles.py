@@ -16,13 +16,12 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from memoryd.errors import NotFound, ProfileRejected, field_errors
 from memoryd.memories import merge_patch
 from memoryd.memories.store import check_writable
-from memoryd.models.db import is_sqlite
+from memoryd.models.dialect import for_update, upsert
 from memoryd.models.keys import Scope
 from memoryd.models.profiles import (
     CONTENT_MODELS,
@@ -41,7 +40,7 @@ ITEM_KEY = "name"  # list items (people, places, projects, …) are told apart b
 
 def ensure_profiles(session: Session, scope: Scope, now: datetime) -> None:
     """Both documents exist for this scope from now on (seed 001's registration rule)."""
-    insert = sqlite.insert if is_sqlite(session) else postgresql.insert
+    insert = upsert(session)
     rows = [
         {
             "agent_id": scope.agent_id,
@@ -65,9 +64,7 @@ def ensure_profiles(session: Session, scope: Scope, now: datetime) -> None:
 def load(session: Session, scope: Scope, kind: ProfileType, *, lock: bool = False) -> Profile:
     stmt = select(Profile).where(Profile.of(scope), Profile.type == kind)
     if lock:
-        stmt = stmt.execution_options(populate_existing=True)
-        if not is_sqlite(session):
-            stmt = stmt.with_for_update()
+        stmt = for_update(session, stmt.execution_options(populate_existing=True))
     profile = session.scalars(stmt).first()
     if profile is None:
         raise NotFound(f"no {kind} profile for {scope.agent_id!r}/{scope.user_id!r}")

@@ -32,12 +32,12 @@ from memoryd.memories.store import (
     confirm_memory,
     create_memory,
     lock_memory,
-    lock_rows,
     record_event,
     set_content,
     supersede_memory,
 )
 from memoryd.memories.subjects import SAME_KEY_LIMIT, key_categories, key_for
+from memoryd.models.dialect import for_update
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus
@@ -168,7 +168,7 @@ def _read_in_order(run: _Run, facts: Sequence[Fact]) -> None:
         .order_by(Memory.id)
         .execution_options(populate_existing=True)
     )
-    run.read = {m.id: m for m in run.session.scalars(lock_rows(run.session, candidates))}
+    run.read = {m.id: m for m in run.session.scalars(for_update(run.session, candidates))}
 
 
 def _reconcile_or_refuse(run: _Run, fact: Fact, refused: Counter[str]) -> None:

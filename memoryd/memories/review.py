@@ -11,9 +11,10 @@ from sqlalchemy.orm import Session
 
 from memoryd.errors import InvalidState, NotFound
 from memoryd.memories import edits
-from memoryd.memories.store import lock_rows, promote_memory, record_event
+from memoryd.memories.store import promote_memory, record_event
 from memoryd.models.coordination import lock_scope
 from memoryd.models.db import capped_count
+from memoryd.models.dialect import for_update
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus, Tier
@@ -56,7 +57,9 @@ def _scope_of(session: Session, memory_id: int) -> Scope:
 def approve(session: Session, settings: Settings, memory_id: int, now: datetime) -> MemoryOut:
     """A person vouches for it: long tier, confidence raised to the long-term level."""
     lock_scope(session, _scope_of(session, memory_id))
-    memory = session.scalars(lock_rows(session, select(Memory).where(Memory.id == memory_id))).one()
+    memory = session.scalars(
+        for_update(session, select(Memory).where(Memory.id == memory_id))
+    ).one()
     if memory.status != MemoryStatus.ACTIVE:
         raise InvalidState.keyed("memory.not_active", id=memory_id, status=memory.status)
     memory.confidence = max(memory.confidence, settings.long_term_confidence)
@@ -77,7 +80,7 @@ def expire_soon(session: Session, now: datetime, window: timedelta = EXPIRING_WI
     expire now instead of at the next maintenance run. A memory a writer holds is left
     for that run rather than waited for."""
     rows = session.scalars(
-        lock_rows(
+        for_update(
             session,
             select(Memory)
             .where(

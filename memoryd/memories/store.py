@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import InvalidState, SharedScopeError
@@ -16,7 +16,7 @@ from memoryd.memories.weights import (
     reinforce_observed,
     set_weight,
 )
-from memoryd.models.db import is_sqlite
+from memoryd.models.dialect import locks_rows
 from memoryd.models.keys import Scope
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import (
@@ -31,8 +31,6 @@ from memoryd.models.tables import (
 from memoryd.settings import MemorySettings, Settings
 from memoryd.text import content_hash, memory_search_text
 
-SelectT = TypeVar("SelectT", bound=Select)  # type: ignore[type-arg]
-
 
 def check_writable(scope: Scope, shared: bool) -> None:
     """The agent's shared `*` scope is read by all its users, so only a call that says
@@ -44,18 +42,10 @@ def check_writable(scope: Scope, shared: bool) -> None:
         )
 
 
-def lock_rows(session: Session, stmt: SelectT, *, skip_locked: bool = False) -> SelectT:
-    """Lock the selected memories until the transaction ends, so a change computed from
-    what was read (weights, evidence, status) cannot overwrite a concurrent one; with
-    `skip_locked`, rows another transaction holds are left out instead of waited for.
-    SQLite: the write transaction already holds the database lock."""
-    return stmt if is_sqlite(session) else stmt.with_for_update(skip_locked=skip_locked)
-
-
 def lock_memory(session: Session, memory: Memory) -> bool:
     """Re-read a loaded memory under its row lock before changing it; False if it is no
     longer active (an edit or maintenance retired it meanwhile)."""
-    if not is_sqlite(session):
+    if locks_rows(session):
         session.refresh(memory, with_for_update=True)
     return memory.status == MemoryStatus.ACTIVE
 

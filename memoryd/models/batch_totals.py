@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import delete, func, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from memoryd.models.db import is_sqlite
+from memoryd.models.dialect import upsert
 from memoryd.models.tables import BatchStatus, BatchTotal, ExtractionBatch
 
 _SUMMED = ("llm_calls", "tokens_in", "tokens_out", "facts_proposed", "facts_accepted")
@@ -92,7 +91,7 @@ def _add_to_total(session: Session, status: str, kind: str, figures: BatchFigure
     """Add to the totals row of (status, kind), created if missing, locked while it
     changes."""
     zeros = {"status": status, "kind": kind, "batches": 0, "rejections": {}}
-    insert = sqlite.insert if is_sqlite(session) else postgresql.insert
+    insert = upsert(session)
     values = {**zeros, **dict.fromkeys(_SUMMED, 0)}
     session.execute(insert(BatchTotal).values(**values).on_conflict_do_nothing())
     total = session.get_one(
