@@ -31,6 +31,8 @@ _FRESH = (
 
 def locked_feedback(session: Session, ids: Iterable[int]) -> Sequence[Any]:
     """The memories' id and FEEDBACK_COLUMNS, re-read under their row locks, taken in id
-    order (so concurrent writers of many memories queue instead of deadlocking)."""
-    locked = for_update(session, _FRESH)
+    order (so concurrent writers of many memories queue instead of deadlocking). Only
+    unkeyed columns change: a recall's usage rows, whose foreign key check needs KEY
+    SHARE on these memories, are never held up by a fold."""
+    locked = for_update(session, _FRESH, keys_kept=True)
     return session.connection().execute(locked, {"ids": sorted(set(ids))}).all()

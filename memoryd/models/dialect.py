@@ -18,11 +18,18 @@ from memoryd.models.db import is_sqlite
 SelectT = TypeVar("SelectT", bound=Select)  # type: ignore[type-arg]
 
 
-def for_update(session: Session, stmt: SelectT, *, skip_locked: bool = False) -> SelectT:
+def for_update(
+    session: Session, stmt: SelectT, *, skip_locked: bool = False, keys_kept: bool = False
+) -> SelectT:
     """`stmt` locking the rows it reads until the transaction ends; with `skip_locked`,
-    rows another transaction holds are left out instead of waited for. SQLite: the
-    write transaction already holds the database lock."""
-    return stmt if is_sqlite(session) else stmt.with_for_update(skip_locked=skip_locked)
+    rows another transaction holds are left out instead of waited for. With
+    `keys_kept`, for a change of other columns than keys: the lock (FOR NO KEY UPDATE)
+    leaves rows inserted meanwhile free to reference these ones (a foreign key's check
+    takes KEY SHARE, which FOR UPDATE would block). SQLite: the write transaction
+    already holds the database lock."""
+    if is_sqlite(session):
+        return stmt
+    return stmt.with_for_update(skip_locked=skip_locked, key_share=keys_kept)
 
 
 def upsert(session: Session) -> Callable[..., Any]:

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.maintenance.cycle import promote_due
-from memoryd.maintenance.usage import fold_usage
+from memoryd.maintenance.usage import fold_chunk, fold_usage
 from memoryd.memories.reconcile import reconcile_facts
 from memoryd.models.coordination import lock_scope
 from memoryd.models.db import get_engine, session_scope, utcnow
@@ -193,3 +193,30 @@ def test_a_fold_locks_memories_before_their_usage_rows_as_an_erasure_does(
     assert folded == [0]  # the row went with its memory: nothing left to fold
     assert db.scalar(select(func.count()).select_from(MemoryUsage)) == 0
     db.commit()
+
+
+def test_a_fold_in_progress_never_holds_up_a_recall(
+    backend: str, settings: Settings, db: Session
+) -> None:
+    """A fold holds its memories' rows while it writes them; a recall of those memories
+    meanwhile inserts usage rows that reference them, and is not kept waiting."""
+    if backend != "postgres":
+        pytest.skip("SQLite writers hold the whole database: no row lock to wait on")
+    make_memory(db, settings, "Plays the cello")
+    db.commit()
+    client = MemoryClient(settings, dispatch=False)
+    client.recall("cello", "bot", "ann")
+    took: list[float] = []
+
+    def recall() -> None:
+        started = time.monotonic()
+        client.recall("cello", "bot", "ann")
+        took.append(time.monotonic() - started)
+
+    with session_scope(settings) as folding:
+        assert fold_chunk(folding, settings) == 1  # its memory stays locked until commit
+        other = threading.Thread(target=recall)
+        other.start()
+        other.join(timeout=5)
+        assert took and took[0] < 2.0, took
+    assert fold_usage(settings) == 1
