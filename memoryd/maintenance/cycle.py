@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert, select, update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from memoryd.maintenance.retention import RETENTION_STEPS
@@ -254,13 +255,23 @@ def _analyze(settings: Settings) -> int:
         return len(analyze_changed(session))
 
 
+def _fold_usage(settings: Settings) -> int:
+    """Recalls' usage folded first; a fold that fails (a lock wait past its timeout) only
+    leaves this cycle's steps to work from the counts as they stand, as before it."""
+    try:
+        return fold_usage(settings)
+    except DBAPIError as exc:
+        log.warning("folding recalls' usage failed, the cycle goes on: %s", type(exc).__name__)
+        return 0
+
+
 def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUNK) -> CycleCounts:
     """One maintenance cycle. Recalls' usage is folded first, so the steps after it see
     every retrieval made before the cycle; promotion runs next, so a memory used often
     is kept even if its TTL ran out in the same interval."""
     now = now or utcnow()
     counts = CycleCounts(
-        usage_folded=fold_usage(settings),
+        usage_folded=_fold_usage(settings),
         promoted=_run_step(settings, _counted(promote_due), now, chunk),
         expired=_run_step(settings, _counted(expire_due), now, chunk),
         archived=_run_step(settings, _archive_chunk, now, chunk),

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, not_, select, update
+from sqlalchemy import Table, select, text, update
 from sqlalchemy.orm import Session
 
 from memoryd.memories.feedback import locked_feedback
@@ -35,6 +35,9 @@ FOLD_CHUNK = 5000  # usage rows per transaction
 MAX_CHUNKS = 100  # a fold applies at most 500k rows; the next one does the rest
 
 _MEMORIES = cast(Table, Memory.__table__)
+# The partial index's own predicate, as written: SQLAlchemy would write `folded = 0` on
+# SQLite, which SQLite does not match to the index, and the sweep would scan the table.
+_UNFOLDED = text("NOT memory_usage.folded")
 
 
 def fold_usage(settings: Settings) -> int:
@@ -58,7 +61,7 @@ def fold_chunk(session: Session, settings: MemorySettings, limit: int = FOLD_CHU
     re-read under their locks, so rows another fold applied meanwhile are left out."""
     seen = session.execute(
         select(MemoryUsage.id, MemoryUsage.memory_id)
-        .where(not_(MemoryUsage.folded))  # the partial index's own predicate
+        .where(_UNFOLDED)
         .order_by(MemoryUsage.id)
         .limit(limit)
     ).all()
@@ -66,7 +69,7 @@ def fold_chunk(session: Session, settings: MemorySettings, limit: int = FOLD_CHU
         return 0
     memories = locked_feedback(session, {row.memory_id for row in seen})
     relock = select(MemoryUsage.id, MemoryUsage.memory_id, MemoryUsage.created_at).where(
-        MemoryUsage.id.in_([row.id for row in seen]), not_(MemoryUsage.folded)
+        MemoryUsage.id.in_([row.id for row in seen]), _UNFOLDED
     )
     relock = for_update(session, relock.order_by(MemoryUsage.id), skip_locked=True)
     rows = session.execute(relock).all()
@@ -92,6 +95,7 @@ def _folded(settings: MemorySettings, memory: Any, times: Sequence[datetime]) ->
     may have moved the weight's anchor past a retrieval: that one counts from there."""
     weight, weight_at = memory.weight, memory.weight_at
     count, expires_at, promotable_at = memory.access_count, memory.expires_at, memory.promotable_at
+    times = sorted(times)  # a row committed late may carry an earlier time than its id says
     for at in times:
         step = reinforced(
             memory.tier, weight, weight_at, settings.reinforce_retrieved, max(at, weight_at),
@@ -106,7 +110,7 @@ def _folded(settings: MemorySettings, memory: Any, times: Sequence[datetime]) ->
         "id": memory.id,
         "weight": weight,
         "weight_at": weight_at,
-        "last_accessed_at": max(times),
+        "last_accessed_at": max(memory.last_accessed_at or times[-1], times[-1]),
         "expires_at": expires_at,
         "access_count": count,
         "promotable_at": promotable_at,

@@ -21,6 +21,7 @@ FEEDBACK_COLUMNS = (
     Memory.expires_at,
     Memory.access_count,
     Memory.promotable_at,
+    Memory.last_accessed_at,
 )
 _FRESH = (
     select(Memory.id, *FEEDBACK_COLUMNS)

@@ -79,17 +79,22 @@ def logged_query(query: str) -> str:
     return query[:2000].replace("\x00", "")
 
 
-# A retrieval's usage rows on PostgreSQL, without waiting for the WAL flush. A memory
-# erased since it was ranked is left out (its row would break the foreign key).
+# A retrieval's usage rows on PostgreSQL, without waiting for the WAL flush. Their
+# memories are locked FOR KEY SHARE first, by ascending id: what the foreign key check
+# would take anyway, in the order every writer of many memories locks them, so a
+# writer locking two of them cannot deadlock with it; and a memory deleted since it
+# was ranked drops out of `locked` (its row would break the foreign key).
 _LOG_RELAXED = text("""
 WITH relaxed AS (
     SELECT set_config('synchronous_commit', 'off', true)
+), locked AS (
+    SELECT id FROM memories WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id FOR KEY SHARE
 )
 INSERT INTO memory_usage
     (memory_id, agent_id, user_id, session_id, query, score, referenced, created_at, folded)
 SELECT hit.id, :agent_id, :user_id, :session_id, :query, hit.score, false, :now, false
 FROM unnest(CAST(:ids AS bigint[]), CAST(:scores AS float8[])) AS hit(id, score)
-JOIN memories ON memories.id = hit.id
+JOIN locked ON locked.id = hit.id
 CROSS JOIN relaxed
 """)
 

@@ -23,6 +23,7 @@ from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.proposals import Fact
 from memoryd.models.tables import Memory, MemoryStatus, MemoryUsage, Tier
+from memoryd.recall.usage import log_retrieval
 from memoryd.settings import Settings
 from tests.factories import make_memory
 
@@ -220,3 +221,38 @@ def test_a_fold_in_progress_never_holds_up_a_recall(
         other.join(timeout=5)
         assert took and took[0] < 2.0, took
     assert fold_usage(settings) == 1
+
+
+def test_a_recall_of_a_memory_deleted_meanwhile_logs_the_others(
+    backend: str, settings: Settings, db: Session
+) -> None:
+    """A memory ranked by a recall is deleted by another transaction before the recall
+    logs its usage: the recall waits for that transaction, then logs the other hits,
+    never failing on the deleted one's foreign key."""
+    if backend != "postgres":
+        pytest.skip("SQLite writers hold the whole database: no delete can come between")
+    gone = make_memory(db, settings, "Plays the cello")
+    kept = make_memory(db, settings, "Plays the cello badly")
+    db.commit()
+    hits = MemoryClient(settings, dispatch=False).recall("cello", "bot", "ann")
+    assert {h.id for h in hits} == {gone.id, kept.id}
+    errors: list[BaseException] = []
+
+    def log() -> None:
+        try:
+            with session_scope(settings) as session:
+                log_retrieval(session, settings, Scope("bot", "ann"), hits, "again", None, utcnow())
+        except BaseException as exc:
+            errors.append(exc)
+
+    with get_engine(settings).connect() as eraser, eraser.begin():
+        eraser.execute(select(Memory.id).where(Memory.id == gone.id).with_for_update()).all()
+        eraser.execute(text("DELETE FROM memories WHERE id = :id"), {"id": gone.id})
+        logger = threading.Thread(target=log)
+        logger.start()
+        time.sleep(0.5)  # the log is waiting for the deleted row now
+    logger.join(timeout=30)
+    assert errors == []
+    logged = db.scalars(select(MemoryUsage.memory_id).where(MemoryUsage.query == "again")).all()
+    assert logged == [kept.id]
+    db.commit()
