@@ -92,30 +92,41 @@ def embed_query(settings: Settings, query: str) -> Vectors | None:
 
 # Vectors of texts that are not memories yet (the user turns recall/pending.py reads
 # until they are extracted), by model, row id and a hash of the text: each is embedded
-# once, at the first recall that reads it. Dropped whole with any erased scope.
+# once, before the recall that first reads it opens its transaction. Dropped whole with
+# any erased scope. After a failure the provider is left alone for TEXTS_PAUSE_SECONDS,
+# so an outage does not cost every recall a failing call.
 _text_vectors: RecentMemo[Vectors] = RecentMemo(seconds=600, size=4096)
+TEXTS_PAUSE_SECONDS = 30.0
+_texts_paused: RecentMemo[bool] = RecentMemo(seconds=TEXTS_PAUSE_SECONDS, size=64)
+
+
+def known_vectors(settings: Settings, texts: dict[int, str]) -> dict[int, Vectors]:
+    """The vectors of `texts` (by row id) already embedded: no model call."""
+    model = _model_key(settings)
+    found = {i: _text_vectors.get((*model, i, hash(text))) for i, text in texts.items()}
+    return {i: vector for i, vector in found.items() if vector is not None}
 
 
 def embed_texts(settings: Settings, texts: dict[int, str]) -> dict[int, Vectors]:
     """Unit vectors of `texts` (by row id), as passages, in one call for those not yet
-    embedded; {} when embeddings are off or the provider fails."""
+    embedded; only those known when embeddings are off or the provider fails. Call it
+    outside any transaction: it may wait on the model."""
     if not settings.embeddings_on or not texts:
         return {}
-    model = _model_key(settings)
-    found: dict[int, Vectors] = {}
-    for row_id, text in texts.items():
-        if (vector := _text_vectors.get((*model, row_id, hash(text)))) is not None:
-            found[row_id] = vector
+    found = known_vectors(settings, texts)
     missing = [row_id for row_id in texts if row_id not in found]
-    if missing:
-        try:
-            fresh = embedder(settings).embed([texts[i][:MAX_INPUT_CHARS] for i in missing])
-        except (LLMError, ConfigError) as exc:
-            log.warning("embedding recent turns failed, matching them by words: %s", exc)
-            return {}
-        for row_id, vector in zip(missing, fresh, strict=True):
-            _text_vectors.put((*model, row_id, hash(texts[row_id])), vector)
-            found[row_id] = vector
+    model = _model_key(settings)
+    if not missing or _texts_paused.get(model):
+        return found
+    try:
+        fresh = embedder(settings).embed([texts[i][:MAX_INPUT_CHARS] for i in missing])
+    except (LLMError, ConfigError) as exc:
+        _texts_paused.put(model, True)
+        log.warning("embedding recent turns failed, matching them by words: %s", exc)
+        return found
+    for row_id, vector in zip(missing, fresh, strict=True):
+        _text_vectors.put((*model, row_id, hash(texts[row_id])), vector)
+        found[row_id] = vector
     return found
 
 
@@ -207,6 +218,7 @@ def clear_caches() -> None:
         _queries.items.clear()
     _scopes.clear()
     _text_vectors.clear()
+    _texts_paused.clear()
 
 
 def forget_scope(settings: Settings, scope: Scope) -> None:

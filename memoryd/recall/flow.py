@@ -22,7 +22,7 @@ from memoryd.recall.as_of import recall_as_of
 from memoryd.recall.context import dated
 from memoryd.recall.context import render as render_context
 from memoryd.recall.embedders import Vectors
-from memoryd.recall.pending import merged, pending_hits
+from memoryd.recall.pending import embed_pending, merged, pending_hits
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.usage import log_retrieval
 from memoryd.settings import AgentDefaults, Settings
@@ -54,6 +54,7 @@ def ranked(
     ids = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
     with tracing.span(base, "memoryd.recall", **ids, k=k) as span:  # ids, never the query
         vector = embeddings.embed_query(base, query)  # before any transaction opens
+        embed_pending(base, Scope(agent_id, user_id), query, vector)
         now = utcnow()
         with session_scope(base, autocommit=True) as session:  # see log_retrieval
             # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories.
@@ -67,7 +68,8 @@ def ranked(
                 # Read after the memories: a batch finishing in between hides its turns
                 # from this read, and the memories it wrote were not yet read: never both.
                 limit = settings.prefetch_limit if k is None else k
-                hits = merged(hits, pending_hits(session, settings, scope, query, limit), limit)
+                pending = pending_hits(session, settings, scope, query, limit, vector)
+                hits = merged(hits, pending, limit)
             remembered = [h for h in hits if not h.pending]
             log_retrieval(session, settings, scope, remembered, query, session_id, now)
         span.set_attribute("memoryd.hits", len(hits))
@@ -118,6 +120,7 @@ def _context_block(
         if rules is None:
             return "", 0
         vector = embeddings.embed_query(base, query)
+        embed_pending(base, Scope(agent_id, user_id), query, vector)
     now = utcnow()
     with session_scope(base, autocommit=True) as session:  # see log_retrieval
         rules = rules or block_rules(session, base, agent_id, query, key)
@@ -128,7 +131,7 @@ def _context_block(
         hits = _ranked(session, settings, scope, query, categories, tiers, now, vector)
         hits = inject.injectable(settings, hits)
         if categories is None and tiers is None:  # as in ranked(): after the memories
-            hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK)
+            hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK, vector)
         block, included = _rendered(session, settings, scope, hits, token_budget, now)
         remembered = [h for h in included if not h.pending]
         log_retrieval(session, settings, scope, remembered, query, session_id, now)

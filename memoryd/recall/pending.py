@@ -9,11 +9,12 @@ terms: stems at a word's start, Chinese characters and pairs), by word trigrams 
 subject key (_Match) over the newest PENDING_SCAN turns of the scope (the first
 PENDING_CHARS of each), read through the partial indexes of pending and claimed turns.
 When embeddings are on, the one turn nearest the question in meaning also counts, at
-MEANING_SHARE: cosines do not tell a turn that answers from one that does not (the
-user's turns of one conversation all score alike), but the nearest one is the answer
-more often than chance, and a few answers no word finds are found that way
-(`bench/pending_match.py` measures each path). Secrets and the question itself are
-never shown back. A pending hit's `id` is its turn's id negated: no memory has it.
+MEANING_SHARE; the turns are embedded by embed_pending before the recall's transaction
+opens, so no transaction waits on the model. Cosines do not tell a turn that answers
+from one that does not (the user's turns of one conversation all score alike), but the
+nearest one is the answer more often than chance, and a few answers no word finds are
+found that way (`bench/pending_match.py` measures each path). Secrets and the question
+itself are never shown back. A pending hit's `id` is its turn's id negated: no memory has it.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from memoryd.memories.subjects import subject_key
 from memoryd.memories.synonyms import asked_slot_keys, slot_name
 from memoryd.models.base import TurnStatus
 from memoryd.models.conversation_tables import Turn
+from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
-from memoryd.recall.embeddings import embed_query, embed_texts
+from memoryd.recall.embedders import Vectors
+from memoryd.recall.embeddings import embed_texts, known_vectors
 from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.recall.trigrams import TrigramShare
 from memoryd.settings import RecallSettings, Settings
@@ -50,28 +53,20 @@ _UNEXTRACTED = or_(Turn.status == TurnStatus.PENDING, Turn.status == TurnStatus.
 
 
 def pending_hits(
-    session: Session, settings: Settings, scope: Scope, query: str, k: int
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    query: str,
+    k: int,
+    vector: Vectors | None = None,
 ) -> list[Hit]:
     """The scope's unextracted user turns that match `query`, best first (how well, then
-    newest), at most `k`."""
+    newest), at most `k`; with the query's `vector`, the one nearest in meaning too."""
     terms = query_tokens(query)
     if not terms or k <= 0 or not settings.recall_pending:
         return []
-    read = (
-        select(*_COLUMNS)
-        .where(Turn.of(scope), _UNEXTRACTED, Turn.role == "user")
-        .order_by(Turn.id.desc())
-        .limit(PENDING_SCAN)
-    )
-    asked = _plain(query)
-    # The question itself (the turn just sent) and secrets, which extraction would never
-    # keep, are not shown back.
-    rows = [
-        row
-        for row in session.connection().execute(read)
-        if _plain(row.content) != asked and not holds_secret(row.content)
-    ]
-    match, nearest = _Match(settings, query, terms), _nearest_in_meaning(settings, query, rows)
+    rows = _readable(session, scope, query)
+    match, nearest = _Match(settings, query, terms), _nearest_in_meaning(settings, vector, rows)
     scored = []
     for row in rows:
         share = match(row.id, row.content[:PENDING_CHARS])
@@ -83,13 +78,45 @@ def pending_hits(
     return [_hit(settings, row, share) for share, row in scored[:k]]
 
 
-def _nearest_in_meaning(settings: Settings, query: str, rows: Sequence[Any]) -> int | None:
-    """The id of the turn nearest the query by embedding, at least
-    embedding_min_similarity; None when embeddings are off or fail."""
-    vector = embed_query(settings, query) if rows else None
-    if vector is None:
+def embed_pending(settings: Settings, scope: Scope, query: str, vector: Vectors | None) -> None:
+    """Embed the scope's unextracted turns not yet embedded, in a read-only transaction
+    of its own, before the recall's: pending_hits then finds their vectors known."""
+    if vector is None or not settings.recall_pending or not query_tokens(query):
+        return
+    with session_scope(settings, readonly=True) as session:
+        rows = _readable(session, scope, query)
+    embed_texts(settings, _texts(rows))
+
+
+def _readable(session: Session, scope: Scope, query: str) -> list[Any]:
+    """The scope's newest unextracted user turns, but for the question itself (the turn
+    just sent) and secrets, which extraction would never keep: never shown back."""
+    read = (
+        select(*_COLUMNS)
+        .where(Turn.of(scope), _UNEXTRACTED, Turn.role == "user")
+        .order_by(Turn.id.desc())
+        .limit(PENDING_SCAN)
+    )
+    asked = _plain(query)
+    return [
+        row
+        for row in session.connection().execute(read)
+        if _plain(row.content) != asked and not holds_secret(row.content)
+    ]
+
+
+def _texts(rows: Sequence[Any]) -> dict[int, str]:
+    return {row.id: row.content[:PENDING_CHARS] for row in rows}
+
+
+def _nearest_in_meaning(
+    settings: Settings, vector: Vectors | None, rows: Sequence[Any]
+) -> int | None:
+    """The id of the turn nearest the query's `vector` among those already embedded, at
+    least embedding_min_similarity; None without a vector."""
+    if vector is None or not rows:
         return None
-    vectors = embed_texts(settings, {row.id: row.content[:PENDING_CHARS] for row in rows})
+    vectors = known_vectors(settings, _texts(rows))
     best = max(
         ((float(v @ vector), row_id) for row_id, v in vectors.items() if v.shape == vector.shape),
         default=None,

@@ -167,3 +167,6 @@ def test_turns_are_matched_by_their_words_when_the_embedding_endpoint_fails(
     fake_llm.refuse_embedding = lambda text: text == MOVE  # the question's vector is made
     assert [h.turn_key for h in client.recall(QUESTION, "bot", "ann")] == ["t1"]
     assert [r["input"] for r in fake_llm.requests] == [[QUESTION], [MOVE]]
+    # While the provider refuses, recalls do not ask it again for every turn.
+    assert [h.turn_key for h in client.recall(QUESTION, "bot", "ann")] == ["t1"]
+    assert [r["input"] for r in fake_llm.requests] == [[QUESTION], [MOVE]]  # query cached
