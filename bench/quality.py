@@ -161,6 +161,7 @@ class _Store:
 
     def ask(self, plan: Plan) -> dict[str, Any]:
         """Replay each user's timeline: remember the facts, recall at each question."""
+        from memoryd.maintenance.usage import fold_usage
         from memoryd.models.keys import Scope
 
         ranks: list[int | None] = [None] * len(plan.questions)
@@ -186,6 +187,7 @@ class _Store:
                 started = time.perf_counter()
                 hits = self.client.recall(question.query, AGENT, user.user, k=max(KS))
                 got["ask_ms"].append((time.perf_counter() - started) * 1000)
+                fold_usage(self.settings)  # as the sweep does between a user's questions
                 got["asked"] += 1
                 got["with_vector"] += any(h.parts.embedding is not None for h in hits)
                 ranks[payload] = first_hit((sources.get(h.id, ()) for h in hits), question.gold)
