@@ -47,14 +47,14 @@ PYTEST_WORKERS ?= 4
 PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --maxschedchunk 1
 
 lint: $(STAMP)
-	$(BIN)/ruff check memoryd tests bench
-	$(BIN)/ruff format --check memoryd tests bench
+	$(BIN)/ruff check memoryd tests bench testkit
+	$(BIN)/ruff format --check memoryd tests bench testkit
 	$(BIN)/mypy memoryd
 
 # The whole suite. mypy checks beside it (its report follows the tests'), ruff before.
 test: $(STAMP)
-	$(BIN)/ruff check memoryd tests bench
-	$(BIN)/ruff format --check memoryd tests bench
+	$(BIN)/ruff check memoryd tests bench testkit
+	$(BIN)/ruff format --check memoryd tests bench testkit
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	@$(BIN)/mypy memoryd > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
 	$(PYTEST) --durations=15; tests=$$?; \

@@ -47,7 +47,7 @@ from bench.common import emit
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
 from memoryd.models.tables import Memory, MemoryStatus
-from tests.services import ServiceUnavailable
+from testkit.services import ServiceUnavailable
 
 LOGS = Path(tempfile.gettempdir()) / "memoryd-chaos-logs"  # a failed scenario's logs
 

@@ -42,9 +42,9 @@ from memoryd.models.tables import (
 from memoryd.settings import Settings
 from memoryd.text import search_tokens
 from memoryd.worker.config import QUEUES
-from tests import hosts
-from tests.fakellm import FakeLLM, parse_prompt
-from tests.services import (
+from testkit import hosts
+from testkit.fakellm import FakeLLM, parse_prompt
+from testkit.services import (
     PgBouncer,
     PostgresCluster,
     RabbitMQServer,
@@ -53,7 +53,7 @@ from tests.services import (
     declare_queues,
     purge_queues,
 )
-from tests.workers import Proc, start_beat, start_worker
+from testkit.workers import Proc, start_beat, start_worker
 
 TAG = re.compile(r"\[(u\d+s\d+t\d+)\]")
 TOPICS = [
@@ -170,7 +170,7 @@ class Harness:
     `backend`: postgres (with Redis), sqlite (with the filesystem broker), rabbitmq
     (PostgreSQL with RabbitMQ), pgbouncer (PostgreSQL through a transaction-pooling
     PgBouncer, with Redis) or hosts (PostgreSQL with Redis, each worker and beat on a
-    host of its own, tests/hosts.py, reaching them over a virtual network)."""
+    host of its own, testkit/hosts.py, reaching them over a virtual network)."""
 
     def __init__(self, backend: str, servers: Servers, **overrides: Any) -> None:
         self.backend = backend

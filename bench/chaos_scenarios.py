@@ -31,8 +31,8 @@ from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus
 from memoryd.settings import Settings
 from memoryd.worker import make_celery
 from memoryd.worker.config import EXTRACTION_QUEUE
-from tests import fakellm, hosts
-from tests.workers import start_beat
+from testkit import fakellm, hosts
+from testkit.workers import start_beat
 
 
 @dataclass(frozen=True)

@@ -263,7 +263,7 @@ def run_kind(
     if kind == "offline rules":
         return measure(kind, Settings(), scenarios, args)
     if kind == "scripted":
-        from tests.fakellm import FakeLLM
+        from testkit.fakellm import FakeLLM
 
         with FakeLLM() as llm:
             scripted = argparse.Namespace(**{**vars(args), "model": "scripted"})

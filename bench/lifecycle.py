@@ -56,10 +56,10 @@ from bench.common import Analyzer, bench_database, emit, percentile, print_table
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.maintenance.cycle import run_cycle
+from memoryd.memories.proposals import Fact
 from memoryd.memories.store import create_memory
 from memoryd.models.db import dispose_engines, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, ExtractionBatch
 from memoryd.settings import Settings
 

@@ -22,11 +22,11 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 
 from bench.common import bench_database, emit, percentile, print_table
 from memoryd.client import MemoryClient
+from memoryd.memories.proposals import Fact
 from memoryd.memories.store import create_memory
 from memoryd.models.base import Actor
 from memoryd.models.db import dispose_engines, session_scope, utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.proposals import Fact
 from memoryd.recall.backfill import fill_missing
 from memoryd.settings import Settings
 

@@ -37,8 +37,8 @@ from memoryd.models.db import get_engine, session_scope
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import ExtractionBatch
 from memoryd.settings import Settings
-from tests.fakellm import FakeLLM
-from tests.workers import start_worker, turns_left, wait_until
+from testkit.fakellm import FakeLLM
+from testkit.workers import start_worker, turns_left, wait_until
 
 LINES = [
     "Call me {name}.",

@@ -140,7 +140,7 @@ class _Store:
             {"embedding_provider": "local", "embedding_model": LOCAL_MODEL} if local else {}
         )
         if top_n := int(os.environ.get("MEMORYD_BENCH_RERANK") or 0):
-            from tests.rerank_server import rerank_server
+            from testkit.rerank_server import rerank_server
 
             server = stack.enter_context(rerank_server())
             # The reranker's quality, not its speed on a shared core: a generous timeout.

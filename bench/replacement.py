@@ -60,7 +60,7 @@ from memoryd.recall.candidates import nearby, related
 from memoryd.recall.rank import recall
 from memoryd.settings import Settings
 from memoryd.text import content_hash
-from tests.fakellm import FakeLLM
+from testkit.fakellm import FakeLLM
 
 DATA = Path(__file__).resolve().parent / "data"
 AGENT = "bench"

@@ -20,7 +20,7 @@ from typing import Any
 
 from memoryd.extraction import offline
 from memoryd.memories.subjects import subject_key
-from tests.fakellm import default_extractor_answer, parse_prompt
+from testkit.fakellm import default_extractor_answer, parse_prompt
 
 OTHERWISE = "Update, words reversed: "
 

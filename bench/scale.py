@@ -1,6 +1,6 @@
 """Scaling bench: extraction throughput on 1, 2 and 4 worker hosts, nothing lost or twice.
 
-Each worker host is a network namespace of its own (tests/hosts.py) running one
+Each worker host is a network namespace of its own (testkit/hosts.py) running one
 `celery worker --pool=threads -c 4`; PostgreSQL, Redis, beat and the fake LLM, which
 answers every call after 2 s, stay on this machine and are reached over a virtual
 network. The load is the chaos bench's generated chats (bench/chaos_harness.py): 64
@@ -58,8 +58,8 @@ from bench.usage import (
 from memoryd.models.db import dispose_engines, session_scope
 from memoryd.models.tables import BatchStatus, ExtractionBatch
 from memoryd.settings import Settings
-from tests import hosts
-from tests.services import PgBouncer, ServiceUnavailable
+from testkit import hosts
+from testkit.services import PgBouncer, ServiceUnavailable
 
 LOGS = Path(tempfile.gettempdir()) / "memoryd-scale-logs"  # a failed run's worker logs
 POOLER_CONNECTIONS = 8  # PgBouncer's server connections: a quarter of 4 hosts' slots

@@ -7,7 +7,7 @@ before each test, never mocked.
 Servers: MEMORYD_TEST_PG (a PostgreSQL server URL without database) and
 MEMORYD_TEST_REDIS (a Redis URL without database) when set; else the machine's own on
 127.0.0.1:5432 and :6379 when they answer; else throwaway ones started for this run
-(tests/services.py), or a clear message saying what to install. Each xdist worker
+(testkit/services.py), or a clear message saying what to install. Each xdist worker
 claims a Redis database no other run uses meanwhile (redis_db) and flushes it, nothing
 else.
 
@@ -43,8 +43,8 @@ from memoryd.models.migrate import upgrade
 from memoryd.models.tables import Base
 from memoryd.recall import embeddings
 from memoryd.settings import Settings
-from tests.fakellm import FakeLLM
-from tests.services import (
+from testkit.fakellm import FakeLLM
+from testkit.services import (
     PgBouncer,
     PostgresCluster,
     RabbitMQServer,

@@ -10,10 +10,10 @@ from sqlalchemy.orm import Session
 
 from memoryd.ingest.buffer import ingest
 from memoryd.maintenance.usage import fold_chunk
+from memoryd.memories.proposals import Fact
 from memoryd.memories.store import create_memory
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, Category, Memory, Turn
 from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.recall.usage import log_retrieval

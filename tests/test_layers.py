@@ -73,3 +73,41 @@ def test_no_packages_import_each_other_in_a_circle() -> None:
 
     for package in PACKAGES:
         visit(package, [])
+
+
+def test_migrations_import_no_stage_code() -> None:
+    """A migration runs as written forever: what it imports of memoryd is the schema's
+    own helpers and the settings, never a stage's code, whose changes would rewrite it."""
+    versions = ROOT / "models" / "migrations" / "versions"
+    for path in sorted(versions.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        modules = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+        } | {
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        }
+        ours = {m for m in modules if m == "memoryd" or m.startswith("memoryd.")}
+        allowed = {m for m in ours if m.startswith(("memoryd.models", "memoryd.settings"))}
+        assert ours == allowed, f"{path.name} imports {sorted(ours - allowed)}"
+
+
+@pytest.mark.parametrize("folder", ["bench", "testkit"])
+def test_benches_and_the_testkit_import_nothing_of_the_suite(folder: str) -> None:
+    """What benches and tests both run against lives in testkit/: a bench that imports
+    the suite breaks when a test is renamed."""
+    for path in sorted((ROOT.parent / folder).rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            assert not any(n == "tests" or n.startswith("tests.") for n in names), path

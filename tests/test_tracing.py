@@ -20,8 +20,8 @@ from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.models.keys import SessionKey
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM, bad_request
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM, bad_request
 
 EXPORTER = InMemorySpanExporter()
 WATCHED: list[TracerProvider] = []

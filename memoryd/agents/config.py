@@ -8,7 +8,6 @@ them exactly as it reads any other setting.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated
@@ -19,7 +18,6 @@ from sqlalchemy.orm import Session
 
 from memoryd.models.checks import clean_text
 from memoryd.models.db import session_scope
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import AgentConfig, Category, ChatSession, Tier
 from memoryd.settings import AgentDefaults, Settings
 
@@ -150,18 +148,6 @@ def categories_for(settings: AgentDefaults, requested: Sequence[str] | None) -> 
     if not requested:
         return list(allowed)
     return [c for c in requested if c in allowed]
-
-
-def keep_categories(
-    settings: AgentDefaults, facts: list[Fact], rejected: Counter[str]
-) -> list[Fact]:
-    """Extraction keeps only the agent's categories; the others count as rejected."""
-    if settings.memory_categories is None:
-        return facts
-    kept = [f for f in facts if f.category in settings.memory_categories]
-    if len(kept) < len(facts):
-        rejected["category"] += len(facts) - len(kept)
-    return kept
 
 
 def extraction_settings(settings: Settings, agent_id: str) -> Settings:

@@ -39,9 +39,9 @@ from memoryd.extraction.amend_slots import (
 from memoryd.extraction.dates import resolve_relative
 from memoryd.extraction.views import MemoryView, TurnView
 from memoryd.memories import fact_rules
+from memoryd.memories.proposals import Fact
 from memoryd.memories.subjects import key_for, subject_key
 from memoryd.memories.synonyms import single_valued
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import Category
 from memoryd.zones import local
 

@@ -15,9 +15,9 @@ from datetime import date
 from memoryd.extraction import evidence
 from memoryd.extraction.views import MemoryView
 from memoryd.memories import fact_rules
+from memoryd.memories.proposals import Fact
 from memoryd.memories.subjects import key_for, subject_key
 from memoryd.memories.synonyms import slot_name
-from memoryd.models.proposals import Fact
 
 # A turn that tries to instruct the memory rather than tell it something: no fact it alone
 # supports is kept, whatever the model made of it.

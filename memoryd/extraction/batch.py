@@ -35,7 +35,7 @@ from memoryd.errors import (
 from memoryd.extraction import prepare
 from memoryd.extraction.extractors import NoExtraction, get_extractor
 from memoryd.extraction.failures import record_failure
-from memoryd.extraction.gate import gate_facts
+from memoryd.extraction.gate import gate_facts, keep_categories
 from memoryd.extraction.prepare import Prepared
 from memoryd.extraction.resolve import resolve
 from memoryd.extraction.views import Extractor, Proposal
@@ -280,7 +280,7 @@ def _write_memories(
     facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
     accepted, rejected = gate_facts(facts, settings)
     rejected.update(proposal.dropped)
-    accepted = agent_config.keep_categories(settings, accepted, rejected)  # per-agent
+    accepted = keep_categories(settings, accepted, rejected)  # per-agent
     said_at = max(t.created_at for t in claim.turns)  # when the user said it
     counts = reconcile_facts(
         session,

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from memoryd.extraction import offline
 from memoryd.extraction.amend import amend
+from memoryd.extraction.answers import ExtractionOutput
 from memoryd.extraction.prompt import (
     render_keys,
     render_memories,
@@ -23,7 +24,6 @@ from memoryd.extraction.prompt import (
 from memoryd.extraction.views import Extractor, MemoryView, Profiles, Proposal, TurnView
 from memoryd.llm.client import LLMClient, client_key
 from memoryd.llm.shared import Shared
-from memoryd.models.proposals import ExtractionOutput
 from memoryd.prompts import load_prompt
 from memoryd.settings import Settings
 from memoryd.zones import local, user_zone

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from memoryd.models.proposals import Fact
-from memoryd.settings import ExtractionSettings
+from memoryd.memories.proposals import Fact
+from memoryd.settings import AgentDefaults, ExtractionSettings
 from memoryd.text import holds_secret
 
 log = logging.getLogger(__name__)
@@ -34,3 +34,15 @@ def gate_facts(facts: list[Fact], settings: ExtractionSettings) -> tuple[list[Fa
                 rejected["invalid_occurred_at"] += 1
             kept.append(fact.model_copy(update={"content": content}))
     return kept, rejected
+
+
+def keep_categories(
+    settings: AgentDefaults, facts: list[Fact], rejected: Counter[str]
+) -> list[Fact]:
+    """Extraction keeps only the agent's categories; the others count as rejected."""
+    if settings.memory_categories is None:
+        return facts
+    kept = [f for f in facts if f.category in settings.memory_categories]
+    if len(kept) < len(facts):
+        rejected["category"] += len(facts) - len(kept)
+    return kept

@@ -14,8 +14,8 @@ from datetime import date, timedelta
 from typing import Any
 
 from memoryd.memories.fact_rules import PERSON, RULES, Rule, rx
+from memoryd.memories.proposals import Fact
 from memoryd.models.profiles import ProfileUpdate
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import Category
 
 EXTRACTOR_NAME = "offline"

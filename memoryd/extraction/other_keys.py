@@ -19,10 +19,10 @@ from sqlalchemy.orm import Session
 
 from memoryd.extraction.prepare import Prepared
 from memoryd.extraction.views import MemoryView, Proposal
+from memoryd.memories.proposals import Fact
 from memoryd.memories.subjects import key_categories, key_for
 from memoryd.memories.synonyms import close_keys, rule_synonym, same_words, single_valued
 from memoryd.models.keys import Scope
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import Memory
 from memoryd.recall.embedders import Vectors
 from memoryd.recall.embeddings import closest, embed_query

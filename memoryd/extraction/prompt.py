@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import cache
 
 from memoryd.extraction.views import MemoryView, Profiles, TurnView
+from memoryd.memories.proposals import Fact
 from memoryd.models.profiles import ProfileType
-from memoryd.models.proposals import Fact
 from memoryd.prompts import load_prompt
 from memoryd.recall.profile_prompt import render_profile
 from memoryd.settings import ExtractionSettings, Settings

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from memoryd.extraction.answers import ResolveOutput
 from memoryd.extraction.extractors import LLMExtractor
 from memoryd.extraction.other_keys import (
     candidate_keys,
@@ -31,10 +32,10 @@ from memoryd.extraction.other_keys import (
 from memoryd.extraction.prepare import Prepared
 from memoryd.extraction.prompt import fit_memories, render_fact, render_memories
 from memoryd.extraction.views import Extractor, MemoryView, Proposal
+from memoryd.memories.proposals import Fact
 from memoryd.memories.subjects import key_for, same_key_memories
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
-from memoryd.models.proposals import Fact, ResolveOutput
 from memoryd.models.tables import Memory
 from memoryd.prompts import load_prompt
 from memoryd.recall.candidates import nearby

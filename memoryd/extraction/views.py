@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from memoryd.memories.proposals import Experience, Fact
 from memoryd.models.profiles import ProfileUpdate
-from memoryd.models.proposals import Experience, Fact
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.errors import NotFound
 from memoryd.memories.checks import checked_content
+from memoryd.memories.proposals import Fact
 from memoryd.memories.reconcile import reconcile_facts
 from memoryd.memories.store import (
     check_writable,
@@ -26,7 +27,6 @@ from memoryd.memories.store import (
 from memoryd.models.coordination import lock_scope
 from memoryd.models.dialect import for_update
 from memoryd.models.keys import Scope
-from memoryd.models.proposals import Fact
 from memoryd.models.schemas import MAX_PAGE, EventOut, MemoryOut
 from memoryd.models.tables import (
     Actor,

@@ -17,11 +17,11 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.checks import MemoryContent
+from memoryd.memories.proposals import Fact
 from memoryd.memories.store import create_memory, find_by_hash
 from memoryd.models.checks import JsonObject, check_text
 from memoryd.models.coordination import lock_scope
 from memoryd.models.keys import Scope
-from memoryd.models.proposals import Fact
 from memoryd.models.schemas import Ident
 from memoryd.models.tables import (
     Actor,

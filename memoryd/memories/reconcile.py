@@ -27,6 +27,7 @@ from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import ColumnElement
 
+from memoryd.memories.proposals import Fact
 from memoryd.memories.store import (
     as_day_start,
     confirm_memory,
@@ -39,7 +40,6 @@ from memoryd.memories.store import (
 from memoryd.memories.subjects import SAME_KEY_LIMIT, key_categories, key_for
 from memoryd.models.dialect import for_update
 from memoryd.models.keys import Scope
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus
 from memoryd.settings import ExtractionSettings, Settings
 from memoryd.text import content_hash, similarity

@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import InvalidState, SharedScopeError
+from memoryd.memories.proposals import Fact
 from memoryd.memories.subjects import key_for
 from memoryd.memories.weights import (
     INITIAL_WEIGHT,
@@ -18,7 +19,6 @@ from memoryd.memories.weights import (
 )
 from memoryd.models.dialect import locks_rows
 from memoryd.models.keys import Scope
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import (
     SHARED_USER,
     Actor,

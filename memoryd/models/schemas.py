@@ -1,5 +1,5 @@
 """Pydantic models for what crosses memoryd's edge: turn payloads and what the API
-returns (the LLM's answers: proposals.py)."""
+returns (the LLM's answers: extraction/answers.py)."""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
+from memoryd.memories.proposals import Fact
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embedders import Vectors
 from memoryd.recall.embeddings import embed_query

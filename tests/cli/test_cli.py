@@ -12,9 +12,9 @@ import redis
 from sqlalchemy import select, update
 
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM
+from testkit.workers import settings_env
 from tests.conftest import make_settings, with_llm
-from tests.fakellm import FakeLLM
-from tests.workers import settings_env
 
 pytestmark = pytest.mark.slow  # every test runs `memoryd` as a process of its own
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workers import REPO_ROOT
+from testkit.workers import REPO_ROOT
 
 
 @pytest.mark.slow

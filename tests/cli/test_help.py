@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from memoryd.cli.main import build_parser
 from memoryd.worker.config import QUEUES
-from tests.workers import REPO_ROOT
+from testkit.workers import REPO_ROOT
 
 
 def parsers(

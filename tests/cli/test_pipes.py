@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from memoryd.settings import Settings
-from tests.workers import settings_env
+from testkit.workers import settings_env
 
 pytestmark = pytest.mark.slow  # every test runs `memoryd` as a process of its own
 

@@ -22,8 +22,8 @@ from memoryd.models.tables import (
     Turn,
 )
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM, answer
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM, answer
 
 KEY = SessionKey("bot", "ann", "s1")
 

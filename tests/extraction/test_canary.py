@@ -19,10 +19,10 @@ from memoryd.models.db import session_scope
 from memoryd.models.tables import ChatSession, ExtractionBatch, Turn
 from memoryd.server.app import create_app
 from memoryd.settings import Settings
-from tests import fakellm
+from testkit import fakellm
+from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
 from tests.extraction.test_failures import KEY, say
-from tests.fakellm import FakeLLM
 from tests.server.conftest import bearer, make_key, sign_in
 
 REFUSE = {

@@ -32,9 +32,9 @@ from memoryd.models.tables import (
 )
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
-from tests import fakellm
+from testkit import fakellm
+from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM
 
 KEY = SessionKey("bot", "ann", "s1")
 

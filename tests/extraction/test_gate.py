@@ -9,13 +9,13 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.extraction.gate import gate_facts
+from memoryd.memories.proposals import Fact
 from memoryd.models.keys import SessionKey
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import ExtractionBatch, Memory
 from memoryd.settings import Settings
 from memoryd.text import holds_secret
+from testkit.fakellm import FakeLLM, answer
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM, answer
 
 
 def fact(content: str, confidence: float = 0.9) -> Fact:

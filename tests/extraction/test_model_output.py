@@ -13,16 +13,16 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
+from memoryd.extraction.answers import ExtractionOutput
 from memoryd.extraction.batch import extract_session
 from memoryd.memories.profiles import load
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.profiles import ProfileType
-from memoryd.models.proposals import ExtractionOutput
 from memoryd.models.tables import BatchStatus, ExtractionBatch, Memory, Turn
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM, answer
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM, answer
 
 KEY = SessionKey("bot", "ann", "s")
 

@@ -20,9 +20,9 @@ from memoryd.models.db import session_scope
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import ChatSession, ExtractionBatch, Turn
 from memoryd.settings import Settings
-from tests import fakellm
+from testkit import fakellm
+from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM
 
 KEY = SessionKey("bot", "ann", "s")
 POISON = "this one is poison"

@@ -13,8 +13,8 @@ from memoryd.extraction.batch import extract_session
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import Category, ExtractionBatch, Memory
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM, answer
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM, answer
 
 
 def say(settings: Settings, *lines: str, session: str = "s1") -> SessionKey:

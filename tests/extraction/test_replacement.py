@@ -19,8 +19,8 @@ from memoryd.models.keys import Scope
 from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus
 from memoryd.recall import backfill
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM, answer, parse_prompt
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM, answer, parse_prompt
 
 
 def fact(content: str, name: str, *, single: bool, **more: object) -> dict[str, object]:

@@ -28,9 +28,9 @@ from memoryd.models.tables import Category, ExtractionBatch, Memory, MemoryStatu
 from memoryd.prompts import load_prompt
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
-from tests import fakellm
+from testkit import fakellm
+from testkit.fakellm import FakeLLM, answer
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM, answer
 
 
 def say(settings: Settings, session: str, *turns: tuple[str, str]) -> SessionKey:

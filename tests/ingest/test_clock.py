@@ -18,8 +18,8 @@ from memoryd.extraction.batch import extract_session
 from memoryd.models.coordination import database_now
 from memoryd.models.keys import SessionKey
 from memoryd.settings import Settings
+from testkit.workers import settings_env
 from tests.factories import count_turns, turn_item
-from tests.workers import settings_env
 
 IN_2099 = "2099-01-01T09:00:00Z"
 

@@ -17,9 +17,9 @@ from kombu import Connection, Queue  # type: ignore[attr-defined]
 from memoryd.ingest.dispatch import dispatch_extract
 from memoryd.models.keys import SessionKey
 from memoryd.worker import make_celery
+from testkit.workers import REPO_ROOT, settings_env
 from tests.conftest import make_settings
 from tests.factories import turn_item
-from tests.workers import REPO_ROOT, settings_env
 
 SCRIPT = """
 from memoryd import MemoryClient

@@ -13,8 +13,8 @@ from memoryd.client import MemoryClient
 from memoryd.models.db import dispose_engines
 from memoryd.models.migrate import upgrade
 from memoryd.settings import Settings
+from testkit.services import PostgresCluster
 from tests.factories import turn_item
-from tests.services import PostgresCluster
 
 pytestmark = pytest.mark.slow
 

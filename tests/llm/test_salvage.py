@@ -11,9 +11,9 @@ from sqlalchemy.orm import Session
 from memoryd.extraction.batch import extract_session
 from memoryd.llm.salvage import complete_prefix
 from memoryd.settings import Settings
+from testkit.fakellm import Action, FakeLLM
 from tests.conftest import with_llm
 from tests.extraction.test_failures import say
-from tests.fakellm import Action, FakeLLM
 
 # What the real 1.5B model wrote for zh-team-01, looping until max_tokens cut it.
 LOOPING = (

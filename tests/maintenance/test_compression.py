@@ -25,9 +25,9 @@ from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey, session_pk
 from memoryd.models.tables import ChatSession, ExtractionBatch, FailureKind, SessionSegment
 from memoryd.settings import Settings
-from tests import fakellm
+from testkit import fakellm
+from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM
 
 KEY = SessionKey("bot", "ann", "long")
 

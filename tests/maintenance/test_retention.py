@@ -24,8 +24,8 @@ from memoryd.models.tables import (
 )
 from memoryd.monitoring.figures import pipeline_figures
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM, bad_request
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM, bad_request
 
 
 def say(client: MemoryClient, session: str, *lines: str) -> SessionKey:

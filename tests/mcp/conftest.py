@@ -21,8 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 from memoryd.models.db import session_scope, utcnow
 from memoryd.server.keys import KeySpec, create_key
 from memoryd.settings import Settings
-from tests.services import port_open, spare_port
-from tests.workers import REPO_ROOT, settings_env
+from testkit.services import port_open, spare_port
+from testkit.workers import REPO_ROOT, settings_env
 
 # A connected SDK client for a key (None: send none).
 Connect = Callable[[str | None], AbstractAsyncContextManager[Client]]

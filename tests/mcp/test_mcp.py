@@ -24,8 +24,8 @@ from memoryd.models.tables import ChatSession
 from memoryd.recall.tools import TOOLS as AGENT_TOOLS
 from memoryd.server.keys import KeyCache, revoke_key
 from memoryd.settings import Settings
+from testkit.workers import REPO_ROOT
 from tests.mcp.conftest import Connect, Keys, http_server, over_stdio
-from tests.workers import REPO_ROOT
 
 ANN = {"agent_id": "bot", "user_id": "ann"}
 BOB = {"agent_id": "bot", "user_id": "bob"}

@@ -17,11 +17,11 @@ from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.maintenance.cycle import promote_due
 from memoryd.maintenance.usage import fold_chunk, fold_usage
+from memoryd.memories.proposals import Fact
 from memoryd.memories.reconcile import reconcile_facts
 from memoryd.models.coordination import lock_scope
 from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import Memory, MemoryStatus, MemoryUsage, Tier
 from memoryd.recall.usage import log_retrieval
 from memoryd.settings import Settings

@@ -23,8 +23,8 @@ from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import SHARED_USER, Base, Erasure, Memory
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM, bad_request
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM, bad_request
 from tests.models.test_tallies import assert_tallies_match
 
 AGENT = "bot"

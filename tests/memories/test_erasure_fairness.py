@@ -20,10 +20,10 @@ import pytest
 
 from memoryd.client import MemoryClient
 from memoryd.memories import erasure
+from memoryd.memories.proposals import Fact
 from memoryd.memories.store import create_memory
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.proposals import Fact
 from memoryd.models.tables import Actor
 from tests.conftest import make_settings
 

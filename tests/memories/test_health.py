@@ -17,10 +17,10 @@ from memoryd.models.db import utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import Category, TurnStatus
 from memoryd.settings import Settings
-from tests import fakellm
+from testkit import fakellm
+from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
 from tests.factories import make_memory
-from tests.fakellm import FakeLLM
 
 
 def say(settings: Settings, line: str, user: str = "ann", session: str = "s1") -> None:

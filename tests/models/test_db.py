@@ -20,7 +20,7 @@ from memoryd.memories.transfer import export_memories
 from memoryd.models.db import MATH_FUNCTIONS, session_scope
 from memoryd.models.migrate import upgrade
 from memoryd.settings import Settings
-from tests.workers import REPO_ROOT, settings_env
+from testkit.workers import REPO_ROOT, settings_env
 
 
 def test_a_long_read_does_not_block_writers(settings: Settings) -> None:

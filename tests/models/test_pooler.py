@@ -17,8 +17,8 @@ from memoryd.client import MemoryClient
 from memoryd.models.coordination import LOCK_CLASS_EMBEDDING, single_flight
 from memoryd.models.db import get_engine
 from memoryd.settings import Settings
+from testkit.services import PgBouncer
 from tests.conftest import make_settings, through
-from tests.services import PgBouncer
 
 THREADS = 8
 ROUNDS = 20  # each statement runs far more often than psycopg's prepare threshold (5)

@@ -13,10 +13,10 @@ from memoryd.recall import backfill
 from memoryd.settings import Settings
 from memoryd.worker import app
 from memoryd.worker.config import EMBED_TASK, EMBEDDING_QUEUE
-from tests import fakellm
+from testkit import fakellm
+from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
 from tests.factories import make_memory
-from tests.fakellm import FakeLLM
 
 REMOTE = {"embedding_model": "text-embedding-3-small", "llm_retries": 0}
 POISON = "an essay far longer than the embedding model takes"

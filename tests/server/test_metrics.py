@@ -15,10 +15,10 @@ from memoryd.maintenance.compression import compress_session
 from memoryd.models.keys import SessionKey
 from memoryd.server.app import create_app
 from memoryd.settings import Settings
-from tests import fakellm
+from testkit import fakellm
+from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
 from tests.factories import turn_item
-from tests.fakellm import FakeLLM
 from tests.maintenance.test_compression import KEY, chat, compress_settings
 from tests.server.conftest import Keys, bearer
 

@@ -11,9 +11,9 @@ from sqlalchemy import select
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
 from memoryd.models.tables import Memory, MemoryStatus
+from testkit.workers import start_beat, start_worker, turns_left, wait_until
 from tests.conftest import make_settings
 from tests.factories import make_memory
-from tests.workers import start_beat, start_worker, turns_left, wait_until
 
 pytestmark = pytest.mark.slow
 

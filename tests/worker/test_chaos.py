@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from tests import hosts
-from tests.services import PgBouncer, ServiceUnavailable, rabbitmq_bin
-from tests.workers import REPO_ROOT
+from testkit import hosts
+from testkit.services import PgBouncer, ServiceUnavailable, rabbitmq_bin
+from testkit.workers import REPO_ROOT
 
 
 def installed(check: Callable[[], object]) -> bool:

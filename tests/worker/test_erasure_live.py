@@ -11,11 +11,11 @@ from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
 from memoryd.models.tables import BatchStatus, ExtractionBatch, Turn, TurnStatus
 from memoryd.settings import Settings
+from testkit.fakellm import FakeLLM
+from testkit.workers import pipeline_state, start_worker, turns_left, wait_until
 from tests.conftest import make_settings, with_llm
 from tests.factories import make_memory
-from tests.fakellm import FakeLLM
 from tests.memories.test_erasure import holding, mark, rows
-from tests.workers import pipeline_state, start_worker, turns_left, wait_until
 
 pytestmark = pytest.mark.slow
 

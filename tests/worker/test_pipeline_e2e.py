@@ -21,11 +21,11 @@ from memoryd.models.keys import SessionKey
 from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus, Turn, TurnStatus
 from memoryd.settings import Settings
 from memoryd.worker import make_celery
-from tests import fakellm
+from testkit import fakellm
+from testkit.fakellm import FakeLLM
+from testkit.services import purge_queues
+from testkit.workers import start_beat, start_worker, turns_left, wait_until
 from tests.conftest import BACKENDS, make_settings, with_llm
-from tests.fakellm import FakeLLM
-from tests.services import purge_queues
-from tests.workers import start_beat, start_worker, turns_left, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,11 @@ from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
 from memoryd.models.tables import Turn
 from memoryd.settings import Settings
-from tests import fakellm
+from testkit import fakellm
+from testkit.fakellm import FakeLLM
+from testkit.services import PgBouncer
+from testkit.workers import start_beat, start_worker, turns_left, wait_until
 from tests.conftest import make_settings, through, with_llm
-from tests.fakellm import FakeLLM
-from tests.services import PgBouncer
 from tests.worker.test_pipeline_e2e import (
     EXPECTED,
     USERS,
@@ -26,7 +27,6 @@ from tests.worker.test_pipeline_e2e import (
     enqueue_all,
     memory_rows,
 )
-from tests.workers import start_beat, start_worker, turns_left, wait_until
 
 pytestmark = pytest.mark.slow
 

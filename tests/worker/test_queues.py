@@ -23,9 +23,9 @@ from memoryd.worker import make_celery
 from memoryd.worker.app import TASK_MODULES
 from memoryd.worker.config import EXTRACTION_QUEUE, QUEUES
 from memoryd.worker.watchdog import PING_TASK
+from testkit.workers import start_worker, wait_until
 from tests.conftest import BACKENDS
 from tests.factories import count_turns, turn_item
-from tests.workers import start_worker, wait_until
 
 INGEST_TASK = "memoryd.ingest_turns"
 

@@ -19,10 +19,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from memoryd.client import MemoryClient
+from testkit.fakellm import FakeLLM
+from testkit.workers import start_worker, wait_until
 from tests.conftest import make_settings, with_llm
-from tests.fakellm import FakeLLM
 from tests.test_tracing import EXPORTER, SAID, app_provider, named, turns
-from tests.workers import start_worker, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,10 @@ from memoryd.models.db import session_scope
 from memoryd.settings import Settings
 from memoryd.worker import make_celery
 from memoryd.worker.watchdog import EXIT_WEDGED, PING_TASK
+from testkit.fakellm import FakeLLM
+from testkit.workers import Proc, start_worker, wait_until
 from tests.conftest import make_settings
 from tests.factories import count_turns
-from tests.fakellm import FakeLLM
-from tests.workers import Proc, start_worker, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -66,7 +66,7 @@ class RedisServer:
         self.binary = binary
         self.folder = folder
         self.port = port or spare_port()
-        self.also_on = also_on  # another address to listen on (tests/hosts.py's gateway)
+        self.also_on = also_on  # another address to listen on (testkit/hosts.py's gateway)
         self.process: subprocess.Popen[bytes] | None = None
         folder.mkdir(parents=True, exist_ok=True)
 
@@ -132,7 +132,7 @@ class PostgresCluster:
 
     def __init__(self, port: int | None = None, also_on: str = "", trusting: str = "") -> None:
         """`also_on`: another address to listen on; `trusting`: a network (a CIDR) whose
-        clients are let in (tests/hosts.py's gateway and its hosts)."""
+        clients are let in (testkit/hosts.py's gateway and its hosts)."""
         self.bin = _pg_bin()
         self.also_on = also_on
         self.trusting = trusting
@@ -208,7 +208,7 @@ class PgBouncer:
     """Debian's PgBouncer on a spare port in transaction pooling mode, in front of the
     PostgreSQL server at `upstream` (host, port), with few server connections, so that
     the transactions of many clients take turns on each of them, as in production.
-    `also_on`: another address to listen on (tests/hosts.py's gateway)."""
+    `also_on`: another address to listen on (testkit/hosts.py's gateway)."""
 
     def __init__(
         self, upstream: tuple[str, int], server_connections: int = 3, also_on: str = ""

@@ -19,7 +19,7 @@ from memoryd.models.tables import Turn, TurnStatus
 from memoryd.settings import Settings
 from memoryd.worker.app import make_celery
 from memoryd.worker.config import QUEUES
-from tests.hosts import Host
+from testkit.hosts import Host
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,7 +66,7 @@ class Proc:
 
 
 def _spawn(args: list[str], settings: Settings, log_path: Path, host: Host | None = None) -> Proc:
-    """A celery process, on this machine or in `host` (tests/hosts.py)."""
+    """A celery process, on this machine or in `host` (testkit/hosts.py)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     handle = log_path.open("ab")
     argv = [sys.executable, "-m", "celery", "-A", "memoryd.worker", *args]
