@@ -3,6 +3,7 @@ bench/data/extraction_scenarios.json checked against the memories stored and rec
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +18,18 @@ Words = list[str]
 
 
 def holds(content: str, words: Words) -> bool:
-    lower = content.casefold()
+    """Whether the content holds every word; a date counts written either way the
+    pipeline writes one ("2026年3月4日" is "2026-03-04")."""
+    lower = _CHINESE_DATE.sub(_iso, content).casefold()
     return all(w.casefold() in lower for w in words)
+
+
+_CHINESE_DATE = re.compile(r"(\d{4})年(\d{1,2})月(\d{1,2})日")
+
+
+def _iso(match: re.Match[str]) -> str:
+    year, month, day = (int(g) for g in match.groups())
+    return f"{year:04d}-{month:02d}-{day:02d}"
 
 
 @dataclass
@@ -104,7 +115,10 @@ def check_scope(
     if scenario["retired"]:
         tally.contradictions += 1
         answered = any(holds(c, scenario["answer"]) for c in active)
-        tally.resolved += answered and not any(_keeps_old(c, scenario) for c in active)
+        resolved = answered and not any(_keeps_old(c, scenario) for c in active)
+        tally.resolved += resolved
+        if not answered:
+            tally.misses.append(f"{user}: the new value {scenario['answer']} is not active")
     tally.memories += len(rows)
     tally.relative_left += sum(relative_phrases(m.content) > 0 for m in rows)
     tally.keyed += sum(bool(m.name_key) for m in rows)
@@ -118,7 +132,11 @@ def check_scope(
         if m.superseded_by_id in by_id and by_id[m.superseded_by_id].name_key != m.name_key
     )
     hits = client.recall(scenario["question"], agent, user, k=3)
-    tally.at1 += bool(hits) and holds(hits[0].content, scenario["answer"])
+    at1 = bool(hits) and holds(hits[0].content, scenario["answer"])
+    tally.at1 += at1
+    if not at1:
+        top = hits[0].content if hits else None
+        tally.misses.append(f"{user}: {scenario['question']!r} recalled first {top!r}")
     tally.at3 += any(holds(h.content, scenario["answer"]) for h in hits)
 
 
