@@ -91,7 +91,19 @@ RULES: list[Rule] = [
     ),
     Rule(
         rx(
-            r"我(?:们家?)?(?:现在)?(?:住在|搬到了?|搬去了?)(?P<x>[^，。！？,.!?\s]{1,30}?)(?:了|[，。！？,.!?\s]|$)"
+            r"我(?:们家?)?(?:现在)?(?:住在|住(?![得的了过院宿])|搬到了?|搬去了?)"
+            r"(?P<x>[^，。！？,.!?\s]{1,30}?)(?:了|[，。！？,.!?\s]|$)"
+        ),
+        "住在{x}",
+        Category.USER,
+        "home city",
+        0.9,
+    ),
+    # "在深圳住了快一个月了": a stay of months is where one lives, a night is not.
+    Rule(
+        rx(
+            r"在(?P<x>[\u4e00-\u9fff]{2,4}?)住了(?:快|将近|差不多|有)?"
+            r"(?:一|两|三|半|几|好几|\d+)?(?:个多?月|年)"
         ),
         "住在{x}",
         Category.USER,
@@ -157,12 +169,58 @@ RULES: list[Rule] = [
     Rule(
         rx(
             r"(?:\bmy (?:new )?(?:boyfriend|girlfriend|partner|husband|wife|fianc[ée]e?),? "
-            r"|\bseeing someone(?: new)?, (?:her|his|their) name is |\bI(?:'m| am) (?:now )?"
-            r"(?:seeing|dating) )" + PERSON
+            r"|\bseeing someone(?: new)?(?:, (?:her|his|their) name is |[!.,]+\s*(?:I )?met )"
+            r"|\bI(?:'m| am) (?:now )?(?:seeing|dating) )" + PERSON
         ),
         "Partner is {x}",
         Category.USER,
         "partner",
+        0.9,
+    ),
+    # The end of a relationship, or none, is the partner slot's value too: a new partner
+    # retires "Broke up with Marco" as it would "Partner is Marco".
+    Rule(
+        rx(r"\b(?:broke up with|split up with|separated from|divorced) " + PERSON),
+        "Broke up with {x}",
+        Category.USER,
+        "partner",
+        0.9,
+    ),
+    Rule(
+        rx(PERSON + r" and I (?:have )?(?:broke|broken|split) up\b"),
+        "Broke up with {x}",
+        Category.USER,
+        "partner",
+        0.9,
+    ),
+    Rule(
+        rx(r"\bI(?:'m| am) (?:now |still |happily )?(?P<x>single)(?![\w-])"),
+        "Relationship status: {x}",
+        Category.USER,
+        "partner",
+        0.9,
+    ),
+    Rule(
+        rx(r"(?:男|女)朋友(?P<x>[\u4e00-\u9fff]{2,3}?)(?=在一起|和我|[，,。！!]|$)"),
+        "伴侣是{x}",
+        Category.USER,
+        "伴侣",
+        0.9,
+    ),
+    Rule(
+        rx(
+            r"(?:和|跟)(?:前?男朋友|前?女朋友|前男友|前女友|老公|老婆)?(?P<x>[\u4e00-\u9fff]{1,3}?)分手"
+        ),
+        "和{x}分手了",
+        Category.USER,
+        "伴侣",
+        0.9,
+    ),
+    Rule(
+        rx(r"我(?:现在|目前|还是|一直)?(?:是)?(?P<x>单身)"),
+        "感情状况：{x}",
+        Category.USER,
+        "伴侣",
         0.9,
     ),
     Rule(

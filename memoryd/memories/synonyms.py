@@ -35,8 +35,7 @@ job title|job|role|occupation|position|profession|title|current job|current role
 职位|职业|工作|岗位|职务
 diet|dietary preference|diet type|eating habits|饮食|饮食习惯|饮食偏好|饮食方式
 partner|spouse|significant other|boyfriend|girlfriend|husband|wife|伴侣|对象|男朋友|女朋友|
-丈夫|妻子|老公|老婆
-relationship status|marital status|感情状况|婚姻状况|恋爱状态
+丈夫|妻子|老公|老婆|relationship status|marital status|dating|感情状况|婚姻状况|恋爱状态
 team lead|lead|manager|boss|supervisor|team leader|line manager|direct manager|
 组长|领导|经理|上司|主管|直属领导
 birthday|date of birth|birth date|生日|出生日期

@@ -48,6 +48,15 @@ def test_no_employer_without_a_name(said: str) -> None:
         ("My girlfriend, Hana, says hi.", ("Partner is Hana", "partner")),
         ("I'm dating Luis these days.", ("Partner is Luis", "partner")),
         ("我交了个女朋友，叫小雨。", ("伴侣是小雨", "伴侣")),
+        ("I'm seeing someone, met Ravi at a wedding.", ("Partner is Ravi", "partner")),
+        ("Jonas and I split up last month.", ("Broke up with Jonas", "partner")),
+        ("Honestly I broke up with Sven, it was time.", ("Broke up with Sven", "partner")),
+        ("I'm single these days.", ("Relationship status: single", "partner")),
+        ("我和女朋友小雨在一起三年了。", ("伴侣是小雨", "伴侣")),
+        ("上个月跟小雨分手了。", ("和小雨分手了", "伴侣")),
+        ("我现在单身，挺自在。", ("感情状况：单身", "伴侣")),
+        ("我住广州，天气太潮了。", ("住在广州", "home city")),
+        ("在西安住了两年了，还是吃不惯酸汤。", ("住在西安", "home city")),
         ("I'm vegetarian, so no ham please.", ("Diet is vegetarian", "diet")),
         ("I'm on a low-FODMAP diet for my stomach.", ("Diet is low-FODMAP", "diet")),
         ("医生建议我开始低盐饮食。", ("饮食方式是低盐饮食", "饮食")),
@@ -69,8 +78,11 @@ def test_a_change_of_person_diet_or_name_is_read(said: str, read: tuple[str, str
         "I'm at Starbucks now, it's loud.",  # a place, not an employer, with a capital
         "My lead is great about reviews.",  # no name
         "I'm going by train.",  # a means, not a name
+        "在酒店住了两天，还行。",  # a stay, not a home
+        "我住得离公司很远。",  # how far, not where
+        "I'm single-handedly running the project.",  # not a relationship
     ],
 )
 def test_look_alikes_are_left_alone(said: str) -> None:
     named = {f.name for f in extract_facts([("user", said)], {}) if f.single}
-    assert not named & {"employer", "team lead", "preferred name"}, named
+    assert not named & {"employer", "team lead", "preferred name", "home city", "partner"}, named
