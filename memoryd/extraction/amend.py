@@ -1,15 +1,20 @@
 """What the pipeline mends in a model's answer before anything is written, so that a weak
 model still leaves a right store. Measured by bench/extraction.py with real models:
 
+- a fact copied from the middle of a clause gets the clause's start back (the place or
+  time said before the verb: "我们在苏州买了套房", "我昨天拿到驾照啦");
 - a request copied as the fact ("Please remember that …", "记住…") becomes its statement;
   a question or a request to the assistant ("Can you suggest…?", "帮我…") is no fact;
 - relative times left in a fact ("last week") are written as dates (dates.py);
 - a fact about someone else is not stored as the user's: a name only the memories shown
   carry is refused, and a fact told about a person in the user's life gets that person
-  in its content and key, so it never retires the user's own value (evidence.py);
+  in its content and key, so it never retires the user's own value (evidence.py), unless
+  the person is the value of the user's slot ("男朋友阿杰": the partner);
 - a fact without a key gets one: the offline rules' slot for the same value, or a key of
   the scope that its content names;
-- a fact told as a change ("from now on", "不再") replaces the one memory of its key;
+- a fact told as a change ("from now on", "不再") replaces the one memory of its key; a
+  link to a memory whose value the telling sentence names is kept ("…in FastAPI, Flask
+  was getting messy"); a change the answer left out replaces the one memory it is about;
 - where the rules see a single-valued change ("I moved to X", "call me Y", "我搬到…") of
   a key the scope already holds, the fact carries that key, or the rules' fact is added;
 - a confidence the model gives every fact is weighed by the evidence: how much of the
@@ -29,8 +34,10 @@ from memoryd.extraction.amend_slots import (
     Amended,
     Batch,
     add_rule_changes,
+    add_told_changes,
     changed,
     drop_restated_old,
+    names_old_value,
     one_value_per_slot,
     rule_value,
     tells_change,
@@ -41,7 +48,7 @@ from memoryd.extraction.views import MemoryView, TurnView
 from memoryd.memories import fact_rules
 from memoryd.memories.proposals import Fact
 from memoryd.memories.subjects import key_for, subject_key
-from memoryd.memories.synonyms import single_valued
+from memoryd.memories.synonyms import same_words, single_valued
 from memoryd.models.tables import Category
 from memoryd.zones import local
 
@@ -95,6 +102,7 @@ def amend(
             result.facts.append(mended)
     one_value_per_slot(batch, result)
     add_rule_changes(batch, result)
+    add_told_changes(batch, result)
     drop_restated_old(batch, result)
     return result
 
@@ -126,8 +134,9 @@ def _read_batch(
 
 
 def _amend_fact(fact: Fact, batch: Batch, result: Amended) -> Fact | None:
-    content = _restated(fact.content)
-    if content != fact.content:
+    whole = _whole_clause(fact.content, batch, result)
+    content = _restated(whole)
+    if content != whole:
         result.changes["restated_request"] += 1
     if _ASKING.search(content):
         result.dropped["request_not_fact"] += 1
@@ -177,6 +186,30 @@ def _restated(content: str) -> str:
     return stripped[:1].upper() + stripped[1:]
 
 
+# Where a clause starts: the turn's start, or after sentence or clause punctuation.
+_CLAUSE_START = re.compile(r"(?:^|[。！？；，、…]|[.!?;,:]\s)\s*")
+_OWN_SUBJECT = re.compile(r"\s*(?:(?:I|we|my|our)\b|我)", re.IGNORECASE)
+
+
+def _whole_clause(content: str, batch: Batch, result: Amended) -> str:
+    """A fact copied from the middle of a clause, completed to the clause's start: a
+    small model cuts off the subject, place or time before the verb ("买了套房" from
+    "我们在苏州买了套房", "拿到驾照啦" from "我昨天拿到驾照啦")."""
+    if _OWN_SUBJECT.match(content):
+        return content  # a whole clause already: "I need aisle seats from now on"
+    copied = re.compile(re.escape(content.strip()), re.IGNORECASE)
+    for turn in batch.said:
+        match = copied.search(turn)
+        if match is None or match.start() == 0:
+            continue
+        start = max(m.end() for m in _CLAUSE_START.finditer(turn[: match.start()]))
+        if not evidence.words(turn[start : match.start()]) - {"我"}:
+            return content  # nothing cut off but "I"
+        result.changes["clause_completed"] += 1
+        return turn[start : match.end()]
+    return content
+
+
 def _about_whom(fact: Fact, batch: Batch, result: Amended) -> Fact:
     """A fact the user told about someone else names that person in its content and key:
     "Moved to Madrid" from "My sister Anna moved to Madrid" is Anna's, not the user's."""
@@ -188,7 +221,7 @@ def _about_whom(fact: Fact, batch: Batch, result: Amended) -> Fact:
             person = told
             result.changes["third_person_content"] += 1
             fact = fact.model_copy(update={"content": sentence})
-    if person is None:
+    if person is None or _fills_slot(person, fact, batch):
         return fact
     label = subject_key(person.label())
     key = subject_key(fact.name)
@@ -196,6 +229,23 @@ def _about_whom(fact: Fact, batch: Batch, result: Amended) -> Fact:
         result.changes["third_person_key"] += 1
         fact = fact.model_copy(update={"name": f"{label} {key}".strip()})
     return fact
+
+
+def _about_someone_else(fact: Fact, batch: Batch) -> bool:
+    person = evidence.person_of(fact.content, batch.user_names, batch.known_names)
+    return person is not None and not _fills_slot(person, fact, batch)
+
+
+def _fills_slot(person: evidence.Person, fact: Fact, batch: Batch) -> bool:
+    """Whether the person a fact names is the value of one of the user's slots, as the
+    rules read it ("男朋友阿杰…": the user's partner is 阿杰), not someone the fact is about."""
+    rule = _rule_for(fact, batch)
+    return (
+        rule is not None
+        and bool(rule.name)
+        and bool(person.name)
+        and person.name.casefold() in rule_value(rule).casefold()
+    )
 
 
 def _dated(fact: Fact, batch: Batch, result: Amended) -> Fact:
@@ -224,7 +274,7 @@ def _keyed(fact: Fact, batch: Batch, result: Amended) -> Fact:
         rule is not None
         and rule.name
         and subject_key(fact.name) != subject_key(rule.name)
-        and not evidence.person_of(fact.content, batch.user_names, batch.known_names)
+        and not _about_someone_else(fact, batch)
     ):
         result.changes["key_from_rules"] += 1
         # The rules' category too: a key's memories are reconciled within one category.
@@ -291,8 +341,13 @@ def _linked(fact: Fact, batch: Batch, result: Amended) -> Fact:
         memory = batch.memories.get(alias) if alias is not None else None
         if memory is None:
             continue
-        key = subject_key(fact.name)
-        if key and key == subject_key(memory.name) and (fact.single or tells_change(fact, batch)):
+        key, theirs_key = subject_key(fact.name), subject_key(memory.name)
+        same_key = key == theirs_key or same_words(key, [theirs_key]) is not None
+        if (
+            key
+            and same_key
+            and (fact.single or tells_change(fact, batch) or names_old_value(fact, memory, batch))
+        ):
             continue  # one value for the key: the new one retires the old, words or not
         theirs = evidence.words(memory.content)
         if theirs and len(theirs & evidence.words(fact.content)) / len(theirs) >= floor:

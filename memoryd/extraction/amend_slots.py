@@ -1,8 +1,8 @@
 """The answer's mends that read the batch as a whole (amend.py runs them): one value per
 single-valued slot and batch; the single-valued changes the rules read that the answer
 left out; a value told as a change ("from now on", "不再") retiring the one memory of its
-key, and the old value restated beside it dropped; a turn instructing the memory. With
-the batch and the result they share.
+key, and the old value restated beside it dropped; a change told that the answer left
+out; a turn instructing the memory. With the batch and the result they share.
 """
 
 from __future__ import annotations
@@ -73,12 +73,14 @@ def drop_restated_old(batch: Batch, result: Amended) -> None:
 # adding one more ("also", "也"; not "too", which is as often "too expensive").
 _CHANGE = re.compile(
     r"\b(?:from now on|no longer|not any ?more|anymore|instead|switched|changed)\b"
-    r"|从现在(?:开始|起)|以后都|不再|改成|换成|改为|已经不",
+    r"|从现在(?:开始|起)|以后都|不再|改成|换成|改为|已经不|改(?:喝|吃|用|穿|坐|听|看)"
+    r"|不(?:要|喝|吃|用)了",
     re.IGNORECASE,
 )
 
 
-_ADDING = re.compile(r"\b(?:also|as well|another)\b|也|还有", re.IGNORECASE)
+# "也" adds one more ("我也喜欢猫"); "也不" is one less ("燕麦奶也不要了").
+_ADDING = re.compile(r"\b(?:also|as well|another)\b|也(?![不没])|还有", re.IGNORECASE)
 
 
 def changed(fact: Fact, batch: Batch, result: Amended) -> Fact:
@@ -100,6 +102,17 @@ def changed(fact: Fact, batch: Batch, result: Amended) -> Fact:
 def tells_change(fact: Fact, batch: Batch) -> bool:
     sentence = evidence.best_sentence(fact.content, batch.said) or fact.content
     return _CHANGE.search(sentence) is not None and _ADDING.search(sentence) is None
+
+
+def names_old_value(fact: Fact, memory: MemoryView, batch: Batch) -> bool:
+    """Whether the sentence telling a fact names what the memory said of the same key and
+    the fact leaves out: "I rewrote it in FastAPI, Flask was getting messy" retires the
+    Flask memory of "side project", a key that holds several values."""
+    sentence = evidence.best_sentence(fact.content, batch.said)
+    if sentence is None or _ADDING.search(sentence):
+        return False
+    old = evidence.words(memory.content) - evidence.words(memory.name)
+    return bool(old & evidence.words(sentence) - evidence.words(fact.content))
 
 
 def told_by_an_instruction(content: str, batch: Batch) -> bool:
@@ -170,10 +183,11 @@ def add_rule_changes(batch: Batch, result: Amended) -> None:
 
 
 # A sentence that asks, supposes or reports rather than states: "If I moved to Paris…?",
-# "Would I need a visa?", "如果我搬到…".
+# "Would I need a visa?", "如果我搬到…". "跟你说" is the user telling the assistant.
 _NOT_STATED = re.compile(
     r"[?？]|\b(?:if|would|could|should|hypothetically|imagine|suppose|supposing|whether"
-    r"|said|says|told|tells|thinks|thought)\b|如果|假如|要是|假设|吗|说过?",
+    r"|said|says|told|tells|thinks|thought)\b|如果|假如|要是|假设|吗"
+    r"|(?<!跟你)(?<!和你)(?<!对你)(?<!给你)(?<!跟您)说过?",
     re.IGNORECASE,
 )
 
@@ -195,3 +209,47 @@ def said_as_true(rule: Fact, batch: Batch) -> bool:
 
 
 _CLAUSES = re.compile(r"[,;，；]\s*|\s+(?:so|and|but|because|then)\s+", re.IGNORECASE)
+
+
+# A memory shown is the one a told change is about when the sentence holds this part of
+# its salient words ("我现在咖啡改喝纯黑的了，燕麦奶也不要了" of "喝咖啡不加糖，只要燕麦奶").
+TOLD_CHANGE_OVERLAP = 0.3
+
+
+def add_told_changes(batch: Batch, result: Amended) -> None:
+    """A sentence of the user's saying a value changed, that no fact of the answer tells,
+    about exactly one memory shown: the sentence becomes that memory's new value. A small
+    model answering about another part of the batch leaves such a change out."""
+    linked = {f.replaces for f in result.facts} | {f.same_as for f in result.facts}
+    told = [evidence.words(f.content) for f in result.facts]
+    for sentence in evidence.sentences(batch.said):
+        if not _CHANGE.search(sentence) or _ADDING.search(sentence) or _NOT_STATED.search(sentence):
+            continue
+        mine = evidence.words(sentence)
+        if any(len(mine & words) >= len(words) / 2 for words in told if words):
+            continue  # the answer tells it
+        if told_by_an_instruction(sentence, batch) or evidence.person_of(
+            sentence, batch.user_names, batch.known_names
+        ):
+            continue
+        about = [
+            m
+            for m in batch.memories.values()
+            if (theirs := evidence.words(m.content))
+            and len(mine & theirs) / len(theirs) >= TOLD_CHANGE_OVERLAP
+        ]
+        if len(about) != 1 or about[0].alias in linked:
+            continue
+        memory = about[0]
+        content = sentence.rstrip("。.!！")
+        result.facts.append(
+            Fact(
+                content=content,
+                category=memory.category,
+                name=memory.name,
+                single=True,
+                confidence=0.9,
+                replaces=memory.alias,
+            )
+        )
+        result.changes["told_change_added"] += 1

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from memoryd.extraction.amend import amend
 from memoryd.extraction.views import MemoryView, TurnView
-from memoryd.models.proposals import Fact
+from memoryd.memories.proposals import Fact
 
 FRIDAY = datetime(2026, 11, 27, 10, 0, tzinfo=UTC)
 
@@ -231,3 +231,52 @@ def test_facts_worded_like_requests_are_kept() -> None:
     assert [f.content for f in got.facts] == said and not got.dropped
     remembered = amend([fact("帮我记住我喜欢茶")], user("帮我记住我喜欢茶"), [], [], UTC)
     assert [f.content for f in remembered.facts] == ["我喜欢茶"]
+
+
+def test_the_person_filling_the_users_slot_is_no_third_person() -> None:
+    """A real answer kept "男朋友阿杰…" under a key of its own, as a fact about 阿杰: no
+    later partner could retire it."""
+    said = "我和女朋友小雨在一起三年了，想给她准备个惊喜。"
+    got = amend([fact("女朋友小雨在一起三年了", "girlfriend years")], user(said), [], [], UTC)
+    assert [(f.name, f.single) for f in got.facts] == [("伴侣", True)]
+    told = "跟你说，我现在有新女朋友了，叫林晓，是个老师。"  # telling the assistant: no hearsay
+    new = amend([], user(told), [], [], UTC, strict=True)
+    assert [f.content for f in new.facts] == ["伴侣是林晓"]
+
+
+def test_a_link_to_the_value_the_telling_sentence_names_is_kept() -> None:
+    """A list-like key, and no word in common with the fact: the sentence naming the old
+    value ("Django") still says the model's `replaces` is meant."""
+    shown = [MemoryView(1, "project", "shop app", "Building it with Django and Postgres")]
+    answer = [fact("Ported the backend to Rails", "shop app", replaces=1)]
+    named = user("I ported the backend to Rails, Django felt heavy.")
+    got = amend(answer, named, shown, ["shop app"], UTC, strict=True)
+    assert [f.replaces for f in got.facts] == [1]
+    unnamed = amend(answer, user("I ported it to Rails."), shown, ["shop app"], UTC, strict=True)
+    assert [f.replaces for f in unnamed.facts] == [None]
+
+
+def test_a_fact_cut_from_a_clause_gets_the_clause_start_back() -> None:
+    """The place and the time said before the verb, which a small model drops."""
+    said = ["我们在成都买了套房，贷款八十万。", "我昨天拿到驾照啦！", "I moved to Lisbon."]
+    answer = [fact("买了套房，贷款八十万"), fact("拿到驾照啦！"), fact("Moved to Lisbon")]
+    got = amend(answer, user(*said), [], [], UTC)
+    assert [f.content for f in got.facts] == [
+        "我们在成都买了套房，贷款八十万",
+        "我2026年11月26日拿到驾照啦！",
+        "Moved to Lisbon",  # nothing but "I" cut off
+    ]
+
+
+def test_a_change_the_answer_left_out_replaces_the_memory_it_is_about() -> None:
+    """A real answer told only of the child, and left the change of drink out."""
+    shown = [MemoryView(1, "user", "奶茶", "奶茶要全糖，加珍珠")]
+    said = user(
+        "帮我记一下：我女儿叫朵朵，今年三岁了。", "另外我现在奶茶改成无糖了，珍珠也不要了。"
+    )
+    got = amend([fact("女儿朵朵今年三岁了", "daughter")], said, shown, [], UTC)
+    assert [(f.content, f.name, f.replaces) for f in got.facts][1:] == [
+        ("另外我现在奶茶改成无糖了，珍珠也不要了", "奶茶", 1)
+    ]
+    added = amend([], user("奶茶我也改成无糖了，珍珠照加。"), shown, [], UTC)  # one more
+    assert added.facts == []
