@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from memoryd.settings import Settings
+from memoryd.settings import ServerSettings, Settings
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -74,7 +74,7 @@ def span(
 
 
 def task_span(
-    settings: Settings, name: str, request: Any, **attributes: Any
+    settings: ServerSettings, name: str, request: Any, **attributes: Any
 ) -> AbstractContextManager[SpanLike]:
     """A Celery task's span, the child of the span that sent it: the trace context
     travels in the message's headers (see `headers`). A task sent without one (by beat,
@@ -94,7 +94,7 @@ def task_span(
     return _span(name, "consumer", named, parent)
 
 
-def headers(settings: Settings) -> dict[str, str] | None:
+def headers(settings: ServerSettings) -> dict[str, str] | None:
     """The current trace context as message headers (W3C traceparent, or what
     OTEL_PROPAGATORS names), for a task sent now; None when tracing is off."""
     if not settings.tracing:

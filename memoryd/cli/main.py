@@ -19,7 +19,7 @@ from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
 from memoryd.models.db import describe_db_error
-from memoryd.settings import Settings, explain, get_settings, masked_url
+from memoryd.settings import Settings, WorkerSettings, explain, get_settings, masked_url
 
 # ------------------------------------------------------------------------------- commands
 
@@ -38,7 +38,7 @@ def _exec_celery(args: list[str]) -> int:
     return 0  # pragma: no cover - execv does not return
 
 
-def cmd_worker(settings: Settings, ns: argparse.Namespace) -> int:
+def cmd_worker(settings: WorkerSettings, ns: argparse.Namespace) -> int:
     # LLM calls are I/O bound: a threads pool with high concurrency keeps the CPU busy.
     concurrency = ns.concurrency or settings.worker_concurrency
     if ns.queues is None:

@@ -7,7 +7,7 @@ import sys
 
 from memoryd.cli.serve import AddCommand
 from memoryd.server.keys import KeyCache
-from memoryd.settings import Settings
+from memoryd.settings import ServerSettings, Settings
 
 SDK_MODULES = ("mcp", "mcp_types", "uvicorn", "starlette", "anyio")
 
@@ -44,7 +44,7 @@ def cmd_mcp(settings: Settings, ns: argparse.Namespace) -> int:
     return 0
 
 
-def _stdio_key_problem(settings: Settings, keys: KeyCache) -> str | None:
+def _stdio_key_problem(settings: ServerSettings, keys: KeyCache) -> str | None:
     """Why stdio cannot serve with MEMORYD_MCP_KEY, or None: said once at start, not as
     an error on every call."""
     if not settings.mcp_key:

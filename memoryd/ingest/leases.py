@@ -34,7 +34,7 @@ from memoryd.models.db import rowcount
 from memoryd.models.dialect import for_update, greatest
 from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
 from memoryd.models.tables import BatchStatus, ChatSession, ExtractionBatch, Turn, TurnStatus
-from memoryd.settings import ExtractionSettings, Settings
+from memoryd.settings import ExtractionSettings, MaintenanceSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ def finish_turns(session: Session, settings: Settings, claim: Claim) -> int:
     return done
 
 
-def compress_due(settings: Settings, summarised_upto: Any) -> ColumnElement[bool]:
+def compress_due(settings: MaintenanceSettings, summarised_upto: Any) -> ColumnElement[bool]:
     """For an UPDATE of sessions: whether the session's turns after `summarised_upto`
     hold more than compress_trigger_tokens. Read through the session's index of turns,
     which compression keeps short."""

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from memoryd.models.db import rowcount
 from memoryd.models.dialect import upsert
 from memoryd.models.tables import Circuit
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class CircuitState:
     failures: int
     open_until: datetime | None
 
-    def tripped(self, settings: Settings) -> bool:
+    def tripped(self, settings: ExtractionSettings) -> bool:
         return self.failures >= settings.circuit_failure_threshold
 
     def is_open(self, now: datetime, settings: Settings) -> bool:
@@ -52,7 +52,11 @@ def read(session: Session, name: str = LLM) -> CircuitState:
 
 
 def take_probe(
-    session: Session, settings: Settings, state: CircuitState, now: datetime, name: str = LLM
+    session: Session,
+    settings: ExtractionSettings,
+    state: CircuitState,
+    now: datetime,
+    name: str = LLM,
 ) -> bool:
     """In the half-open state, become the one caller that probes the endpoint. Moves
     `open_until` on by one open period, so another probe goes only if this one never
@@ -71,7 +75,9 @@ def take_probe(
     return rowcount(res) == 1
 
 
-def record_failure(session: Session, settings: Settings, now: datetime, name: str = LLM) -> None:
+def record_failure(
+    session: Session, settings: ExtractionSettings, now: datetime, name: str = LLM
+) -> None:
     """One more consecutive transient failure; opens (or re-opens, for longer) the
     circuit from the threshold on."""
     insert = upsert(session)

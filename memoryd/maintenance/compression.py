@@ -36,7 +36,7 @@ from memoryd.models.tables import (
     SessionSegment,
     Turn,
 )
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ SESSIONS_PER_RUN = 100
 
 
 def compression_candidates(
-    settings: Settings, now: datetime, limit: int = SESSIONS_PER_RUN
+    settings: ExtractionSettings, now: datetime, limit: int = SESSIONS_PER_RUN
 ) -> Select[str, str, str]:
     """Sessions marked due (a batch took their unsummarised turns past the trigger),
     skipping dead-lettered ones (too many failures; `memoryd retry` resets) and those

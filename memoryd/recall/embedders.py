@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from memoryd.errors import ConfigError
 from memoryd.llm.client import client_key
 from memoryd.llm.shared import Shared
-from memoryd.settings import Settings
+from memoryd.settings import RecallSettings, Settings
 
 Vectors = NDArray[np.float32]
 MAX_INPUT_CHARS = 4000
@@ -73,7 +73,7 @@ def local_model_path(name: str) -> Path:
 
 
 class LocalEmbedder:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: RecallSettings) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a missing file fails, never downloads
         try:
             from sentence_transformers import SentenceTransformer

@@ -7,7 +7,7 @@ from typing import Any
 
 from kombu import Exchange, Queue  # type: ignore[attr-defined]
 
-from memoryd.settings import Settings
+from memoryd.settings import MaintenanceSettings, Settings
 from memoryd.worker.filesystem_broker import filesystem_options
 
 EXTRACTION_QUEUE = "extraction"
@@ -56,7 +56,7 @@ def task_queues(quorum: bool = False) -> tuple[Queue, ...]:
     )
 
 
-def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+def beat_schedule(settings: MaintenanceSettings) -> dict[str, dict[str, Any]]:
     every = timedelta
     return {
         "sweep": {
