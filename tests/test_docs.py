@@ -99,3 +99,26 @@ def test_the_configuration_reference_is_the_one_settings_give() -> None:
     assert env_example.configuration_page(page) == page, regenerate
     for name in Settings.model_fields:
         assert f"| `MEMORYD_{name.upper()}` |" in page
+
+
+# A measured figure: a share, a time or a ratio written with its decimals ("64.5%",
+# "0.046 s", "3.84x"). "1.00x" is every baseline's own row.
+_FIGURE = re.compile(r"\b\d+(?:[.,]\d+)+\s?(?:%|ms|s\b|x\b|×)")
+# The same value standing for two different measurements.
+_COINCIDENCES = {"3.54x"}  # an earlier run's range (benchmarks) and a table cell (scaling)
+
+
+def test_no_figure_is_stated_on_two_pages() -> None:
+    """A figure lives on one page and the others link to it: two copies drift apart
+    when a bench is run again."""
+    pages: dict[str, set[str]] = {}
+    for page in PAGES:
+        for match in _FIGURE.finditer(page.read_text("utf-8")):
+            figure = match.group(0).replace(" ", "")
+            pages.setdefault(figure, set()).add(page.name)
+    twice = {
+        figure: sorted(names)
+        for figure, names in pages.items()
+        if len(names) > 1 and figure not in _COINCIDENCES | {"1.00x"}
+    }
+    assert not twice, twice
