@@ -48,7 +48,7 @@ from memoryd.extraction.views import MemoryView, TurnView
 from memoryd.memories import fact_rules
 from memoryd.memories.proposals import Fact
 from memoryd.memories.subjects import key_for, subject_key
-from memoryd.memories.synonyms import same_words, single_valued
+from memoryd.memories.synonyms import same_words, single_valued, slot_name
 from memoryd.models.tables import Category
 from memoryd.zones import local
 
@@ -76,6 +76,7 @@ _TAUTOLOGY = re.compile(r"^\s*(?P<x>.{1,30}?)\s*(?:是|is|are)\s*(?P=x)\s*[.。!
 # A quarter of its words is still the user's fact in other words; less is not said.
 SUPPORT_CAPS = ((0.5, 1.0), (0.25, 0.9), (0.0, 0.5))
 NAME_KEYS = frozenset({"name", "preferred name", "名字", "称呼"})
+PERSON_SLOTS = frozenset({"partner", "team lead"})  # slots whose value is a person
 
 
 def amend(
@@ -102,7 +103,8 @@ def amend(
             result.facts.append(mended)
     one_value_per_slot(batch, result)
     add_rule_changes(batch, result)
-    add_told_changes(batch, result)
+    if strict:
+        add_told_changes(batch, result)
     drop_restated_old(batch, result)
     return result
 
@@ -187,16 +189,16 @@ def _restated(content: str) -> str:
 
 
 # Where a clause starts: the turn's start, or after sentence or clause punctuation.
-_CLAUSE_START = re.compile(r"(?:^|[。！？；，、…]|[.!?;,:]\s)\s*")
-_OWN_SUBJECT = re.compile(r"\s*(?:(?:I|we|my|our)\b|我)", re.IGNORECASE)
+_CLAUSE_START = re.compile(r"(?:^|[。！？；，、…\n])\s*")
 
 
 def _whole_clause(content: str, batch: Batch, result: Amended) -> str:
-    """A fact copied from the middle of a clause, completed to the clause's start: a
-    small model cuts off the subject, place or time before the verb ("买了套房" from
-    "我们在苏州买了套房", "拿到驾照啦" from "我昨天拿到驾照啦")."""
-    if _OWN_SUBJECT.match(content):
-        return content  # a whole clause already: "I need aisle seats from now on"
+    """A Chinese fact copied from the middle of a clause, completed to the clause's
+    start: a small model cuts off the subject, place or time before the verb ("买了套房"
+    from "我们在苏州买了套房", "拿到驾照啦" from "我昨天拿到驾照啦"). An English fact
+    is left alone: what precedes it is as often another clause ("… and love hiking")."""
+    if not evidence.is_cjk(content) or content.lstrip().startswith("我"):
+        return content
     copied = re.compile(re.escape(content.strip()), re.IGNORECASE)
     for turn in batch.said:
         match = copied.search(turn)
@@ -242,9 +244,9 @@ def _fills_slot(person: evidence.Person, fact: Fact, batch: Batch) -> bool:
     rule = _rule_for(fact, batch)
     return (
         rule is not None
-        and bool(rule.name)
+        and slot_name(subject_key(rule.name)) in PERSON_SLOTS
         and bool(person.name)
-        and person.name.casefold() in rule_value(rule).casefold()
+        and person.name.casefold() == rule_value(rule).casefold()
     )
 
 

@@ -73,11 +73,18 @@ def drop_restated_old(batch: Batch, result: Amended) -> None:
 # adding one more ("also", "也"; not "too", which is as often "too expensive").
 _CHANGE = re.compile(
     r"\b(?:from now on|no longer|not any ?more|anymore|instead|switched|changed)\b"
-    r"|从现在(?:开始|起)|以后都|不再|改成|换成|改为|已经不|改(?:喝|吃|用|穿|坐|听|看)"
-    r"|不(?:要|喝|吃|用)了",
+    r"|从现在(?:开始|起)|以后都|不再|改成|换成|改为|已经不|(?<!修)改(?:喝|吃|用|穿|坐|听|看)"
+    r"|不(?:要|喝|吃)了",
     re.IGNORECASE,
 )
 
+
+# Doing one thing in place of another ("rewrote it in FastAPI, Flask was getting messy").
+_REPLACING = re.compile(
+    r"\b(?:rewr(?:o|i)te|rewritten|replaced|ported|migrated|moved (?:off|away from)|dropped"
+    r"|ditched|gave up|quit)\b|换掉|弃用|迁移到|重写",
+    re.IGNORECASE,
+)
 
 # "也" adds one more ("我也喜欢猫"); "也不" is one less ("燕麦奶也不要了").
 _ADDING = re.compile(r"\b(?:also|as well|another)\b|也(?![不没])|还有", re.IGNORECASE)
@@ -111,6 +118,8 @@ def names_old_value(fact: Fact, memory: MemoryView, batch: Batch) -> bool:
     sentence = evidence.best_sentence(fact.content, batch.said)
     if sentence is None or _ADDING.search(sentence):
         return False
+    if not (_CHANGE.search(sentence) or _REPLACING.search(sentence)):
+        return False  # "I started climbing with my tennis buddy" retires no tennis
     old = evidence.words(memory.content) - evidence.words(memory.name)
     return bool(old & evidence.words(sentence) - evidence.words(fact.content))
 
@@ -212,8 +221,13 @@ _CLAUSES = re.compile(r"[,;，；]\s*|\s+(?:so|and|but|because|then)\s+", re.IGN
 
 
 # A memory shown is the one a told change is about when the sentence holds this part of
-# its salient words ("我现在咖啡改喝纯黑的了，燕麦奶也不要了" of "喝咖啡不加糖，只要燕麦奶").
+# its salient words, and two of them at least ("我现在咖啡改喝纯黑的了，燕麦奶也不要了"
+# of "喝咖啡不加糖，只要燕麦奶").
 TOLD_CHANGE_OVERLAP = 0.3
+TOLD_CHANGE_WORDS = 2
+# The user as the one who changed: "I switched…", "我现在改喝…"; not "The cafe near my
+# office switched to oat milk", "公司楼下的咖啡店换成燕麦奶了".
+_I_CHANGED = re.compile(r"\bI\b|我(?!们?的|们?家的|们?公司)", re.IGNORECASE)
 
 
 def add_told_changes(batch: Batch, result: Amended) -> None:
@@ -223,7 +237,9 @@ def add_told_changes(batch: Batch, result: Amended) -> None:
     linked = {f.replaces for f in result.facts} | {f.same_as for f in result.facts}
     told = [evidence.words(f.content) for f in result.facts]
     for sentence in evidence.sentences(batch.said):
-        if not _CHANGE.search(sentence) or _ADDING.search(sentence) or _NOT_STATED.search(sentence):
+        if not _CHANGE.search(sentence) or not _I_CHANGED.search(sentence):
+            continue
+        if _ADDING.search(sentence) or _NOT_STATED.search(sentence):
             continue
         mine = evidence.words(sentence)
         if any(len(mine & words) >= len(words) / 2 for words in told if words):
@@ -236,6 +252,7 @@ def add_told_changes(batch: Batch, result: Amended) -> None:
             m
             for m in batch.memories.values()
             if (theirs := evidence.words(m.content))
+            and len(mine & theirs) >= TOLD_CHANGE_WORDS
             and len(mine & theirs) / len(theirs) >= TOLD_CHANGE_OVERLAP
         ]
         if len(about) != 1 or about[0].alias in linked:
@@ -252,4 +269,5 @@ def add_told_changes(batch: Batch, result: Amended) -> None:
                 replaces=memory.alias,
             )
         )
+        linked.add(memory.alias)
         result.changes["told_change_added"] += 1

@@ -64,12 +64,12 @@ def support(fact: str, said: Iterable[str]) -> float | None:
     texts = list(said)
     for text in texts:
         theirs |= words(text)
-    if _is_cjk(fact) != any(_is_cjk(t) for t in texts):
+    if is_cjk(fact) != any(is_cjk(t) for t in texts):
         return None
     return len(mine & theirs) / len(mine)
 
 
-def _is_cjk(text: str) -> bool:
+def is_cjk(text: str) -> bool:
     return bool(_CJK_RUN.search(text))
 
 

@@ -45,6 +45,13 @@ _COMPANY = (
     r"(?=\s+(?:as|and|but|since|last|this|next|yesterday|today|for|on|in)\b|[,.!?;\n]|$)"
 )
 
+# "split up" as a couple, not "split up the bill": the phrase ends the clause, or a time
+# phrase follows.
+_UP_ENDS = (
+    r"(?=\s*(?:[.,;!?…]|$)|\s+(?:in|last|this|on|after|before|recently|yesterday|a few|"
+    r"two|three|months?|weeks?)\b)"
+)
+
 # A person's name, capitalised whatever the pattern's case ("Jürgen Bauer", "Priya").
 PERSON = r"(?-i:(?P<x>[A-Z][\w'\-]+(?: [A-Z][\w'\-]+)?))"
 
@@ -91,7 +98,7 @@ RULES: list[Rule] = [
     ),
     Rule(
         rx(
-            r"我(?:们家?)?(?:现在)?(?:住在|住(?![得的了过院宿])|搬到了?|搬去了?)"
+            r"我(?:们家?)?(?:现在)?(?:住在|住(?![得的了过着处院宿一两几半酒宾民])|搬到了?|搬去了?)"
             r"(?P<x>[^，。！？,.!?\s]{1,30}?)(?:了|[，。！？,.!?\s]|$)"
         ),
         "住在{x}",
@@ -102,7 +109,8 @@ RULES: list[Rule] = [
     # "在深圳住了快一个月了": a stay of months is where one lives, a night is not.
     Rule(
         rx(
-            r"在(?P<x>[\u4e00-\u9fff]{2,4}?)住了(?:快|将近|差不多|有)?"
+            r"(?<!出差)(?<!旅游)在(?!酒店|宾馆|医院|民宿|朋友家|亲戚家)(?P<x>[\u4e00-\u9fff]{2,4}?)"
+            r"住了(?:快|将近|差不多|有)?"
             r"(?:一|两|三|半|几|好几|\d+)?(?:个多?月|年)"
         ),
         "住在{x}",
@@ -180,28 +188,31 @@ RULES: list[Rule] = [
     # The end of a relationship, or none, is the partner slot's value too: a new partner
     # retires "Broke up with Marco" as it would "Partner is Marco".
     Rule(
-        rx(r"\b(?:broke up with|split up with|separated from|divorced) " + PERSON),
+        rx(
+            r"\bI(?:'ve| have)? (?:just |finally |recently )?"
+            r"(?:broke up with|split up with|separated from|divorced) " + PERSON
+        ),
         "Broke up with {x}",
         Category.USER,
         "partner",
         0.9,
     ),
     Rule(
-        rx(PERSON + r" and I (?:have )?(?:broke|broken|split) up\b"),
+        rx(PERSON + r" and I (?:have )?(?:broke|broken|split) up" + _UP_ENDS),
         "Broke up with {x}",
         Category.USER,
         "partner",
         0.9,
     ),
     Rule(
-        rx(r"\bI(?:'m| am) (?:now |still |happily )?(?P<x>single)(?![\w-])"),
+        rx(r"\bI(?:'m| am) (?:now |still |happily )?(?P<x>single)(?![\w-])(?!\s+minded)"),
         "Relationship status: {x}",
         Category.USER,
         "partner",
         0.9,
     ),
     Rule(
-        rx(r"(?:男|女)朋友(?P<x>[\u4e00-\u9fff]{2,3}?)(?=在一起|和我|[，,。！!]|$)"),
+        rx(r"(?:男|女)朋友(?P<x>[\u4e00-\u9fff]{2,3}?)(?=在一起|和我)"),
         "伴侣是{x}",
         Category.USER,
         "伴侣",
@@ -209,7 +220,8 @@ RULES: list[Rule] = [
     ),
     Rule(
         rx(
-            r"(?:和|跟)(?:前?男朋友|前?女朋友|前男友|前女友|老公|老婆)?(?P<x>[\u4e00-\u9fff]{1,3}?)分手"
+            r"(?<![们妈爸姐哥弟妹])(?:和|跟)(?!平)(?:前?男朋友|前?女朋友|前男友|前女友|老公|老婆)?"
+            r"(?P<x>(?:(?![你我他她说])[\u4e00-\u9fff]){1,3}?)分手"
         ),
         "和{x}分手了",
         Category.USER,
@@ -217,7 +229,7 @@ RULES: list[Rule] = [
         0.9,
     ),
     Rule(
-        rx(r"我(?:现在|目前|还是|一直)?(?:是)?(?P<x>单身)"),
+        rx(r"我(?:现在|目前|还是|一直)?(?:是)?(?P<x>单身)(?!的时候|那|时|过)"),
         "感情状况：{x}",
         Category.USER,
         "伴侣",

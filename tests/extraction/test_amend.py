@@ -239,6 +239,8 @@ def test_the_person_filling_the_users_slot_is_no_third_person() -> None:
     said = "我和女朋友小雨在一起三年了，想给她准备个惊喜。"
     got = amend([fact("女朋友小雨在一起三年了", "girlfriend years")], user(said), [], [], UTC)
     assert [(f.name, f.single) for f in got.facts] == [("伴侣", True)]
+    ill = amend([fact("用户的男朋友生病了", "男朋友健康状况")], user("我男朋友生病了"), [], [], UTC)
+    assert [f.name for f in ill.facts] != ["伴侣"]  # news of the partner, not who it is
     told = "跟你说，我现在有新女朋友了，叫林晓，是个老师。"  # telling the assistant: no hearsay
     new = amend([], user(told), [], [], UTC, strict=True)
     assert [f.content for f in new.facts] == ["伴侣是林晓"]
@@ -254,17 +256,27 @@ def test_a_link_to_the_value_the_telling_sentence_names_is_kept() -> None:
     assert [f.replaces for f in got.facts] == [1]
     unnamed = amend(answer, user("I ported it to Rails."), shown, ["shop app"], UTC, strict=True)
     assert [f.replaces for f in unnamed.facts] == [None]
+    # Naming the old value without a change: one more, not instead.
+    tennis = [MemoryView(2, "user", "sports", "Plays tennis on Sundays")]
+    climbing = [fact("Started climbing", "sports", replaces=2)]
+    said = user("I started climbing with my tennis buddy.")
+    got = amend(climbing, said, tennis, ["sports"], UTC, strict=True)
+    assert [f.replaces for f in got.facts] == [None]
 
 
 def test_a_fact_cut_from_a_clause_gets_the_clause_start_back() -> None:
     """The place and the time said before the verb, which a small model drops."""
-    said = ["我们在成都买了套房，贷款八十万。", "我昨天拿到驾照啦！", "I moved to Lisbon."]
-    answer = [fact("买了套房，贷款八十万"), fact("拿到驾照啦！"), fact("Moved to Lisbon")]
+    said = [
+        "我们在成都买了套房，贷款八十万。",
+        "我昨天拿到驾照啦！",
+        "I live in Berlin and love hiking",
+    ]
+    answer = [fact("买了套房，贷款八十万"), fact("拿到驾照啦！"), fact("love hiking")]
     got = amend(answer, user(*said), [], [], UTC)
-    assert [f.content for f in got.facts] == [
+    assert [f.content for f in got.facts][:3] == [
         "我们在成都买了套房，贷款八十万",
         "我2026年11月26日拿到驾照啦！",
-        "Moved to Lisbon",  # nothing but "I" cut off
+        "love hiking",  # English: what precedes is as often another clause
     ]
 
 
@@ -274,9 +286,17 @@ def test_a_change_the_answer_left_out_replaces_the_memory_it_is_about() -> None:
     said = user(
         "帮我记一下：我女儿叫朵朵，今年三岁了。", "另外我现在奶茶改成无糖了，珍珠也不要了。"
     )
-    got = amend([fact("女儿朵朵今年三岁了", "daughter")], said, shown, [], UTC)
+    got = amend([fact("女儿朵朵今年三岁了", "daughter")], said, shown, [], UTC, strict=True)
     assert [(f.content, f.name, f.replaces) for f in got.facts][1:] == [
         ("另外我现在奶茶改成无糖了，珍珠也不要了", "奶茶", 1)
     ]
-    added = amend([], user("奶茶我也改成无糖了，珍珠照加。"), shown, [], UTC)  # one more
-    assert added.facts == []
+    again = user("我现在奶茶改成无糖了。", "珍珠我也不要了，奶茶改成少冰了。")
+    assert len(amend([], again, shown, [], UTC, strict=True).facts) == 1  # one per memory
+    for other, memory in (
+        ("奶茶我也改成无糖了，珍珠照加。", "奶茶要全糖，加珍珠"),  # one more, not instead
+        ("公司楼下的奶茶店换成无糖珍珠了。", "奶茶要全糖，加珍珠"),  # the shop changed
+        ("我想修改用户名和密码。", "我的用户名是xiaobo，密码常忘"),  # no change of value
+        ("The cafe near my office switched to oat milk instead of soy.", "Drinks oat milk"),
+    ):
+        shown_one = [MemoryView(1, "user", "", memory)]
+        assert amend([], user(other), shown_one, [], UTC, strict=True).facts == [], other

@@ -81,6 +81,15 @@ def test_a_change_of_person_diet_or_name_is_read(said: str, read: tuple[str, str
         "在酒店住了两天，还行。",  # a stay, not a home
         "我住得离公司很远。",  # how far, not where
         "I'm single-handedly running the project.",  # not a relationship
+        "I'm single minded about this.",
+        "Mike and I split up the bill at dinner.",  # a bill, not a couple
+        "Tom divorced Linda last year.",  # someone else's marriage
+        "我男朋友生病了。",  # news of the partner, not a new one
+        "我们和平分手了。",  # no name
+        "我妈和我爸分手了。",  # someone else's
+        "我单身的时候经常旅游。",  # a past state
+        "我住两天就走。",
+        "出差在上海住了一个月。",
     ],
 )
 def test_look_alikes_are_left_alone(said: str) -> None:
