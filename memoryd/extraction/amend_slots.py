@@ -131,18 +131,24 @@ def told_by_an_instruction(content: str, batch: Batch) -> bool:
     return turn is not None and _INSTRUCTION.search(turn) is not None
 
 
-# What the offline rules write before the value they read ("Lives in {x}" -> "Lives in ").
-_TEMPLATE_HEADS = sorted(
-    {r.template.split("{x}")[0] for r in fact_rules.RULES if r.template.endswith("{x}")} - {""},
-    key=len,
-    reverse=True,
-)
+# What the offline rules write before the value they read ("Lives in {x}": "Lives in ";
+# "Favourite {slot} is {x}": "Favourite band is "), longest first.
+_TEMPLATE_HEADS = [
+    re.compile(re.escape(head).replace(re.escape("{slot}"), r"[\w' ]{2,30}?"), re.IGNORECASE)
+    for head in sorted(
+        {r.template.split("{x}")[0] for r in fact_rules.RULES if r.template.endswith("{x}")} - {""},
+        key=len,
+        reverse=True,
+    )
+]
 
 
 def rule_value(rule: Fact) -> str:
     """What a rule's fact says, without its template's words."""
-    head = next((h for h in _TEMPLATE_HEADS if rule.content.startswith(h)), "")
-    return rule.content[len(head) :]
+    for head in _TEMPLATE_HEADS:
+        if match := head.match(rule.content):
+            return rule.content[match.end() :]
+    return rule.content
 
 
 def one_value_per_slot(batch: Batch, result: Amended) -> None:

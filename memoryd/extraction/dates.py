@@ -205,3 +205,12 @@ def _write(
 def relative_phrases(text: str) -> int:
     """How many relative phrases `text` holds (what the bench counts as left)."""
     return sum(len(pattern.findall(text)) for pattern, _w, _e in RULES)
+
+
+_A_DAY = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\d{4}年\d{1,2}月\d{1,2}日")
+
+
+def names_a_day(text: str) -> bool:
+    """Whether the text dates something to a day ("on 2026-04-12", "2026年3月4日"): an
+    event that happened, as the pipeline writes one."""
+    return _A_DAY.search(text) is not None

@@ -22,6 +22,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from memoryd.extraction.answers import ResolveOutput
+from memoryd.extraction.dates import names_a_day
 from memoryd.extraction.extractors import LLMExtractor
 from memoryd.extraction.other_keys import (
     candidate_keys,
@@ -118,6 +119,13 @@ def _unsettled(
     return unsettled
 
 
+def _event_kept(memory: MemoryView, fact: Fact) -> bool:
+    """A dated event of a key that holds several values is history: a fact without a day
+    does not retire it ("Ran my first half marathon on 2026-04-12" stays beside "Runs four
+    times a week", whatever the follow-up call said)."""
+    return names_a_day(memory.content) and not names_a_day(fact.content)
+
+
 def _same_key(
     session: Session, scope: Scope, key: str, fact: Fact, shown: list[int]
 ) -> list[Memory]:
@@ -156,6 +164,8 @@ def _ask(
         own = {v.alias: v for v in shown if v.alias in given}  # the ones it was shown
         fact.replaces = decision.replaces if decision.replaces in own else None
         fact.same_as = decision.same_as if decision.same_as in own else None
+        if fact.replaces is not None and _event_kept(own[fact.replaces], fact):
+            fact.replaces = None
         linked = own.get(fact.replaces or fact.same_as or 0)
         if linked is not None:
             take_key(prepared, proposal, fact, linked)

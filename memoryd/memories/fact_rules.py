@@ -298,6 +298,18 @@ RULES: list[Rule] = [
         "favourite {slot}",
         0.9,
     ),
+    # The other way round: "Radiohead is my favourite band btw".
+    Rule(
+        rx(
+            r"(?-i:(?P<x>(?!(?:This|That|It|Which|What|Who|Here|There)\b)[A-Z][\w'&\-]*"
+            r"(?: [A-Z][\w'&\-]*){0,3})) is my (?:all-time )?favou?rite "
+            r"(?P<slot>[\w ]{2,30}?)(?=[,.!?;]|\s+(?:btw|by the way|ever|of all time)\b|$)"
+        ),
+        "Favourite {slot} is {x}",
+        Category.USER,
+        "favourite {slot}",
+        0.9,
+    ),
     # Any other "my X is Y": less certain, so it lands in the short tier.
     Rule(
         rx(r"\bmy (?!name\b|favou?rite\b)(?P<slot>[\w' ]{2,30}?) is\s+" + _END),

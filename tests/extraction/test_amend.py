@@ -300,3 +300,10 @@ def test_a_change_the_answer_left_out_replaces_the_memory_it_is_about() -> None:
     ):
         shown_one = [MemoryView(1, "user", "", memory)]
         assert amend([], user(other), shown_one, [], UTC, strict=True).facts == [], other
+
+
+def test_a_fact_holding_the_value_the_rules_read_takes_their_named_slot() -> None:
+    """ "Favourite {slot} is {x}": the value is what follows the slot's name."""
+    said = user("Dune is my favourite book, honestly.")
+    got = amend([fact("I like Dune", "hobby")], said, [], [], UTC, strict=True)
+    assert [(f.content, f.name) for f in got.facts] == [("I like Dune", "favourite book")]

@@ -18,6 +18,7 @@ from memoryd.extraction.offline import extract_facts
         ("我们家搬去杭州了，房租便宜好多。", ("住在杭州", "home city")),
         ("Just started at Spotify, yesterday was my first day!", ("Works at Spotify", "employer")),
         ("I work at Acme as a nurse.", ("Works at Acme", "employer")),
+        ("Dune is my favourite book, honestly.", ("Favourite book is Dune", "favourite book")),
         ("I started at Globex Labs last week.", ("Works at Globex Labs", "employer")),
     ],
 )

@@ -114,6 +114,23 @@ def test_a_list_like_key_is_settled_by_one_follow_up_call_for_the_batch(
     assert batch is not None and batch.llm_calls == 2
 
 
+def test_a_dated_event_is_history_no_follow_up_retires(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """A real small model's follow-up said a training plan replaces the race the user
+    ran: an event dated to a day stays beside a value without one."""
+    s = with_llm(settings, fake_llm, prefetch_limit=0)
+    ran = "Ran my first half marathon on 2026-04-12"
+    fake_llm.push(answer({"facts": [fact(ran, "running", single=False)]}))
+    extract_session(s, say(s, "ann", "s1", "I ran my first half marathon last Sunday!"))
+    fake_llm.push(
+        answer({"facts": [fact("Runs four times a week", "running", single=False)]}),
+        answer({"decisions": [{"fact": 1, "replaces": 100_001}]}),
+    )
+    extract_session(s, say(s, "ann", "s2", "Four runs a week max from now."))
+    assert statuses(db) == {ran: MemoryStatus.ACTIVE, "Runs four times a week": MemoryStatus.ACTIVE}
+
+
 def test_a_follow_up_cannot_retire_a_memory_of_another_key(
     settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
