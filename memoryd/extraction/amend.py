@@ -15,6 +15,7 @@ model still leaves a right store. Measured by bench/extraction.py with real mode
 - a fact told as a change ("from now on", "不再") replaces the one memory of its key; a
   link to a memory whose value the telling sentence names is kept ("…in FastAPI, Flask
   was getting messy"); a change the answer left out replaces the one memory it is about;
+  the user ending what a memory says they have retires it ("咖啡店我转出去了");
 - where the rules see a single-valued change ("I moved to X", "call me Y", "我搬到…") of
   a key the scope already holds, the fact carries that key, or the rules' fact is added;
 - a confidence the model gives every fact is weighed by the evidence: how much of the
@@ -37,6 +38,7 @@ from memoryd.extraction.amend_slots import (
     add_told_changes,
     changed,
     drop_restated_old,
+    ended,
     names_old_value,
     one_value_per_slot,
     rule_value,
@@ -177,7 +179,7 @@ def _checked(fact: Fact, batch: Batch, result: Amended) -> Fact | None:
         result.dropped["other_person"] += 1
         return None
     fact = _single_by_key(fact, result)
-    return _linked(_weighed(fact, batch, result), batch, result)
+    return ended(_linked(_weighed(fact, batch, result), batch, result), batch, result)
 
 
 def _restated(content: str) -> str:

@@ -106,6 +106,34 @@ def changed(fact: Fact, batch: Batch, result: Amended) -> Fact:
     return fact.model_copy(update={"replaces": same_key[0].alias})
 
 
+# The user ending something they had: "咖啡店我转出去了", "I sold the bakery".
+_ENDED = re.compile(
+    r"\b(?:sold|shut down|gave up|quit)\b|转出去|转让了|关掉了|不开了|不干了|卖掉了|辞职了|离职了",
+    re.IGNORECASE,
+)
+
+
+def ended(fact: Fact, batch: Batch, result: Amended) -> Fact:
+    """A fact whose telling sentence says the user ended what one memory shown says they
+    have, whatever its key, retires it ("咖啡店我转出去了，现在在泉州开民宿" after
+    "我在厦门开了家咖啡店"): the user the subject, two of the memory's words named."""
+    if fact.replaces is not None or fact.same_as is not None:
+        return fact
+    sentence = evidence.best_sentence(fact.content, batch.said)
+    if sentence is None or not _ENDED.search(sentence) or not _I_CHANGED.search(sentence):
+        return fact
+    mine = evidence.words(sentence)
+    about = [
+        m
+        for m in batch.memories.values()
+        if len(mine & evidence.words(m.content)) >= TOLD_CHANGE_WORDS
+    ]
+    if len(about) != 1:
+        return fact
+    result.changes["told_ending"] += 1
+    return fact.model_copy(update={"replaces": about[0].alias})
+
+
 def tells_change(fact: Fact, batch: Batch) -> bool:
     sentence = evidence.best_sentence(fact.content, batch.said) or fact.content
     return _CHANGE.search(sentence) is not None and _ADDING.search(sentence) is None

@@ -307,3 +307,20 @@ def test_a_fact_holding_the_value_the_rules_read_takes_their_named_slot() -> Non
     said = user("Dune is my favourite book, honestly.")
     got = amend([fact("I like Dune", "hobby")], said, [], [], UTC, strict=True)
     assert [(f.content, f.name) for f in got.facts] == [("I like Dune", "favourite book")]
+
+
+def test_the_user_ending_what_a_memory_says_they_have_retires_it() -> None:
+    """A real answer put the new business under a key of its own and left the old one
+    active: "咖啡店我转出去了，现在在泉州开民宿"."""
+    shown = [MemoryView(1, "user", "bakery", "我在成都开了家面包店，店名叫麦田")]
+    said = "说实话，面包店我转让了，现在在重庆上班。"
+    answer = [fact("面包店我转让了，现在在重庆上班", "current job")]
+    got = amend(answer, user(said), shown, [], UTC, strict=True)
+    assert [f.replaces for f in got.facts] == [1]
+    english = [MemoryView(1, "user", "business", "Owns a bakery in Leeds town centre")]
+    sold = [fact("Sold the bakery in Leeds", "business sale")]
+    said_en = user("I sold the bakery in Leeds last month, now I teach baking.")
+    assert [f.replaces for f in amend(sold, said_en, english, [], UTC, strict=True).facts] == [1]
+    neighbour = [fact("隔壁的面包店转让了", "news")]
+    other = amend(neighbour, user("隔壁的面包店转让了。"), shown, [], UTC, strict=True)
+    assert [f.replaces for f in other.facts] == [None]  # not the user's
