@@ -159,13 +159,19 @@ def told_by_an_instruction(content: str, batch: Batch) -> bool:
     return turn is not None and _INSTRUCTION.search(turn) is not None
 
 
-# What the offline rules write before the value they read ("Lives in {x}": "Lives in ";
-# "Favourite {slot} is {x}": "Favourite band is "), longest first.
-_TEMPLATE_HEADS = [
-    re.compile(re.escape(head).replace(re.escape("{slot}"), r"[\w' ]{2,30}?"), re.IGNORECASE)
-    for head in sorted(
-        {r.template.split("{x}")[0] for r in fact_rules.RULES if r.template.endswith("{x}")} - {""},
-        key=len,
+# How each of the offline rules writes its fact, with the value it read as `x`
+# ("Lives in {x}", "Favourite {slot} is {x}", "和{x}分手了"), most literal words first.
+_TEMPLATES = [
+    re.compile(
+        "".join(
+            {"{x}": "(?P<x>.+?)", "{slot}": r"[\w' ]{2,30}?"}.get(part, re.escape(part))
+            for part in re.split(r"(\{x\}|\{slot\})", template)
+        ),
+        re.IGNORECASE,
+    )
+    for template in sorted(
+        {r.template for r in fact_rules.RULES if "{x}" in r.template and r.template != "{x}"},
+        key=lambda t: len(t.replace("{x}", "").replace("{slot}", "")),
         reverse=True,
     )
 ]
@@ -173,9 +179,9 @@ _TEMPLATE_HEADS = [
 
 def rule_value(rule: Fact) -> str:
     """What a rule's fact says, without its template's words."""
-    for head in _TEMPLATE_HEADS:
-        if match := head.match(rule.content):
-            return rule.content[match.end() :]
+    for template in _TEMPLATES:
+        if match := template.fullmatch(rule.content):
+            return match["x"]
     return rule.content
 
 
