@@ -179,7 +179,10 @@ def _checked(fact: Fact, batch: Batch, result: Amended) -> Fact | None:
         result.dropped["other_person"] += 1
         return None
     fact = _single_by_key(fact, result)
-    return ended(_linked(_weighed(fact, batch, result), batch, result), batch, result)
+    linked = _linked(_weighed(fact, batch, result), batch, result)
+    if fact.replaces is None and fact.same_as is None:  # no link of the model's refused
+        linked = ended(linked, batch, result)
+    return linked
 
 
 def _restated(content: str) -> str:

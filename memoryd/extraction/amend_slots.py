@@ -116,13 +116,20 @@ _ENDED = re.compile(
 def ended(fact: Fact, batch: Batch, result: Amended) -> Fact:
     """A fact whose telling sentence says the user ended what one memory shown says they
     have, whatever its key, retires it ("咖啡店我转出去了，现在在泉州开民宿" after
-    "我在厦门开了家咖啡店"): the user the subject, two of the memory's words named."""
+    "我在厦门开了家咖啡店"): stated by the user of themselves, and the clause that ends
+    it naming two of the memory's words ("I sold my old bike, still riding the new one"
+    ends no riding)."""
     if fact.replaces is not None or fact.same_as is not None:
         return fact
     sentence = evidence.best_sentence(fact.content, batch.said)
-    if sentence is None or not _ENDED.search(sentence) or not _I_CHANGED.search(sentence):
+    if sentence is None or _ADDING.search(sentence) or _NOT_STATED.search(sentence):
         return fact
-    mine = evidence.words(sentence)
+    clause = next((c for c in _CLAUSES.split(sentence) if _ENDED.search(c)), None)
+    if clause is None or not _I_CHANGED.search(clause):
+        return fact
+    if evidence.person_of(clause, batch.user_names, batch.known_names) is not None:
+        return fact
+    mine = evidence.words(clause)
     about = [
         m
         for m in batch.memories.values()
@@ -232,11 +239,12 @@ def add_rule_changes(batch: Batch, result: Amended) -> None:
 
 
 # A sentence that asks, supposes or reports rather than states: "If I moved to Paris…?",
-# "Would I need a visa?", "如果我搬到…". "跟你说" is the user telling the assistant.
+# "Would I need a visa?", "如果我搬到…". "跟你说", "说实话", "说正事" are the user
+# telling the assistant.
 _NOT_STATED = re.compile(
     r"[?？]|\b(?:if|would|could|should|hypothetically|imagine|suppose|supposing|whether"
     r"|said|says|told|tells|thinks|thought)\b|如果|假如|要是|假设|吗"
-    r"|(?<!跟你)(?<!和你)(?<!对你)(?<!给你)(?<!跟您)说过?",
+    r"|(?<!跟你)(?<!和你)(?<!对你)(?<!给你)(?<!跟您)说(?!实话|真的|正事|一声|一下|起来|白了)过?",
     re.IGNORECASE,
 )
 

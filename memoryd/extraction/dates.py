@@ -207,10 +207,17 @@ def relative_phrases(text: str) -> int:
     return sum(len(pattern.findall(text)) for pattern, _w, _e in RULES)
 
 
-_A_DAY = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\d{4}年\d{1,2}月\d{1,2}日")
+_MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+# A day, however written: "2026-04-12" (not "the week of 2026-11-16"), "2026年3月4日",
+# "5月9日", "May 9", "9 May".
+_A_DAY = re.compile(
+    r"(?<!week of )\b\d{4}-\d{2}-\d{2}\b|\d{1,2}月\d{1,2}[日号]"
+    rf"|\b{_MONTHS}\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS}(?!\w)",
+    re.IGNORECASE,
+)
 
 
 def names_a_day(text: str) -> bool:
-    """Whether the text dates something to a day ("on 2026-04-12", "2026年3月4日"): an
-    event that happened, as the pipeline writes one."""
+    """Whether the text dates something to a day ("on 2026-04-12", "2026年3月4日",
+    "May 9"), as an event that happened or is set for that day is written."""
     return _A_DAY.search(text) is not None

@@ -120,10 +120,11 @@ def _unsettled(
 
 
 def _event_kept(memory: MemoryView, fact: Fact) -> bool:
-    """A dated event of a key that holds several values is history: a fact without a day
-    does not retire it ("Ran my first half marathon on 2026-04-12" stays beside "Runs four
-    times a week", whatever the follow-up call said)."""
-    return names_a_day(memory.content) and not names_a_day(fact.content)
+    """A dated event is history to a fact of a key that holds several values: without a
+    day, such a fact does not retire it ("Ran my first half marathon on 2026-04-12" stays
+    beside "Runs four times a week", whatever the follow-up call said). A single-valued
+    key's new value retires the old, dated or not."""
+    return not fact.single and names_a_day(memory.content) and not names_a_day(fact.content)
 
 
 def _same_key(

@@ -52,6 +52,14 @@ _UP_ENDS = (
     r"two|three|months?|weeks?)\b)"
 )
 
+# Capitalised words that start a sentence but name nothing: "Where is my favourite
+# mug?", "She is my favourite teacher", "Honestly…".
+_NOT_A_NAME = (
+    r"(?:This|That|It|Which|What|Who|Whose|Where|How|When|Why|Here|There|She|He|They|We|"
+    r"You|Everything|Nothing|Today|Tonight|Tomorrow|Yesterday|Mine|But|And|So|Honestly|"
+    r"Also|Well|Yes|No|Oh|Actually)\b"
+)
+
 # A person's name, capitalised whatever the pattern's case ("Jürgen Bauer", "Priya").
 PERSON = r"(?-i:(?P<x>[A-Z][\w'\-]+(?: [A-Z][\w'\-]+)?))"
 
@@ -301,9 +309,9 @@ RULES: list[Rule] = [
     # The other way round: "Radiohead is my favourite band btw".
     Rule(
         rx(
-            r"(?-i:(?P<x>(?!(?:This|That|It|Which|What|Who|Here|There)\b)[A-Z][\w'&\-]*"
+            r"(?<![\w'])(?-i:(?P<x>(?!" + _NOT_A_NAME + r")[A-Z][\w'&\-]*"
             r"(?: [A-Z][\w'&\-]*){0,3})) is my (?:all-time )?favou?rite "
-            r"(?P<slot>[\w ]{2,30}?)(?=[,.!?;]|\s+(?:btw|by the way|ever|of all time)\b|$)"
+            r"(?P<slot>[\w ]{2,30}?)(?=[,.!;]|\s+(?:btw|by the way|ever|of all time)\b|$)"
         ),
         "Favourite {slot} is {x}",
         Category.USER,

@@ -324,3 +324,13 @@ def test_the_user_ending_what_a_memory_says_they_have_retires_it() -> None:
     neighbour = [fact("隔壁的面包店转让了", "news")]
     other = amend(neighbour, user("隔壁的面包店转让了。"), shown, [], UTC, strict=True)
     assert [f.replaces for f in other.facts] == [None]  # not the user's
+    for said_else, memory in (
+        ("I sold my old bike, still riding the new one every day.", "Rides a new bike every day"),
+        ("I sold the van, but I also kept the red Honda Civic.", "Drives a red Honda Civic"),
+        ("If I quit my job at Acme, would I lose the health plan of Acme?", "Has Acme health plan"),
+        ("My sister Anna sold her flat in Leeds, I helped her pack.", "Owns a flat in Leeds"),
+        ("我辞职了，不过还是每天去健身房。", "每天去健身房锻炼"),
+    ):
+        kept = [MemoryView(1, "user", "", memory)]
+        got_else = amend([fact(said_else)], user(said_else), kept, [], UTC, strict=True)
+        assert [f.replaces for f in got_else.facts] in ([None], []), said_else

@@ -129,6 +129,14 @@ def test_a_dated_event_is_history_no_follow_up_retires(
     )
     extract_session(s, say(s, "ann", "s2", "Four runs a week max from now."))
     assert statuses(db) == {ran: MemoryStatus.ACTIVE, "Runs four times a week": MemoryStatus.ACTIVE}
+    # A dated plan moved to another day is a change the follow-up may make.
+    moved = "Dentist appointment moved to May 9"
+    fake_llm.push(
+        answer({"facts": [fact(moved, "running", single=False)]}),
+        answer({"decisions": [{"fact": 1, "replaces": 100_001}]}),
+    )
+    extract_session(s, say(s, "ann", "s3", "The dentist moved me to May 9."))
+    assert statuses(db)[ran] == MemoryStatus.SUPERSEDED
 
 
 def test_a_follow_up_cannot_retire_a_memory_of_another_key(
