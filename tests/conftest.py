@@ -106,8 +106,9 @@ def longest_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
     short = [i for i in items if not expected_seconds(i)]
     if workers < 2:
         return long + short
-    paired = [test for pair in zip(long[:workers], short, strict=False) for test in pair]
-    return paired + long[workers:] + short[len(paired) // 2 :]
+    pairs = min(workers, len(long), len(short))
+    paired = [test for pair in zip(long[:pairs], short[:pairs], strict=True) for test in pair]
+    return paired + long[pairs:] + short[pairs:]
 
 
 def expected_seconds(item: pytest.Item) -> float:
