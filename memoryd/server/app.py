@@ -7,6 +7,7 @@ plain functions and MemoryClient methods a Python backend uses.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote_to_bytes
@@ -134,6 +135,7 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
         client=client,
         keys=KeyCache(settings, settings.api_key_cache_seconds),
         throttle=FailureThrottle(settings.auth_failure_limit),
+        pool=ThreadPoolExecutor(settings.db_pool_size, thread_name_prefix="memoryd-route"),
     )
     problems.install(app)
     for router in ROUTERS:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from memoryd.models.db import session_scope, utcnow
 from memoryd.server.keys import NO_KEY, UNKNOWN_KEY, Principal, bearer_secret, refusal
@@ -21,8 +22,10 @@ from memoryd.server.state import State
 PAGE_COOKIE = "memoryd_session"
 
 
-def authenticate(request: Request, state: State) -> Principal:
-    """The key's principal; a route's body checks (strict.py) may have found it already."""
+async def authenticate(request: Request, state: State) -> Principal:
+    """The key's principal; a route's body checks (strict.py) may have found it already.
+    A key looked up of late is checked on the event loop; only an unknown one waits on
+    the database, in a thread: every hop to a thread costs a request its latency."""
     known: Principal | None = getattr(request.state, "principal", None)
     if known is not None:
         return known
@@ -36,7 +39,9 @@ def authenticate(request: Request, state: State) -> Principal:
         )
     address = client_address(request)
     throttled(state, address)
-    principal = state.keys.principal(secret)
+    cached, principal = state.keys.cached(secret)
+    if not cached:
+        principal = await run_in_threadpool(state.keys.principal, secret)
     if principal is None:
         state.throttle.failed(address)
         raise ProblemError(
@@ -64,7 +69,7 @@ def throttled_detail(wait: int) -> str:
     return f"too many wrong keys from this address: try again in {wait} s"
 
 
-def require_admin(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+async def require_admin(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
     if not principal.admin:
         raise ProblemError(403, "forbidden", "this endpoint needs an admin key")
     return principal

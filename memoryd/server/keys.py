@@ -154,20 +154,27 @@ class KeyCache:
     _entries: dict[str, tuple[float, Principal | None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def principal(self, secret: str) -> Principal | None:
-        digest = hash_key(secret)
-        now = time.monotonic()
+    def cached(self, secret: str) -> tuple[bool, Principal | None]:
+        """(whether the key was looked up within `ttl`, what was found then): memory
+        only, so a request's event loop may ask without waiting on the database."""
         with self._lock:
-            hit = self._entries.get(digest)
-        if hit is not None and hit[0] > now:
-            return hit[1]
+            hit = self._entries.get(hash_key(secret))
+        if hit is not None and hit[0] > time.monotonic():
+            return True, hit[1]
+        return False, None
+
+    def principal(self, secret: str) -> Principal | None:
+        known, found = self.cached(secret)
+        if known:
+            return found
+        now = time.monotonic()
         with session_scope(self.settings, readonly=True) as session:
             found = lookup(session, secret)
         if self.ttl > 0:
             with self._lock:
                 if len(self._entries) > 10_000:  # unknown keys must not grow it forever
                     self._entries.clear()
-                self._entries[digest] = (now + self.ttl, found)
+                self._entries[hash_key(secret)] = (now + self.ttl, found)
         return found
 
 

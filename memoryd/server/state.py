@@ -3,6 +3,7 @@ throttle of failed key checks."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -20,11 +21,23 @@ class ServerState:
     client: MemoryClient
     keys: KeyCache
     throttle: FailureThrottle = field(default_factory=FailureThrottle)  # failed key checks
+    # Threads for the routes that hop to them themselves (async_client.in_thread): as
+    # many as the database pool has connections, so a call waits for a thread, not
+    # for a connection while holding one.
+    pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(thread_name_prefix="memoryd-route")
+    )
 
 
-def get_state(request: Request) -> ServerState:
+def server_state(request: Request) -> ServerState:
     state: ServerState = request.app.state.memoryd
     return state
+
+
+async def get_state(request: Request) -> ServerState:
+    """The dependency: a coroutine, so FastAPI reads it on the event loop, where a plain
+    function would cost each request a hop to a thread."""
+    return server_state(request)
 
 
 State = Annotated[ServerState, Depends(get_state)]

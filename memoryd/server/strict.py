@@ -18,11 +18,10 @@ from fastapi import Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 
 from memoryd.server.auth import authenticate
 from memoryd.server.problems import FieldError, ProblemError
-from memoryd.server.state import get_state
+from memoryd.server.state import server_state
 
 Schema = dict[str, Any]
 NOT_JSON = "send the body as JSON with `Content-Type: application/json`"
@@ -52,8 +51,7 @@ class JsonRoute(APIRoute):
             if needs_key:
                 # The key first: a caller without a live one is refused before the body
                 # is read, and learns nothing of what it should hold.
-                state = get_state(request)
-                await run_in_threadpool(authenticate, request, state)
+                await authenticate(request, server_state(request))
             body = await request.body()
             if body and not is_json(request.headers.get("content-type", "")):
                 raise ProblemError(415, "unsupported-media-type", NOT_JSON)
