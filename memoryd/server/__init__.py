@@ -1,5 +1,5 @@
 """`memoryd serve`: the HTTP API, Prometheus metrics and the memory page (extra `server`).
 
-May import: agents, client, errors, extraction, ingest, memories, models, monitoring,
-recall, settings.
+May import: agents, async_client, client, errors, extraction, ingest, memories, models,
+monitoring, recall, settings.
 """
