@@ -6,6 +6,7 @@ plain functions and MemoryClient methods a Python backend uses.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -117,9 +118,18 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
     settings = settings or get_settings()
     client = client or MemoryClient(settings)
 
+    # The routes' own threads (state.pool): as many as the database has connections,
+    # the pool's and its overflow, so a call waits for a thread, not for a connection.
+    pool = ThreadPoolExecutor(
+        settings.db_pool_size + settings.db_max_overflow, thread_name_prefix="memoryd-route"
+    )
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
+        # A request cancelled at shutdown may still be storing in a thread: let it end
+        # before the client closes under it.
+        await asyncio.to_thread(pool.shutdown, wait=True)
         client.close()
 
     app = FastAPI(
@@ -135,7 +145,7 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
         client=client,
         keys=KeyCache(settings, settings.api_key_cache_seconds),
         throttle=FailureThrottle(settings.auth_failure_limit),
-        pool=ThreadPoolExecutor(settings.db_pool_size, thread_name_prefix="memoryd-route"),
+        pool=pool,
     )
     problems.install(app)
     for router in ROUTERS:

@@ -20,13 +20,8 @@ class ServerState:
     settings: Settings
     client: MemoryClient
     keys: KeyCache
+    pool: ThreadPoolExecutor  # threads of the routes that hop themselves (in_thread)
     throttle: FailureThrottle = field(default_factory=FailureThrottle)  # failed key checks
-    # Threads for the routes that hop to them themselves (async_client.in_thread): as
-    # many as the database pool has connections, so a call waits for a thread, not
-    # for a connection while holding one.
-    pool: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(thread_name_prefix="memoryd-route")
-    )
 
 
 def server_state(request: Request) -> ServerState:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,6 +48,22 @@ def test_turns_are_stored_per_item_and_the_result_names_each_rejected_one(
     again = api.post("/v1/turns", json=turn_item(3, turn_key="k2"), headers=bearer(keys.bot))
     assert again.status_code == 202 and again.json()["duplicates"] == 1
     assert count_turns(db) == 2
+
+
+def test_the_routes_threads_end_with_the_server(api_settings: Settings, keys: Keys) -> None:
+    """POST /v1/turns stores in the server's own threads: shutting down waits for them
+    before the client closes, and leaves none behind."""
+
+    def route_threads() -> set[threading.Thread]:  # another server of this process's too
+        return {t for t in threading.enumerate() if t.name.startswith("memoryd-route")}
+
+    before = route_threads()
+    app = create_app(api_settings, client=MemoryClient(api_settings, dispatch=False))
+    with TestClient(app, base_url="https://testserver") as http:
+        response = http.post("/v1/turns", json=turn_item(0), headers=bearer(keys.bot))
+        assert response.status_code == 202 and response.json()["accepted"] == 1
+        assert route_threads() - before
+    assert not route_threads() - before
 
 
 def test_one_id_rule_at_every_entrance(api: TestClient, keys: Keys, api_settings: Settings) -> None:
