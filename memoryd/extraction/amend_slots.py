@@ -129,16 +129,23 @@ def ended(fact: Fact, batch: Batch, result: Amended) -> Fact:
         return fact
     if evidence.person_of(clause, batch.user_names, batch.known_names) is not None:
         return fact
-    mine = evidence.words(clause)
-    about = [
-        m
-        for m in batch.memories.values()
-        if len(mine & evidence.words(m.content)) >= TOLD_CHANGE_WORDS
-    ]
+    about = _sharing_words(batch, evidence.words(clause))
     if len(about) != 1:
         return fact
     result.changes["told_ending"] += 1
     return fact.model_copy(update={"replaces": about[0].alias})
+
+
+def _sharing_words(batch: Batch, mine: set[str], overlap: float = 0.0) -> list[MemoryView]:
+    """The memories shown that share TOLD_CHANGE_WORDS of `mine`, and at least `overlap`
+    of their own words."""
+    about = []
+    for memory in batch.memories.values():
+        theirs = evidence.words(memory.content)
+        shared = len(mine & theirs)
+        if theirs and shared >= TOLD_CHANGE_WORDS and shared / len(theirs) >= overlap:
+            about.append(memory)
+    return about
 
 
 def tells_change(fact: Fact, batch: Batch) -> bool:
@@ -296,13 +303,7 @@ def add_told_changes(batch: Batch, result: Amended) -> None:
             sentence, batch.user_names, batch.known_names
         ):
             continue
-        about = [
-            m
-            for m in batch.memories.values()
-            if (theirs := evidence.words(m.content))
-            and len(mine & theirs) >= TOLD_CHANGE_WORDS
-            and len(mine & theirs) / len(theirs) >= TOLD_CHANGE_OVERLAP
-        ]
+        about = _sharing_words(batch, mine, TOLD_CHANGE_OVERLAP)
         if len(about) != 1 or about[0].alias in linked:
             continue
         memory = about[0]

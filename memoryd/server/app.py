@@ -7,9 +7,9 @@ plain functions and MemoryClient methods a Python backend uses.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote_to_bytes
 
@@ -117,13 +117,37 @@ def _raw_path_problem(scope: Scope) -> str | None:
 def create_app(settings: Settings | None = None, *, client: MemoryClient | None = None) -> FastAPI:
     settings = settings or get_settings()
     client = client or MemoryClient(settings)
-
     # The routes' own threads (state.pool): as many as the database has connections,
     # the pool's and its overflow, so a call waits for a thread, not for a connection.
     pool = ThreadPoolExecutor(
         settings.db_pool_size + settings.db_max_overflow, thread_name_prefix="memoryd-route"
     )
+    app = FastAPI(
+        title=TITLE,
+        version=VERSION,
+        description=DESCRIPTION,
+        docs_url=None,  # FastAPI's own pages load scripts from a CDN: docs.py serves them
+        redoc_url=None,
+        lifespan=_lifespan(pool, client),
+    )
+    app.state.memoryd = ServerState(
+        settings=settings,
+        client=client,
+        keys=KeyCache(settings, settings.api_key_cache_seconds),
+        pool=pool,
+        throttle=FailureThrottle(settings.auth_failure_limit),
+    )
+    _install_routes(app, settings)
+    app.openapi = lambda: openapi.document(app, TITLE, VERSION, DESCRIPTION)  # type: ignore[method-assign]
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(PlainUrl)
+    app.add_middleware(PageGuard)  # last added, outermost: every answer gets its headers
+    return app
 
+
+def _lifespan(
+    pool: ThreadPoolExecutor, client: MemoryClient
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
@@ -132,21 +156,11 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
         await asyncio.to_thread(pool.shutdown, wait=True)
         client.close()
 
-    app = FastAPI(
-        title=TITLE,
-        version=VERSION,
-        description=DESCRIPTION,
-        docs_url=None,  # FastAPI's own pages load scripts from a CDN: docs.py serves them
-        redoc_url=None,
-        lifespan=lifespan,
-    )
-    app.state.memoryd = ServerState(
-        settings=settings,
-        client=client,
-        keys=KeyCache(settings, settings.api_key_cache_seconds),
-        throttle=FailureThrottle(settings.auth_failure_limit),
-        pool=pool,
-    )
+    return lifespan
+
+
+def _install_routes(app: FastAPI, settings: Settings) -> None:
+    """The API routers, the page, the docs, static files, /metrics and problem types."""
     problems.install(app)
     for router in ROUTERS:
         app.include_router(router)
@@ -164,9 +178,3 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
     def problem_type(slug: str) -> PlainTextResponse:
         title, meaning = problems.PROBLEM_TYPES.get(slug, ("Unknown problem type", ""))
         return PlainTextResponse(f"{title}\n\n{meaning}\n")
-
-    app.openapi = lambda: openapi.document(app, TITLE, VERSION, DESCRIPTION)  # type: ignore[method-assign]
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
-    app.add_middleware(PlainUrl)
-    app.add_middleware(PageGuard)  # last added, outermost: every answer gets its headers
-    return app

@@ -8,11 +8,12 @@ by a session cookie: page_sessions.py).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import Depends, Request
-from starlette.concurrency import run_in_threadpool
 
+from memoryd.async_client import in_thread
 from memoryd.models.db import session_scope, utcnow
 from memoryd.server.keys import NO_KEY, UNKNOWN_KEY, Principal, bearer_secret, refusal
 from memoryd.server.page_sessions import session_principal
@@ -41,7 +42,7 @@ async def authenticate(request: Request, state: State) -> Principal:
     throttled(state, address)
     cached, principal = state.keys.cached(secret)
     if not cached:
-        principal = await run_in_threadpool(state.keys.principal, secret)
+        principal = await in_thread(state.pool, partial(state.keys.principal, secret))
     if principal is None:
         state.throttle.failed(address)
         raise ProblemError(

@@ -157,14 +157,18 @@ class KeyCache:
     def cached(self, secret: str) -> tuple[bool, Principal | None]:
         """(whether the key was looked up within `ttl`, what was found then): memory
         only, so a request's event loop may ask without waiting on the database."""
+        return self._recent(hash_key(secret))
+
+    def _recent(self, digest: str) -> tuple[bool, Principal | None]:
         with self._lock:
-            hit = self._entries.get(hash_key(secret))
+            hit = self._entries.get(digest)
         if hit is not None and hit[0] > time.monotonic():
             return True, hit[1]
         return False, None
 
     def principal(self, secret: str) -> Principal | None:
-        known, found = self.cached(secret)
+        digest = hash_key(secret)
+        known, found = self._recent(digest)
         if known:
             return found
         now = time.monotonic()
@@ -174,7 +178,7 @@ class KeyCache:
             with self._lock:
                 if len(self._entries) > 10_000:  # unknown keys must not grow it forever
                     self._entries.clear()
-                self._entries[hash_key(secret)] = (now + self.ttl, found)
+                self._entries[digest] = (now + self.ttl, found)
         return found
 
 
