@@ -98,7 +98,7 @@ def run_threads(settings: Settings, calls: int) -> dict[str, list[float]]:
         method(*args, **kwargs)
         times[name].append((time.perf_counter() - started) * 1000)
 
-    with ThreadPoolExecutor(max_workers=settings.db_pool_size) as pool:
+    with ThreadPoolExecutor(max_workers=settings.storage.db_pool_size) as pool:
         started = time.perf_counter()
         for future in [pool.submit(one, i, started) for i in range(calls)]:
             future.result()

@@ -96,7 +96,7 @@ def concurrent_remember(servers: Servers, backend: str) -> Outcome:
         for job in jobs:
             job.join()
         h.wait_settled(60)
-        with session_scope(h.settings, readonly=True) as session:
+        with session_scope(h.settings.storage, readonly=True) as session:
             rows = session.execute(
                 select(Memory.content, Memory.evidence_count).where(
                     Memory.status == MemoryStatus.ACTIVE

@@ -213,9 +213,9 @@ class Harness:
         self.settings = Settings(**{**base, **overrides})
         upgrade(self.settings)  # on PostgreSQL itself, as README says to migrate
         if backend == "pgbouncer":
-            database = self.settings.database_url.rsplit("/", 1)[1]
-            self.settings = self.settings.model_copy(
-                update={
+            database = self.settings.storage.database_url.rsplit("/", 1)[1]
+            self.settings = self.settings.updated(
+                **{
                     "database_url": f"{servers.pgbouncer.server_url()}/{database}",
                     "db_transaction_pooler": True,
                 }
@@ -267,7 +267,7 @@ class Harness:
             self.settings,
             self.folder,
             name=name,
-            concurrency=self.settings.worker_concurrency,
+            concurrency=self.settings.worker.worker_concurrency,
             queues=queues,
             host=host,
         )
@@ -347,7 +347,7 @@ class Harness:
     def unsettled(self, expected: int) -> int:
         """Turns not yet stored, pending or claimed (-1 while the database is down)."""
         try:
-            with session_scope(self.settings, readonly=True) as session:
+            with session_scope(self.settings.storage, readonly=True) as session:
                 counts = dict(
                     session.execute(select(Turn.status, func.count()).group_by(Turn.status)).all()
                 )
@@ -361,7 +361,7 @@ class Harness:
     def check(self, scenario: str) -> Outcome:
         """Exactly once: every turn done by one done batch, every user turn's fact present
         once and seen once, nothing else remembered, nothing left behind."""
-        with session_scope(self.settings, readonly=True) as session:
+        with session_scope(self.settings.storage, readonly=True) as session:
             statuses = dict(
                 session.execute(select(Turn.status, func.count()).group_by(Turn.status)).all()
             )
@@ -418,7 +418,7 @@ class Harness:
         """Memories whose stored search terms, length or postings differ from what one
         thread derives from their text now: workers tokenize and stem in many threads
         at once, and a shared stemmer once gave memories each other's terms."""
-        with session_scope(self.settings, readonly=True) as session:
+        with session_scope(self.settings.storage, readonly=True) as session:
             memories = session.execute(
                 select(
                     Memory.id,

@@ -28,7 +28,7 @@ from bench.chaos_harness import (
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
 from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus
-from memoryd.settings import Settings
+from memoryd.settings import FIELDS as SETTING_FIELDS
 from memoryd.worker import make_celery
 from memoryd.worker.config import EXTRACTION_QUEUE
 from testkit import fakellm, hosts
@@ -131,7 +131,7 @@ def llm_faults(h: Harness, size: Size, convs: list[Conversation]) -> None:
         if roll < 0.35:
             return fakellm.malformed()
         if roll < 0.40:
-            return fakellm.slow(h.settings.llm_timeout_seconds + 1)
+            return fakellm.slow(h.settings.llm.llm_timeout_seconds + 1)
         return None
 
     h.llm.chooser = choose
@@ -214,7 +214,7 @@ def poison(h: Harness, size: Size, convs: list[Conversation]) -> None:
 
 # What the *_defaults scenarios run with as shipped: every setting recovery depends on.
 DEFAULT_RECOVERY = {
-    name: Settings.model_fields[name].default
+    name: SETTING_FIELDS[name].default
     for name in (
         "lease_seconds",
         "sweep_interval_seconds",
@@ -250,7 +250,7 @@ def nul_in_a_fact(h: Harness, size: Size, convs: list[Conversation]) -> None:
 
 
 def facts_counted_invalid(h: Harness, outcome: Outcome) -> None:
-    with session_scope(h.settings, readonly=True) as session:
+    with session_scope(h.settings.storage, readonly=True) as session:
         counted = sum(
             (reasons or {}).get("invalid_text", 0)
             for reasons in session.scalars(select(ExtractionBatch.rejections))
@@ -316,7 +316,7 @@ def every_other_memory_embedded(h: Harness, outcome: Outcome) -> None:
     """Waits (at most a minute) for the embedding queue to catch up with the last batch."""
     deadline = time.monotonic() + 60
     while True:
-        with session_scope(h.settings, readonly=True) as session:
+        with session_scope(h.settings.storage, readonly=True) as session:
             waiting = session.execute(
                 select(Memory.content, Memory.embed_failures).where(
                     Memory.status == MemoryStatus.ACTIVE, Memory.vector.is_(None)
@@ -358,7 +358,7 @@ class Partition:
         sender = h.llm.senders[-1] if h.llm.senders else ""
         cut_off = next((x for x in h.worker_hosts if x.address == sender), h.worker_hosts[0])
         cut_off.cut()
-        time.sleep(3 * h.settings.lease_seconds)
+        time.sleep(3 * h.settings.extraction.lease_seconds)
         cut_off.restore()
         self.cut_off = cut_off
 

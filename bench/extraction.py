@@ -125,9 +125,9 @@ def run(
             tally.turns += len(conv["turns"])
             if number == 0:
                 first = _scope_now(settings, scenario["id"])
-        with session_scope(settings, readonly=True) as session:
+        with session_scope(settings.storage, readonly=True) as session:
             check_scope(session, client, AGENT, scenario, first, tally)
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         row = session.execute(
             select(
                 func.count(),
@@ -164,7 +164,7 @@ def say(client: MemoryClient, user: str, number: int, conv: dict[str, Any]) -> S
 
 
 def _scope_now(settings: Settings, user: str) -> tuple[set[str], int]:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         rows = session.execute(
             select(Memory.id, Memory.name_key).where(
                 Memory.agent_id == AGENT, Memory.user_id == user
@@ -193,7 +193,7 @@ def measure(
         tempfile.TemporaryDirectory() as folder,
         bench_database(args.db, Path(folder), f"extraction_{kind}") as url,
     ):
-        settings = base.model_copy(update={"database_url": url, "data_dir": Path(folder)})
+        settings = base.updated(**{"database_url": url, "data_dir": Path(folder)})
         extractor: Extractor
         tap: Any = None
         if kind == "offline rules":
@@ -206,7 +206,7 @@ def measure(
         tally = run(settings, scenarios, extractor, tap)
         dispose_engines()
     if args.record and kind == "model" and tap is not None:
-        meta = {"model": base.extraction_model, "prompt": base.extract_prompt}
+        meta = {"model": base.llm.extraction_model, "prompt": base.llm.extract_prompt}
         args.record.write_text(json.dumps({**meta, "calls": tap.calls}, ensure_ascii=False))
     if args.misses:
         print(f"\n{kind}: " + "\n  ".join(["misses", *tally.misses]))

@@ -37,8 +37,8 @@ class Check:
 
 def read(settings: Settings, probe: ScopeLike) -> Check:
     check = Check({}, {}, {})
-    postgres = settings.resolved_database_url.startswith("postgresql")
-    with session_scope(settings, readonly=True) as session:
+    postgres = settings.storage.resolved_database_url.startswith("postgresql")
+    with session_scope(settings.storage, readonly=True) as session:
         for table in Base.metadata.sorted_tables:
             count = select(func.count()).select_from(table)
             check.total[table.name] = int(session.scalar(count) or 0)

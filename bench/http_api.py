@@ -98,7 +98,7 @@ def main() -> None:
         for u in range(USERS):
             for fact in FACTS:
                 client.remember("bench", f"user-{u}", fact)
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             _, key = create_key(session, KeySpec(name="bench", agent_ids=["bench"]), utcnow())
 
         # In process: what a Python backend pays.

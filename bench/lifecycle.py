@@ -61,6 +61,7 @@ from memoryd.memories.store import create_memory
 from memoryd.models.db import dispose_engines, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.tables import Actor, ExtractionBatch
+from memoryd.settings import FIELDS as SETTING_FIELDS
 from memoryd.settings import Settings
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -141,10 +142,10 @@ def restamp_batches(settings: Settings) -> None:
     """PostgreSQL stamps batches with its own clock (leases' clock), which freezegun
     cannot move: the day's batches get the simulated day's time, as they would have had
     on that day, so that batch retention sees their age."""
-    if not settings.resolved_database_url.startswith("postgresql"):
+    if not settings.storage.resolved_database_url.startswith("postgresql"):
         return
     now = utcnow()
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(
             update(ExtractionBatch)
             .where(ExtractionBatch.started_at > now)
@@ -157,7 +158,7 @@ def probe_facts(pool: list[str]) -> list[str]:
 
 
 def add_probe(settings: Settings, pool: list[str]) -> None:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         for text in probe_facts(pool):
             fact = Fact(content=text, confidence=0.95)
             create_memory(session, settings, PROBE, fact, utcnow(), actor=Actor.API)
@@ -180,8 +181,8 @@ def simulate(
         run.checks[0] = growth.read(settings, PROBE)
     # PostgreSQL: the statistics autovacuum would keep (this machine's server may run
     # without it): otherwise the planner plans for the empty tables of day one.
-    postgres = settings.resolved_database_url.startswith("postgresql")
-    analyzer = Analyzer(settings.resolved_database_url) if postgres else None
+    postgres = settings.storage.resolved_database_url.startswith("postgresql")
+    analyzer = Analyzer(settings.storage.resolved_database_url) if postgres else None
     for day in range(1, days + 1):
         active = random.Random(-day).sample(everyone, chatting(users, share))
         with freeze_time(start + timedelta(days=day), tick=True):
@@ -203,7 +204,7 @@ def erase_under_load(settings: Settings, memories: int, run: Run) -> None:
     scope = Scope(AGENT, "heavy")
     pool = texts()
     for first in range(0, memories, 500):
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             for i in range(first, min(first + 500, memories)):
                 fact = Fact(content=f"{pool[i % len(pool)]} (note {i})", confidence=0.95)
                 create_memory(session, settings, scope, fact, utcnow(), actor=Actor.API)
@@ -320,7 +321,7 @@ def aged(half_life_days: float) -> tuple[float, float]:
     """Memories' half-lives (long tier, short tier): the long tier's `half_life_days`,
     the short tier's in the defaults' proportion (7 to 90), so that unused memories are
     archived (and then purged) within the bench's months, as within a real store's years."""
-    fields = Settings.model_fields
+    fields = SETTING_FIELDS
     default_long, default_short = (
         float(fields[name].default) for name in ("half_life_long_days", "half_life_short_days")
     )

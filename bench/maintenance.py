@@ -63,7 +63,7 @@ FROM generate_series(0, :rows - 1) AS i
 
 
 def load(url: str, rows: int) -> None:
-    with get_engine(Settings(database_url=url)).begin() as conn:
+    with get_engine(Settings(database_url=url).storage).begin() as conn:
         conn.execute(text("TRUNCATE memories, memory_events RESTART IDENTITY CASCADE"))
         conn.execute(LOAD, {"users": USERS, "due": DUE, "rows": rows, "now": utcnow()})
         # The load's own tally rows would be folded by the first timed cycle.
@@ -82,16 +82,20 @@ def naive_cycle(settings: Settings) -> tuple[float, int]:
     start = time.perf_counter()
     changed = 0
     now = utcnow()
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         for memory in session.scalars(select(Memory).where(Memory.status == MemoryStatus.ACTIVE)):
             kind = None
-            if memory.tier == Tier.SHORT and memory.access_count >= settings.promote_access_count:
+            if (
+                memory.tier == Tier.SHORT
+                and memory.access_count >= settings.memories.promote_access_count
+            ):
                 memory.tier, memory.expires_at, kind = Tier.LONG, None, EventKind.PROMOTED
             elif memory.tier == Tier.SHORT and memory.expires_at and memory.expires_at <= now:
                 memory.status, kind = MemoryStatus.EXPIRED, EventKind.EXPIRED
             elif (
                 memory.tier == Tier.LONG
-                and effective_weight(memory, now, settings) < settings.archive_threshold
+                and effective_weight(memory, now, settings.memories)
+                < settings.memories.archive_threshold
             ) or (
                 memory.tier == Tier.LONG
                 and memory.archive_due_at is not None
@@ -121,7 +125,7 @@ def main() -> None:
         cycle_100k, changed_100k = timed_cycle(settings)
         load(url, 1_000_000)
         cycle_1m, changed_1m = timed_cycle(settings)
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             events = session.scalar(select(func.count()).select_from(MemoryEvent))
         load(url, 100_000)
         naive_100k, naive_changed = naive_cycle(settings)

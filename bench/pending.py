@@ -39,7 +39,7 @@ PENDING = 20
 
 def _fill(settings: Settings, memories: int) -> None:
     scope, now, rng = Scope("bot", "ann"), utcnow(), random.Random(7)
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         for n in range(memories):
             text = " ".join(rng.sample(WORDS, 3)) + f" note {n}"
             create_memory(session, settings, scope, Fact(content=text, confidence=0.9), now,

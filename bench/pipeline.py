@@ -71,7 +71,7 @@ def conversation(user: int, turns: int) -> list[dict[str, str]]:
 
 
 def reset(url: str) -> None:
-    with get_engine(Settings(database_url=url)).begin() as conn:
+    with get_engine(Settings(database_url=url).storage).begin() as conn:
         conn.execute(
             text(
                 "TRUNCATE turns, sessions, memories, memory_events, memory_usage,"
@@ -121,7 +121,7 @@ def run(
         finally:
             for p in procs:
                 p.stop()
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             calls, tokens = session.execute(
                 select(func.sum(ExtractionBatch.llm_calls), func.sum(ExtractionBatch.tokens_in))
             ).one()
@@ -159,7 +159,7 @@ def statements_per_batch(url: str, sessions: int, turns: int) -> float:
         for u in range(sessions):
             client.enqueue_turns(conversation(u, turns))
             client.end_session("bench", f"u{u}", f"u{u}-s")
-        engine = get_engine(settings)
+        engine = get_engine(settings.storage)
         event.listen(engine, "before_cursor_execute", count)
         try:
             batches = sum(

@@ -227,9 +227,9 @@ def use_local_model(name: str) -> None:
 
 def local_support() -> str | None:
     """None when memoryd can run the local embedding model, else why not."""
-    from memoryd.settings import Settings
+    from memoryd.settings import FIELDS as SETTING_FIELDS
 
-    if "embedding_provider" not in Settings.model_fields:
+    if "embedding_provider" not in SETTING_FIELDS:
         return (
             "memoryd.settings.Settings has no embedding_provider field yet "
             "(MEMORYD_EMBEDDING_PROVIDER=local is not on this branch)"

@@ -184,7 +184,7 @@ def load(url: str, rows: int, users: int, agent: str, vectors: list[bytes] | Non
     # No statement timeout for the load: at a million memories the postings rebuild
     # alone runs past the two minutes a request may take.
     loader = Settings(database_url=url, db_statement_timeout_seconds=0)
-    with get_engine(loader).begin() as conn:
+    with get_engine(loader.storage).begin() as conn:
         conn.execute(
             text(
                 "CREATE TEMP TABLE vocab "
@@ -215,7 +215,7 @@ def load(url: str, rows: int, users: int, agent: str, vectors: list[bytes] | Non
         )
     # Settle the tables as a long-running store would be, so autovacuum does not start
     # on the fresh rows in the middle of the measurement.
-    with get_engine(loader).connect() as conn:
+    with get_engine(loader.storage).connect() as conn:
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         conn.execute(text("VACUUM (ANALYZE) memories"))
         conn.execute(text("VACUUM (ANALYZE) memory_terms"))
@@ -262,7 +262,7 @@ def main() -> None:
         load(url, args.rows, USERS, "bench")
         load(url, args.heavy_rows, args.heavy_users, "heavy", local[1] if local else None)
         load_s = time.perf_counter() - started
-        with get_engine(Settings(database_url=url)).connect() as conn:
+        with get_engine(Settings(database_url=url).storage).connect() as conn:
             # Recall is bound by the pages it reads: how much of the data the server can
             # hold says how many of them come from disk.
             buffers_mb = conn.execute(
@@ -293,12 +293,12 @@ def main() -> None:
         matched = sum(bool(client.recall(q, "heavy", "u3")) for q in QUERIES) / len(QUERIES)
         local_ms: list[float] = []
         if local:
-            semantic = MemoryClient(local[0].model_copy(update={"database_url": url}))
+            semantic = MemoryClient(local[0].updated(**{"database_url": url}))
             for query in QUERIES:  # the query vectors are cached: what remains is recall
                 semantic.recall(query, "heavy", "u0")
             read_each_heavy_scope(semantic.recall)  # its vectors loaded, as in service
             local_ms = heavy(semantic.recall, args.queries, seed=6)
-        with get_engine(client.settings).begin() as conn:
+        with get_engine(client.settings.storage).begin() as conn:
             conn.execute(text("DROP INDEX ix_memories_scope_status"))
             conn.execute(text("DROP INDEX ix_memories_scope_hash"))
             conn.execute(text("DROP INDEX ix_memories_scope_key"))  # led by the scope too

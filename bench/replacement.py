@@ -134,7 +134,7 @@ def store_filler(settings: Settings, scope: Scope, n: int, seed: int) -> None:
     now = utcnow()
     rows = iter(filler(n, seed))
     while chunk := [row for _, row in zip(range(2000), rows, strict=False)]:
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             for name, content in chunk:
                 memory = Memory(
                     agent_id=scope.agent_id,
@@ -150,7 +150,7 @@ def store_filler(settings: Settings, scope: Scope, n: int, seed: int) -> None:
                     updated_at=now,
                 )
                 set_content(memory, content)
-                set_weight(memory, INITIAL_WEIGHT, now, settings)
+                set_weight(memory, INITIAL_WEIGHT, now, settings.memories)
                 session.add(memory)
 
 
@@ -160,11 +160,11 @@ def analyze(settings: Settings) -> None:
     index-only scans skip the table (autovacuum's; this machine's PostgreSQL runs
     without it). SQLite plans without them."""
     while True:
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             if key_index.fold(session, 5000) < 5000:
                 break
-    if settings.resolved_database_url.startswith("postgresql"):
-        with get_engine(settings).connect() as conn:
+    if settings.storage.resolved_database_url.startswith("postgresql"):
+        with get_engine(settings.storage).connect() as conn:
             conn = conn.execution_options(isolation_level="AUTOCOMMIT")
             conn.execute(text("VACUUM (ANALYZE) memories, memory_terms, subject_keys"))
 
@@ -205,7 +205,7 @@ def timed_selection(
     a recall of the same text: milliseconds each. Whichever runs first meets the colder
     caches (the scope's statistics, the server's buffers): callers alternate."""
     facts = extract_facts([("user", line)], {})
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
 
         def baseline() -> float:
             started = time.perf_counter()
@@ -216,7 +216,7 @@ def timed_selection(
         started = time.perf_counter()
         key_index.keys_in_use(session, scope)
         prefetch_started = time.perf_counter()
-        related(session, settings, scope, line, settings.prefetch_limit, fill=True)
+        related(session, settings, scope, line, settings.extraction.prefetch_limit, fill=True)
         prefetch = time.perf_counter() - prefetch_started
         nearby(session, settings, scope, facts)
         for fact in facts:  # what the write reads of each fact's key
@@ -248,7 +248,7 @@ def run_scenario(settings: Settings, size: int, facts: int, model: str = "same-k
             outcome.prefetch_ms.append(prefetch)  # type: ignore[union-attr]
             outcome.recall_ms.append(baseline)  # type: ignore[union-attr]
             extract_all(settings, say(settings, u, f"later-{i}", later_line(model, c.new)))
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         for u, plan in plans.items():
             outcome.facts += len(plan)
             outcome.resolved += sum(resolved(session, u, c) for c in plan)

@@ -57,6 +57,7 @@ from bench.usage import (
 )
 from memoryd.models.db import dispose_engines, session_scope
 from memoryd.models.tables import BatchStatus, ExtractionBatch
+from memoryd.settings import FIELDS as SETTING_FIELDS
 from memoryd.settings import Settings
 from testkit import hosts
 from testkit.services import PgBouncer, ServiceUnavailable
@@ -65,8 +66,8 @@ LOGS = Path(tempfile.gettempdir()) / "memoryd-scale-logs"  # a failed run's work
 POOLER_CONNECTIONS = 8  # PgBouncer's server connections: a quarter of 4 hosts' slots
 SETTINGS = {
     "llm_timeout_seconds": 30.0,  # above the 2 s calls (the chaos harness sets 2 s)
-    "lease_seconds": Settings.model_fields["lease_seconds"].default,
-    "sweep_interval_seconds": Settings.model_fields["sweep_interval_seconds"].default,
+    "lease_seconds": SETTING_FIELDS["lease_seconds"].default,
+    "sweep_interval_seconds": SETTING_FIELDS["sweep_interval_seconds"].default,
 }
 
 
@@ -80,9 +81,9 @@ QUICK = Size(users=8, sessions=2, turns=40, settle_seconds=180)
 def through(bouncer: PgBouncer, settings: Settings) -> Settings:
     """`settings`' database reached through the pooler, told so. The harness migrated
     it directly, as README asks."""
-    database = make_url(settings.resolved_database_url).database
+    database = make_url(settings.storage.resolved_database_url).database
     url = f"{bouncer.server_url()}/{database}"
-    return settings.model_copy(update={"database_url": url, "db_transaction_pooler": True})
+    return settings.updated(**{"database_url": url, "db_transaction_pooler": True})
 
 
 def wait_ready(h: Harness, count: int, timeout: float = 120.0) -> None:
@@ -97,7 +98,7 @@ def wait_ready(h: Harness, count: int, timeout: float = 120.0) -> None:
 
 def batch_spans(settings: Settings) -> tuple[int, list[Span]]:
     """Turns done, and the done batches' spans, oldest batch first."""
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         rows = session.execute(
             select(
                 ExtractionBatch.session_id,
@@ -127,7 +128,7 @@ def measure(servers: Servers, count: int, size: Size, bouncer: PgBouncer | None)
     convs = generate(size.users, size.sessions, size.turns)
     h = Harness("hosts", servers, worker_concurrency=size.concurrency, **SETTINGS)
     outcome = None
-    connections = ConnectionPeak(h.settings.resolved_database_url)  # PostgreSQL's, directly
+    connections = ConnectionPeak(h.settings.storage.resolved_database_url)  # PostgreSQL's, directly
     try:
         if bouncer is not None:
             h.settings = through(bouncer, h.settings)
@@ -165,7 +166,7 @@ def pool_wait(bouncer: PgBouncer | None, settings: Settings) -> float | None:
     """Seconds the run's clients waited for one of PgBouncer's server connections."""
     if bouncer is None:
         return None
-    database = make_url(settings.resolved_database_url).database or ""
+    database = make_url(settings.storage.resolved_database_url).database or ""
     return bouncer.stats(database).get("total_wait_time", 0) / 1e6
 
 

@@ -92,7 +92,7 @@ class AsyncMemoryClient:
         self.settings = settings
         self._closed = False
         self._pool = ThreadPoolExecutor(
-            max_workers=threads or settings.db_pool_size, thread_name_prefix="memoryd-async"
+            max_workers=threads or settings.storage.db_pool_size, thread_name_prefix="memoryd-async"
         )
 
     async def run(self, call: Callable[[], R]) -> R:

@@ -75,7 +75,7 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
                 from memoryd.ingest.dispatch import BackgroundDispatcher
 
                 self._dispatcher = BackgroundDispatcher(self.celery)
-        return self._dispatcher.submit(keys, tracing.headers(self.settings))
+        return self._dispatcher.submit(keys, tracing.headers(self.settings.server))
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until triggers sent so far reached the broker. Scripts need not call it:
@@ -126,7 +126,7 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         key = SessionKey(agent_id, user_id, session_id)
         ids = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
         with tracing.span(self.settings, "memoryd.end_session", **ids) as span:
-            with session_scope(self.settings) as session:
+            with session_scope(self.settings.storage) as session:
                 known = end_session(session, key, utcnow())
             span.set_attribute("memoryd.known", known)
             if known:
@@ -137,7 +137,7 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         self, agent_id: str, user_id: str, session_id: str, token_budget: int = 2000
     ) -> SessionContext:
         """The session's synopsis plus its newest turns verbatim, within `token_budget`."""
-        with session_scope(self.settings, readonly=True) as session:
+        with session_scope(self.settings.storage, readonly=True) as session:
             return session_context(session, SessionKey(agent_id, user_id, session_id), token_budget)
 
     # ---------------------------------------------------------------------------- read side
@@ -195,9 +195,9 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
             )
         if profile is not None:
             if token_budget is None:
-                with session_scope(self.settings, readonly=True) as session:
+                with session_scope(self.settings.storage, readonly=True) as session:
                     agent = agent_config.for_agent(session, self.settings, agent_id)
-                token_budget = agent.context_token_budget
+                token_budget = agent.agent.context_token_budget
             head = self.build_profile_prompt(agent_id, user_id, profile, token_budget // 2)
             rest = token_budget - (estimate_tokens(head) + 1 if head else 0)
             block = self.build_context(query, agent_id, user_id, rest, session_id)
@@ -208,7 +208,7 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         self, reply_text: str, hits: Sequence[Hit], session_id: str | None = None
     ) -> list[int]:
         """Tell memoryd which recalled memories the reply used; they are reinforced."""
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings.storage) as session:
             return mark_referenced(session, self.settings, reply_text, hits, session_id, utcnow())
 
     def remember(
@@ -252,7 +252,7 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         """`remember`, also saying whether the memory was created (False: the scope
         already held it, and this save confirmed it)."""
         scope = Scope(agent_id, user_id)
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings.storage) as session:
             similar = candidates.near(session, self.settings, scope, content)
             return edits.remember(
                 session,
@@ -280,10 +280,10 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         tags: Sequence[str] | None = None,
         shared: bool = False,
     ) -> MemoryOut:
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings.storage) as session:
             saved = edits.update(
                 session,
-                self.settings,
+                self.settings.memories,
                 Scope(agent_id, user_id),
                 memory_id,
                 utcnow(),
@@ -299,7 +299,7 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         self, agent_id: str, user_id: str, memory_id: int, *, shared: bool = False
     ) -> MemoryOut:
         """Soft delete (restorable, history kept)."""
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings.storage) as session:
             return edits.forget(
                 session, Scope(agent_id, user_id), memory_id, utcnow(), shared=shared
             )
@@ -308,10 +308,10 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         self, agent_id: str, user_id: str, memory_id: int, *, shared: bool = False
     ) -> MemoryOut:
         """Bring back an archived, expired or deleted memory."""
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings.storage) as session:
             return edits.restore(
                 session,
-                self.settings,
+                self.settings.memories,
                 Scope(agent_id, user_id),
                 memory_id,
                 utcnow(),
@@ -330,7 +330,7 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         return erased
 
     def get(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:
-        with session_scope(self.settings, readonly=True) as session:
+        with session_scope(self.settings.storage, readonly=True) as session:
             return edits.get(session, Scope(agent_id, user_id), memory_id)
 
     def list(
@@ -348,7 +348,7 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         """The scope's memories of these statuses, newest first; with `as_of`, those
         that had these statuses at that moment, as they were then."""
         as_of = checked_instant(as_of)
-        with session_scope(self.settings, readonly=True) as session:
+        with session_scope(self.settings.storage, readonly=True) as session:
             if as_of is not None:
                 scope = Scope(agent_id, user_id)
                 past = memories_as_of(session, scope, as_of, statuses, categories, tiers)
@@ -364,13 +364,13 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
             )
 
     def history(self, agent_id: str, user_id: str, memory_id: int) -> builtins.list[EventOut]:
-        with session_scope(self.settings, readonly=True) as session:
+        with session_scope(self.settings.storage, readonly=True) as session:
             return edits.history(session, Scope(agent_id, user_id), memory_id)
 
     def health(self, agent_id: str | None = None, user_id: str | None = None) -> MemoryHealth:
         """Memory health figures for one scope, or the whole store without one."""
         scope = Scope(agent_id, user_id) if agent_id and user_id else None
-        with session_scope(self.settings, readonly=True) as session:
+        with session_scope(self.settings.storage, readonly=True) as session:
             return memory_health(session, utcnow(), scope)
 
     def execute_tool(

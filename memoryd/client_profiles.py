@@ -19,7 +19,7 @@ class ProfileMethods:
 
     def profile(self, agent_id: str, user_id: str, type: ProfileType | str) -> ProfileOut:
         """The `user` or `work` document of a scope (the empty one if never written)."""
-        with session_scope(self.settings, readonly=True) as session:
+        with session_scope(self.settings.storage, readonly=True) as session:
             return profiles.get_profile(
                 session, Scope(agent_id, user_id), ProfileType(type), utcnow()
             )
@@ -38,7 +38,7 @@ class ProfileMethods:
         shared: bool = False,
     ) -> ProfileOut:
         """Replace the whole document; raises ProfileRejected naming each bad field."""
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings.storage) as session:
             return profiles.put_profile(
                 session,
                 Scope(agent_id, user_id),
@@ -59,7 +59,7 @@ class ProfileMethods:
     ) -> ProfileOut:
         """Change part of the document with a JSON Merge Patch (RFC 7396): objects merge,
         null removes a field, a list replaces the list."""
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings.storage) as session:
             return profiles.patch_profile(
                 session,
                 Scope(agent_id, user_id),
@@ -79,7 +79,7 @@ class ProfileMethods:
         shared: bool = False,
     ) -> ProfileOut:
         """A disabled document is neither shown in prompts nor updated by extraction."""
-        with session_scope(self.settings) as session:
+        with session_scope(self.settings.storage) as session:
             return profiles.set_status(
                 session,
                 Scope(agent_id, user_id),
@@ -93,7 +93,7 @@ class ProfileMethods:
         self, agent_id: str, user_id: str, type: ProfileType | str
     ) -> builtins.list[ProfileEventOut]:
         """Every change, oldest first, as the merge patch that made it."""
-        with session_scope(self.settings, readonly=True) as session:
+        with session_scope(self.settings.storage, readonly=True) as session:
             return profiles.history(session, Scope(agent_id, user_id), ProfileType(type))
 
     def build_profile_prompt(

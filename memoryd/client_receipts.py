@@ -27,7 +27,7 @@ class ReceiptMethods:
         self, agent_id: str, user_id: str, turn_keys: Sequence[str]
     ) -> list[TurnReceipt]:
         """turn_status of many keys in one read, in their order (unknown keys left out)."""
-        with session_scope(self.settings, readonly=True) as session:
+        with session_scope(self.settings.storage, readonly=True) as session:
             return receipts(session, Scope(agent_id, user_id), turn_keys)
 
     def wait_extracted(

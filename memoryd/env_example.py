@@ -20,7 +20,7 @@ ENV_EXAMPLE_HEADER = """\
 def env_example() -> str:
     """memoryd.env.example: each setting as a commented variable set to its default."""
     lines = [ENV_EXAMPLE_HEADER.rstrip("\n")]
-    for title, part in PARTS:
+    for _, title, part in PARTS:
         lines += ["", f"# === {title} ==="]
         for name, field in part.model_fields.items():
             if field.description:
@@ -50,8 +50,13 @@ def reference() -> str:
     """The reference section: a table per stage, a row per setting with its default and
     its description."""
     tables = []
-    for title, part in PARTS:
-        rows = [f"### {title}", "", "| variable | default | meaning |", "|---|---|---|"]
+    for attribute, title, part in PARTS:
+        rows = [
+            f"### {title} (`settings.{attribute}`)",
+            "",
+            "| variable | default | meaning |",
+            "|---|---|---|",
+        ]
         for name, field in part.model_fields.items():
             shown = _as_set(field.default, unset="none")
             meaning = (field.description or "").replace("|", "\\|")

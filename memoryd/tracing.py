@@ -68,7 +68,7 @@ def span(
 ) -> AbstractContextManager[SpanLike]:
     """A span around a block, the current span's child; `attributes` are ids and counts,
     named memoryd.<name> (None values left out). NO_SPAN when tracing is off."""
-    if not settings.tracing:
+    if not settings.server.tracing:
         return NO_SPAN
     return _span(name, kind, _named(attributes), None)
 

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from memoryd.models.batch_totals import batch_figures
 from memoryd.models.db import session_scope
 from memoryd.models.tables import Turn, TurnStatus
-from memoryd.settings import Settings
+from memoryd.settings import FIELDS, Settings
 from memoryd.worker.app import make_celery
 from memoryd.worker.config import QUEUES
 from testkit.hosts import Host
@@ -27,13 +27,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def settings_env(settings: Settings) -> dict[str, str]:
     """The environment that makes a child process build exactly these settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "OPENAI_"))}
-    for name, value in settings.model_dump().items():
+    for name in FIELDS:
+        value = settings.value(name)
         if value is None:
             continue
         if name == "data_dir":
             value = Path(value).resolve()
         env[f"MEMORYD_{name.upper()}"] = str(value)
-    env["MEMORYD_DATABASE_URL"] = settings.resolved_database_url
+    env["MEMORYD_DATABASE_URL"] = settings.storage.resolved_database_url
     env["PYTHONPATH"] = str(REPO_ROOT)
     return env
 
@@ -140,7 +141,7 @@ def wait_until(
 def pipeline_state(settings: Settings) -> str:
     """Turns by user and status, batches by status and the messages each queue holds:
     whether work stalled in the database or never reached (or left) the broker."""
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         turns = session.execute(
             select(Turn.user_id, Turn.status, func.count()).group_by(Turn.user_id, Turn.status)
         ).all()
@@ -160,7 +161,7 @@ def pipeline_state(settings: Settings) -> str:
 
 def turns_left(settings: Settings) -> int:
     """Turns not yet done or dead-lettered."""
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         return int(
             session.scalar(
                 select(func.count()).where(

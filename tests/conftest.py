@@ -215,9 +215,9 @@ def pooler(pg_server: str) -> Iterator[PgBouncer]:
 
 def through(pooler: PgBouncer, settings: Settings, **overrides: Any) -> Settings:
     """`settings`' PostgreSQL database, reached through the pooler."""
-    database = make_url(settings.resolved_database_url).database
+    database = make_url(settings.storage.resolved_database_url).database
     url = f"{pooler.server_url()}/{database}"
-    return settings.model_copy(update={"database_url": url, **overrides})
+    return settings.updated(**{"database_url": url, **overrides})
 
 
 @pytest.fixture(scope="session")
@@ -299,7 +299,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("sqlite-template")
     settings = Settings(data_dir=folder, database_url=f"sqlite:///{folder / 'memoryd.db'}")
     upgrade(settings)
-    get_engine(settings).dispose()  # the last connection closed moves the WAL into the file
+    get_engine(settings.storage).dispose()  # the last connection closed moves the WAL into the file
     path = folder / "memoryd.db"
     assert not path.with_name("memoryd.db-wal").exists()
     return path
@@ -344,7 +344,7 @@ def db(settings: Settings) -> Iterator[Session]:
     """A session on the test's database. On SQLite it begins DEFERRED like a reader, so
     looking at results never blocks the code under test; a test that writes through it
     commits what it wants others to see."""
-    engine = get_engine(settings).execution_options(**{READONLY: True})
+    engine = get_engine(settings.storage).execution_options(**{READONLY: True})
     session = sessionmaker(engine, expire_on_commit=False)()
     try:
         yield session
@@ -362,8 +362,8 @@ def fake_llm() -> Iterator[FakeLLM]:
 
 def with_llm(settings: Settings, llm: FakeLLM, **overrides: Any) -> Settings:
     """Point settings at the fake LLM, with fast retries so fault tests stay quick."""
-    return settings.model_copy(
-        update={
+    return settings.updated(
+        **{
             "llm_base_url": llm.base_url,
             "llm_api_key": "test-key",
             "llm_backoff_max_seconds": 0.2,

@@ -85,5 +85,5 @@ def retrieve(session: Session, settings: Settings, memories: list[Memory], now: 
     )
     hits = [Hit.from_memory(memory, score=1.0, parts=parts) for memory in memories]
     scope = Scope(memories[0].agent_id, memories[0].user_id)
-    log_retrieval(session, settings, scope, hits, "what do you remember", None, now)
-    fold_chunk(session, settings)
+    log_retrieval(session, settings.recall, scope, hits, "what do you remember", None, now)
+    fold_chunk(session, settings.memories)

@@ -79,7 +79,7 @@ def test_the_async_client_gives_what_the_sync_client_gives(settings: Settings) -
 def writes_held(settings: Settings, memory_id: int) -> Iterator[object]:
     """Another connection holds what a change of `memory_id` needs: SQLite's write lock,
     or PostgreSQL's lock on the memory's row. Commits when the block ends."""
-    url = make_url(settings.resolved_database_url)
+    url = make_url(settings.storage.resolved_database_url)
     if url.get_backend_name() == "sqlite":
         holder = sqlite3.connect(str(url.database), isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")

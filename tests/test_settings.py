@@ -12,26 +12,30 @@ from pydantic import ValidationError
 
 from memoryd.env_names import OTHER_VARIABLES, setting_variables
 from memoryd.models.db import describe_db_error
-from memoryd.settings import Settings, explain, get_settings, masked_url
+from memoryd.settings import FIELDS as SETTING_FIELDS
+from memoryd.settings import PART_OF, PARTS, Settings, explain, get_settings, masked_url
 
 
 def test_openai_variables_configure_the_llm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     settings = Settings()
-    assert (settings.llm_api_key, settings.llm_base_url) == ("sk-test", "http://127.0.0.1:9/v1")
-    assert settings.llm_configured
+    assert (settings.llm.llm_api_key, settings.llm.llm_base_url) == (
+        "sk-test",
+        "http://127.0.0.1:9/v1",
+    )
+    assert settings.llm.llm_configured
     monkeypatch.setenv("MEMORYD_OFFLINE_EXTRACTOR", "true")
-    assert not Settings().llm_configured
+    assert not Settings().llm.llm_configured
 
 
 def test_memoryd_variables_win_and_field_names_work(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
     monkeypatch.setenv("MEMORYD_LLM_API_KEY", "sk-memoryd")
     monkeypatch.setenv("MEMORYD_BATCH_SIZE", "8")
-    assert Settings().llm_api_key == "sk-memoryd"
-    assert Settings().batch_size == 8
-    assert Settings(llm_base_url="http://x/v1").llm_base_url == "http://x/v1"
+    assert Settings().llm.llm_api_key == "sk-memoryd"
+    assert Settings().extraction.batch_size == 8
+    assert Settings(llm_base_url="http://x/v1").llm.llm_base_url == "http://x/v1"
 
 
 def test_injection_rules_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,14 +43,17 @@ def test_injection_rules_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("MEMORYD_INJECT_FIRST_ROUND_EMPTY", "true")
     monkeypatch.setenv("MEMORYD_INJECT_MIN_QUERY_LENGTH", "4")
     settings = Settings()
-    assert settings.inject_long_term_triggers == ("deploy", "部署")
-    assert (settings.inject_first_round_empty, settings.inject_min_query_length) == (True, 4)
+    assert settings.agent.inject_long_term_triggers == ("deploy", "部署")
+    assert (settings.agent.inject_first_round_empty, settings.agent.inject_min_query_length) == (
+        True,
+        4,
+    )
 
 
 def test_embedded_defaults() -> None:
     settings = Settings(data_dir="/tmp/memoryd-x")
-    assert settings.resolved_database_url == "sqlite:////tmp/memoryd-x/memoryd.db"
-    assert settings.broker_url == "filesystem://"
+    assert settings.storage.resolved_database_url == "sqlite:////tmp/memoryd-x/memoryd.db"
+    assert settings.storage.broker_url == "filesystem://"
 
 
 @pytest.mark.parametrize(
@@ -83,9 +90,9 @@ def test_an_empty_variable_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORYD_DATABASE_URL", "")
     monkeypatch.setenv("MEMORYD_EXTRACTION_MODEL", "")
     settings = Settings()
-    assert settings.llm_base_url is None
-    assert settings.resolved_database_url.startswith("sqlite:///")
-    assert settings.extraction_model == "gpt-4o-mini"
+    assert settings.llm.llm_base_url is None
+    assert settings.storage.resolved_database_url.startswith("sqlite:///")
+    assert settings.llm.extraction_model == "gpt-4o-mini"
 
 
 @pytest.mark.parametrize(
@@ -147,7 +154,7 @@ def test_a_bad_url_is_named_with_its_password_masked(name: str, url: str) -> Non
 def test_a_password_is_masked_wherever_the_url_holds_it(url: str, shown: str) -> None:
     assert shown in masked_url(url) and "s3cret" not in masked_url(url)
     if url.startswith("postgresql"):  # as `memoryd migrate` and the CLI say it
-        said = describe_db_error(RuntimeError("refused"), Settings(database_url=url))
+        said = describe_db_error(RuntimeError("refused"), Settings(database_url=url).storage)
         assert "s3cret" not in said
 
 
@@ -163,7 +170,7 @@ def test_an_unknown_memoryd_variable_is_named_once_with_the_closest_one(
     get_settings.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger="memoryd.env_names"):
-            assert get_settings().batch_size == 20
+            assert get_settings().extraction.batch_size == 20
             get_settings.cache_clear()
             get_settings()
     finally:
@@ -187,4 +194,58 @@ def test_every_memoryd_variable_the_project_reads_is_known() -> None:
     )
     names = {name for path in files for name in read.findall(path.read_text(errors="replace"))}
     assert names >= {"MEMORYD_TEST_PG", "MEMORYD_BENCH_PG", "MEMORYD_PG_MAX_CONNECTIONS"}
-    assert names - set(setting_variables(Settings.model_fields)) == set(OTHER_VARIABLES)
+    assert names - set(setting_variables(SETTING_FIELDS)) == set(OTHER_VARIABLES)
+
+
+def test_settings_are_held_by_stage_under_their_variable_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert len(Settings.model_fields) < 30  # one field per stage, not one per setting
+    held = [name for _, _, part in PARTS for name in part.model_fields]
+    assert len(held) == len(set(held)) == len(SETTING_FIELDS)  # a name in one part only
+    # Every whole-number variable, set to a value other than its default, reaches its part.
+    numbers = [
+        (name, field)
+        for name, field in SETTING_FIELDS.items()
+        if type(field.default) is int and name not in NO_SIMPLE_CHANGE
+    ]
+    assert len({PART_OF[name] for name, _ in numbers}) >= 8
+    for name, field in numbers:
+        monkeypatch.setenv(f"MEMORYD_{name.upper()}", str(field.default + 1))
+        settings = Settings()
+        assert getattr(getattr(settings, PART_OF[name]), name) == field.default + 1, name
+        monkeypatch.delenv(f"MEMORYD_{name.upper()}")
+    assert Settings() == Settings.model_construct()
+
+
+# Integer settings whose default + 1 breaks a rule between settings.
+NO_SIMPLE_CHANGE = {"extract_memory_tokens"}
+
+
+def test_a_setting_is_given_and_changed_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORYD_FUSION_RRF_K", "3")
+    settings = Settings(batch_size=8, recall={"rerank_top_n": 5})
+    assert (settings.extraction.batch_size, settings.recall.rerank_top_n) == (8, 5)
+    assert settings.recall.fusion_rrf_k == 3  # the environment fills what was not given
+    changed = settings.updated(prefetch_limit=40, fusion_rrf_k=4)
+    assert (changed.extraction.prefetch_limit, changed.recall.fusion_rrf_k) == (40, 4)
+    assert (changed.extraction.batch_size, settings.extraction.prefetch_limit) == (8, 20)
+    assert changed.value("prefetch_limit") == 40
+    assert hash(changed) != hash(settings) and changed == settings.updated(
+        prefetch_limit=40, fusion_rrf_k=4
+    )
+    with pytest.raises(ValidationError) as raised:
+        Settings(recall={"rerank_top_m": 5})  # a part takes only its own names
+    assert "rerank_top_m" in str(raised.value)
+
+
+def test_a_mistake_between_settings_of_one_stage_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MEMORYD_MIN_CONFIDENCE", "0.9")
+    monkeypatch.setenv("MEMORYD_LONG_TERM_CONFIDENCE", "0.8")
+    with pytest.raises(ValidationError) as raised:
+        Settings()
+    assert explain(raised.value) == [
+        "MEMORYD_LONG_TERM_CONFIDENCE must be >= MEMORYD_MIN_CONFIDENCE (got 0.8 < 0.9)"
+    ]

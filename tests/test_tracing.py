@@ -52,7 +52,7 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 
 def traced(settings: Settings) -> Settings:
-    return settings.model_copy(update={"tracing": True})
+    return settings.updated(**{"tracing": True})
 
 
 def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
@@ -158,14 +158,14 @@ def test_a_failed_llm_call_records_the_error_type_not_its_message(
 def test_off_by_default_nothing_is_recorded(
     settings: Settings, spans: InMemorySpanExporter
 ) -> None:
-    assert not settings.tracing
+    assert not settings.server.tracing
     client = MemoryClient(settings, dispatch=False)
     client.enqueue_turns(turns())
     client.recall(ASKED, "bot", "ann")
     client.build_context(ASKED, "bot", "ann")
     assert spans.get_finished_spans() == ()
     assert tracing.span(settings, "memoryd.recall") is tracing.NO_SPAN
-    assert tracing.headers(settings) is None
+    assert tracing.headers(settings.server) is None
 
 
 def test_off_the_sdk_is_never_imported(tmp_path: Path) -> None:

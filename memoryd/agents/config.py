@@ -2,7 +2,7 @@
 Settings copy that recall, context and extraction then run with.
 
 An agent's row names the Settings fields it overrides; NULL means "the default". The
-effective settings are `settings.model_copy(update=overrides)`, so every stage reads
+effective settings are `settings.updated(**overrides)`, so every stage reads
 them exactly as it reads any other setting.
 """
 
@@ -104,7 +104,7 @@ def for_agent(session: Session, settings: Settings, agent_id: str) -> Settings:
     overrides = agent.model_dump(exclude_none=True, mode="json")
     # Settings are frozen and hashable (extractors are cached by them): lists go in as tuples.
     overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
-    return settings.model_copy(update=overrides) if overrides else settings
+    return settings.updated(**overrides) if overrides else settings
 
 
 def describe(session: Session, settings: Settings, agent_id: str) -> AgentSettingsOut:
@@ -113,7 +113,7 @@ def describe(session: Session, settings: Settings, agent_id: str) -> AgentSettin
     return AgentSettingsOut(
         agent_id=agent_id,
         overrides=overrides,
-        effective={name: getattr(effective, name) for name in FIELDS},
+        effective={name: effective.value(name) for name in FIELDS},
     )
 
 
@@ -152,5 +152,5 @@ def categories_for(settings: AgentDefaults, requested: Sequence[str] | None) -> 
 
 def extraction_settings(settings: Settings, agent_id: str) -> Settings:
     """The agent's settings for one extraction task (its own short read)."""
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         return for_agent(session, settings, agent_id)

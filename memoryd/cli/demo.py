@@ -35,24 +35,22 @@ QUESTIONS = {"alice": "Where does Ali live now?", "bo": "小波喜欢喝什么�
 
 def demo_settings(base: Settings) -> Settings:
     """Embedded everything in a fresh folder; the LLM settings are kept as configured."""
-    return base.model_copy(
-        update={
-            "data_dir": DEMO_DIR,
-            "database_url": "",
-            "broker_url": "filesystem://",
-            "result_backend": None,
-            "batch_size": 8,
-        }
+    return base.updated(
+        data_dir=DEMO_DIR,
+        database_url="",
+        broker_url="filesystem://",
+        result_backend=None,
+        batch_size=8,
     )
 
 
 def worker_env(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
-        MEMORYD_DATA_DIR=str(settings.data_dir.resolve()),
-        MEMORYD_DATABASE_URL=f"sqlite:///{(settings.data_dir / 'memoryd.db').resolve()}",
+        MEMORYD_DATA_DIR=str(settings.storage.data_dir.resolve()),
+        MEMORYD_DATABASE_URL=f"sqlite:///{(settings.storage.data_dir / 'memoryd.db').resolve()}",
         MEMORYD_BROKER_URL="filesystem://",
-        MEMORYD_BATCH_SIZE=str(settings.batch_size),
+        MEMORYD_BATCH_SIZE=str(settings.extraction.batch_size),
     )
     env.pop("MEMORYD_RESULT_BACKEND", None)
     return env
@@ -87,7 +85,7 @@ def load_sample() -> dict[str, Any]:
 def wait_for(settings: Settings, session_id: str, worker: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
-        with session_scope(settings, readonly=True) as session:
+        with session_scope(settings.storage, readonly=True) as session:
             left = session.scalar(
                 select(func.count()).where(
                     Turn.session_id == session_id,
@@ -103,7 +101,7 @@ def wait_for(settings: Settings, session_id: str, worker: subprocess.Popen[bytes
 
 
 def print_results(settings: Settings) -> None:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         memories = session.scalars(
             select(Memory).order_by(Memory.user_id, Memory.status, Memory.id)
         ).all()
@@ -161,7 +159,7 @@ def run_demo(base: Settings) -> int:
             worker.kill()
     print_results(settings)
     print_read_side(settings)
-    if not settings.llm_configured:
+    if not settings.llm.llm_configured:
         print(
             "\nAll memories above were produced by the offline extractor "
             "(metadata extractor=offline)."
@@ -183,16 +181,16 @@ def print_read_side(settings: Settings) -> None:
 
 
 def _say_what_extracts(settings: Settings) -> None:
-    if settings.llm_configured:
-        where = masked_url(settings.llm_base_url or "") or "OpenAI"
-        model = settings.extraction_model
+    if settings.llm.llm_configured:
+        where = masked_url(settings.llm.llm_base_url or "") or "OpenAI"
+        model = settings.llm.extraction_model
         print(f"memoryd demo: extracting with the LLM at {where} (model {model})")
     else:
         print(
             "memoryd demo: no LLM configured (set OPENAI_API_KEY or MEMORYD_LLM_BASE_URL); "
             "using the OFFLINE rule-based extractor, which only catches explicit statements"
         )
-    database = masked_url(settings.resolved_database_url)
+    database = masked_url(settings.storage.resolved_database_url)
     print(f"database: {database}   broker: filesystem ({DEMO_DIR}/broker)")
 
 

@@ -19,7 +19,7 @@ from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
 from memoryd.models.db import describe_db_error
-from memoryd.settings import Settings, WorkerSettings, explain, get_settings, masked_url
+from memoryd.settings import FIELDS, Settings, explain, get_settings, masked_url
 
 # ------------------------------------------------------------------------------- commands
 
@@ -27,8 +27,8 @@ from memoryd.settings import Settings, WorkerSettings, explain, get_settings, ma
 def cmd_migrate(settings: Settings, _ns: argparse.Namespace) -> int:
     from memoryd.models.migrate import upgrade
 
-    upgrade(settings, wait_seconds=settings.startup_wait_seconds)
-    print(f"migrated {masked_url(settings.resolved_database_url)} to head")
+    upgrade(settings, wait_seconds=settings.worker.startup_wait_seconds)
+    print(f"migrated {masked_url(settings.storage.resolved_database_url)} to head")
     return 0
 
 
@@ -38,9 +38,9 @@ def _exec_celery(args: list[str]) -> int:
     return 0  # pragma: no cover - execv does not return
 
 
-def cmd_worker(settings: WorkerSettings, ns: argparse.Namespace) -> int:
+def cmd_worker(settings: Settings, ns: argparse.Namespace) -> int:
     # LLM calls are I/O bound: a threads pool with high concurrency keeps the CPU busy.
-    concurrency = ns.concurrency or settings.worker_concurrency
+    concurrency = ns.concurrency or settings.worker.worker_concurrency
     if ns.queues is None:
         from memoryd.worker.config import QUEUES
 
@@ -125,7 +125,7 @@ def _add_process_commands(add: AddCommand) -> None:
         type=int,
         default=None,
         help="threads (or processes) of the pool (default: MEMORYD_WORKER_CONCURRENCY, "
-        f"{Settings.model_fields['worker_concurrency'].default})",
+        f"{FIELDS['worker_concurrency'].default})",
     )
     p.add_argument(
         "--queues",
@@ -183,7 +183,7 @@ def _run(argv: Sequence[str] | None) -> int:
             print(f"memoryd: {field}: {message}", file=sys.stderr)
         return 2
     except SQLAlchemyError as exc:
-        print(f"memoryd: {describe_db_error(exc, settings)}", file=sys.stderr)
+        print(f"memoryd: {describe_db_error(exc, settings.storage)}", file=sys.stderr)
         return 1
     except (MemorydError, OSError, ValueError, subprocess.CalledProcessError) as exc:
         print(f"memoryd: {exc}", file=sys.stderr)

@@ -26,13 +26,13 @@ def cmd_mcp(settings: Settings, ns: argparse.Namespace) -> int:
     from memoryd.models.migrate import check_ready
 
     # Like `memoryd serve`: refuse a database that is unreachable or not migrated.
-    check_ready(settings, wait_seconds=settings.startup_wait_seconds)
-    keys = KeyCache(settings, settings.api_key_cache_seconds)
-    if not ns.http and (problem := _stdio_key_problem(settings, keys)):
+    check_ready(settings, wait_seconds=settings.worker.startup_wait_seconds)
+    keys = KeyCache(settings, settings.server.api_key_cache_seconds)
+    if not ns.http and (problem := _stdio_key_problem(settings.server, keys)):
         print(f"memoryd mcp: {problem}", file=sys.stderr)
         return 2
     # Over HTTP every call acts with its own request's key, never with MEMORYD_MCP_KEY.
-    stdio_key = None if ns.http else settings.mcp_key
+    stdio_key = None if ns.http else settings.server.mcp_key
     tools = server.MemoryTools(settings, MemoryClient(settings), keys, stdio_key)
     try:
         if ns.http:

@@ -113,7 +113,7 @@ def cmd_export(settings: Settings, ns: argparse.Namespace) -> int:
 
     out = open(ns.file, "w", encoding="utf-8") if ns.file else sys.stdout  # noqa: SIM115
     try:
-        with session_scope(settings, readonly=True) as session:
+        with session_scope(settings.storage, readonly=True) as session:
             for line in export_memories(session, ns.agent or None, ns.user or None):
                 out.write(line + "\n")
     finally:

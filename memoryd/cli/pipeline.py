@@ -131,7 +131,7 @@ def cmd_retry(settings: Settings, ns: argparse.Namespace) -> int:
     from memoryd.models.db import session_scope, utcnow
 
     which = _dead_letter_filter(ns)
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         count = retry_failed(session, utcnow(), **which)
     print(f"{count} failed turns back to pending; the next sweep extracts them")
     return 0
@@ -146,7 +146,7 @@ def cmd_skip_or_purge(settings: Settings, ns: argparse.Namespace) -> int:
     else:
         settle, done = skip_failed, "skipped: kept as history, never extracted"
     which = _dead_letter_filter(ns)
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         count = settle(session, **which)
     print(f"{count} failed turns {done}")
     return 0

@@ -27,7 +27,7 @@ def cmd_serve(settings: Settings, ns: argparse.Namespace) -> int:
     from memoryd.models.migrate import check_ready
 
     # Like a worker: refuse to serve a database that is unreachable or not migrated.
-    check_ready(settings, wait_seconds=settings.startup_wait_seconds)
+    check_ready(settings, wait_seconds=settings.worker.startup_wait_seconds)
     if ns.workers > 1:
         # Each worker process counts on its own; /metrics adds them up from this folder.
         os.environ.setdefault(MULTIPROC_ENV, tempfile.mkdtemp(prefix="memoryd-metrics-"))
@@ -49,7 +49,7 @@ def cmd_serve(settings: Settings, ns: argparse.Namespace) -> int:
 def cmd_keys(settings: Settings, ns: argparse.Namespace) -> int:
     from memoryd.server.keys import KeySpec, create_key, list_keys, revoke_key
 
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         if ns.action == "create":
             spec = KeySpec(name=ns.name, agent_ids=ns.agent or [], user_id=ns.user, admin=ns.admin)
             key, secret = create_key(session, spec, utcnow())
@@ -71,7 +71,7 @@ def cmd_keys(settings: Settings, ns: argparse.Namespace) -> int:
             revoke_key(session, ns.id, utcnow())
             print(
                 f"key {ns.id} revoked (servers stop accepting it within "
-                f"{settings.api_key_cache_seconds:g} s)"
+                f"{settings.server.api_key_cache_seconds:g} s)"
             )
     return 0
 

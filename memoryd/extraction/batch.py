@@ -101,13 +101,13 @@ def extract_session(
     # Per-agent memory settings (memoryd/agents): prefetch, categories, memory on or off.
     settings = agent_config.extraction_settings(settings, key.agent_id)
     if extractor is None:
-        extractor = get_extractor(settings) if settings.memory_enabled else NoExtraction()
+        extractor = get_extractor(settings) if settings.agent.memory_enabled else NoExtraction()
     stats = ExtractStats()
     # No batch starts that its LLM calls, at their longest, could carry past the soft
     # limit: the prefork pool would cut it off there, its call wasted.
-    longest_call = settings.llm_timeout_seconds * (settings.llm_retries + 1)
-    stop_at = time.monotonic() + settings.task_soft_time_limit_seconds - longest_call
-    for _ in range(settings.extract_batches_per_task):
+    longest_call = settings.llm.llm_timeout_seconds * (settings.llm.llm_retries + 1)
+    stop_at = time.monotonic() + settings.worker.task_soft_time_limit_seconds - longest_call
+    for _ in range(settings.extraction.extract_batches_per_task):
         prepared = prepare.claim(settings, key, extractor)
         if isinstance(prepared, prepare.Refusal):
             stats.circuit_open = prepared.circuit_open
@@ -144,7 +144,7 @@ def _propose(
     claim = prepared.claim
     started = time.perf_counter()
     try:
-        with kept_alive(settings, _renewal(settings, claim), f"batch-{claim.batch_id}"):
+        with kept_alive(settings, _renewal(settings.extraction, claim), f"batch-{claim.batch_id}"):
             prepare.show(settings, prepared)
             proposal = extractor.extract(
                 prepared.turns, prepared.memories, profiles=prepared.profiles, keys=prepared.keys
@@ -186,7 +186,7 @@ def _write(
     """The batch's write phase in one transaction. None when it wrote nothing (a lost
     lease or a failure, recorded in `stats`)."""
     try:
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             return apply_proposal(
                 session, settings, prepared, proposal, clock(), extractor.uses_llm
             )
@@ -278,9 +278,9 @@ def _write_memories(
     apply the profile updates, under the scope's lock."""
     claim = prepared.claim
     facts = [*proposal.facts, *(e.as_fact() for e in proposal.experiences)]
-    accepted, rejected = gate_facts(facts, settings)
+    accepted, rejected = gate_facts(facts, settings.extraction)
     rejected.update(proposal.dropped)
-    accepted = keep_categories(settings, accepted, rejected)  # per-agent
+    accepted = keep_categories(settings.agent, accepted, rejected)  # per-agent
     said_at = max(t.created_at for t in claim.turns)  # when the user said it
     counts = reconcile_facts(
         session,
@@ -298,7 +298,7 @@ def _write_memories(
     )
     profile_updates, profile_rejected = apply_updates(
         session,
-        settings,
+        settings.extraction,
         claim.key.scope,
         proposal.profile_updates,
         said_at,

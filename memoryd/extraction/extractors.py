@@ -35,7 +35,7 @@ class LLMExtractor:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.client = LLMClient(settings)
-        self.prompt = load_prompt(settings.extract_prompt)
+        self.prompt = load_prompt(settings.llm.extract_prompt)
 
     def extract(
         self,
@@ -51,12 +51,12 @@ class LLMExtractor:
             turns=render_turns(turns, zone),
             memories=render_memories(memories),
             keys=render_keys(keys),
-            profiles=render_profiles(profiles or {}, self.settings),
+            profiles=render_profiles(profiles or {}, self.settings.extraction),
         )
         result = self.client.complete_json(
-            self.settings.extraction_model, messages, ExtractionOutput
+            self.settings.llm.extraction_model, messages, ExtractionOutput
         )
-        strict = self.settings.small_model_checks
+        strict = self.settings.llm.small_model_checks
         mended = amend(result.value.facts, turns, memories, keys, zone, strict, self.prompt.system)
         return Proposal(
             facts=mended.facts,
@@ -124,9 +124,9 @@ _llm_extractors: Shared[LLMExtractor] = Shared(size=8)
 def get_extractor(settings: Settings) -> Extractor:
     """One LLM client per model and endpoint per process, so HTTP connections are reused
     by every agent: agents' overrides make Settings copies that differ in other fields."""
-    if not settings.llm_configured:
+    if not settings.llm.llm_configured:
         return OfflineExtractor()
-    key = (settings.extraction_model, settings.extract_prompt, *client_key(settings))
+    key = (settings.llm.extraction_model, settings.llm.extract_prompt, *client_key(settings))
     shared = _llm_extractors.get(key, lambda: LLMExtractor(settings))
     if shared.settings is settings:
         return shared

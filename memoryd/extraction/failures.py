@@ -48,13 +48,15 @@ def fail_batch(
         return 0  # the lease was lost: its turns went back already
     transient = kind == FailureKind.TRANSIENT
     counted = not transient and not split_failed(session, claim)
-    dead = return_turns(session, settings, claim.key, claim.batch_id, count_attempt=counted)
+    dead = return_turns(
+        session, settings.extraction, claim.key, claim.batch_id, count_attempt=counted
+    )
     if dead:
         end_split(session, claim.key)
     if transient:
-        back_off(session, settings, claim.key, database_time(session))
+        back_off(session, settings.extraction, claim.key, database_time(session))
         if llm_down:
-            circuit.record_failure(session, settings, database_time(session))
+            circuit.record_failure(session, settings.extraction, database_time(session))
     session.execute(
         update(ExtractionBatch)
         .where(ExtractionBatch.id == claim.batch_id)
@@ -75,7 +77,7 @@ def record_failure(
     None when even that failed (database down): the lease then runs out and the sweeper
     returns the turns, so nothing is lost either way."""
     try:
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             dead = fail_batch(session, settings, claim, kind, error, now, llm_down)
     except Exception as exc:
         log_failure(log, f"could not record the failure of batch {claim.batch_id}", exc)
@@ -85,6 +87,6 @@ def record_failure(
             "%d turns of %s dead-lettered after %d attempts; `memoryd retry` re-drives them",
             dead,
             claim.key,
-            settings.max_attempts,
+            settings.extraction.max_attempts,
         )
     return dead

@@ -70,17 +70,19 @@ class Refusal:
 def claim(settings: Settings, key: SessionKey, extractor: Extractor) -> Prepared | Refusal:
     """Claim the next batch of the session and read its turns and documents, in one
     transaction."""
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         now = database_time(session)
         state = circuit.read(session) if extractor.uses_llm else None
         if state is not None and state.is_open(now, settings):
             return Refusal(circuit_open=True)
         budget = turn_budget(settings)
-        claimed = claim_batch(session, settings, key, now, token_budget=budget, cost=turn_cost)
+        claimed = claim_batch(
+            session, settings.extraction, key, now, token_budget=budget, cost=turn_cost
+        )
         if claimed is None:
             return Refusal()
         if state is not None and state.is_half_open(now, settings):
-            if not circuit.take_probe(session, settings, state, now):
+            if not circuit.take_probe(session, settings.extraction, state, now):
                 session.rollback()  # another worker is probing the endpoint
                 return Refusal(circuit_open=True)
             log.warning("LLM circuit half-open: batch %s probes the endpoint", claimed.batch_id)
@@ -110,15 +112,21 @@ def show(settings: Settings, prepared: Prepared) -> None:
     ]
     text = "\n".join(said)
     vector = query_vector(settings, text)  # before the transaction: it may be a call
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         uses = key_index.keys_in_use(session, scope)
         prepared.key_aliases = key_index.aliases(session, scope)
         hits = related(
-            session, settings, scope, text, settings.prefetch_limit, vector=vector, fill=True
+            session,
+            settings,
+            scope,
+            text,
+            settings.extraction.prefetch_limit,
+            vector=vector,
+            fill=True,
         )
     prepared.scope_keys = {u.key for u in uses}
-    left = settings.extract_memory_tokens - estimate_tokens(
-        render_profiles(prepared.profiles, settings)
+    left = settings.extraction.extract_memory_tokens - estimate_tokens(
+        render_profiles(prepared.profiles, settings.extraction)
     )
     hit_keys = [key_for(h.name, h.content) for h in hits]
     keys = offered_keys([u.key for u in uses], text, hit_keys, left // 4)

@@ -110,8 +110,12 @@ def prompt_overhead(version: str = EXTRACT_PROMPT) -> int:
 
 
 def turn_budget(settings: Settings) -> int:
-    overhead = prompt_overhead(settings.extract_prompt)
-    return settings.extract_max_prompt_tokens - overhead - settings.extract_memory_tokens
+    overhead = prompt_overhead(settings.llm.extract_prompt)
+    return (
+        settings.extraction.extract_max_prompt_tokens
+        - overhead
+        - settings.extraction.extract_memory_tokens
+    )
 
 
 def fit_memories(memories: Sequence[MemoryView], budget: int) -> list[MemoryView]:

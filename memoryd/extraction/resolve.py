@@ -64,7 +64,7 @@ def resolve(
     scope = prepared.claim.key.scope
     asks = isinstance(extractor, LLMExtractor)
     vectors = new_key_vectors(settings, prepared, proposal.facts) if asks else {}
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         prepared.nearby = nearby(session, settings, scope, facts)
         unsettled = _unsettled(session, settings, prepared, proposal.facts, vectors) if asks else []
     if unsettled and isinstance(extractor, LLMExtractor):
@@ -101,7 +101,7 @@ def _unsettled(
         key = key_for(fact.name, fact.content)
         if not key or fact.replaces is not None or fact.same_as is not None:
             continue
-        if fact.confidence < settings.min_confidence:
+        if fact.confidence < settings.extraction.min_confidence:
             continue  # the gate drops it: not worth a call
         memories = [] if fact.single else _same_key(session, scope, key, fact, first_prompt)
         if key not in prepared.scope_keys:
@@ -147,14 +147,14 @@ def _ask(
     # out are kept, as a fact of a list-like key leaves them without a decision.
     views = fit_memories(
         list(dict.fromkeys(v for _, shown in unsettled for v in shown)),
-        settings.extract_memory_tokens,
+        settings.extraction.extract_memory_tokens,
     )
     messages = load_prompt(RESOLVE_PROMPT).render(
         facts="\n".join(render_fact(i, fact) for i, (fact, _) in enumerate(unsettled, 1)),
         memories=render_memories(views),
     )
     given = {v.alias for v in views}
-    result = extractor.client.complete_json(settings.extraction_model, messages, ResolveOutput)
+    result = extractor.client.complete_json(settings.llm.extraction_model, messages, ResolveOutput)
     proposal.llm_calls += result.calls
     proposal.tokens_in += result.tokens_in
     proposal.tokens_out += result.tokens_out

@@ -16,7 +16,7 @@ from memoryd.settings import Settings
 
 
 def pipeline_stats(settings: Settings) -> dict[str, Any]:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         # Waiting, in extraction, dead-lettered: through their partial indexes.
         counted = {str(s): count_turns(session, s) for s in INDEXED_TURN_STATUSES}
         turns = {status: n for status, n in counted.items() if n}

@@ -113,15 +113,15 @@ def _not_ahead_of_the_clock(
     and its facts would outrank what the user says next."""
     if all(turn.timestamp is None for _index, turn in good):
         return good  # the common case costs no clock read
-    now = database_now(settings)
-    latest = now + timedelta(seconds=settings.max_clock_skew_seconds)
+    now = database_now(settings.storage)
+    latest = now + timedelta(seconds=settings.ingest.max_clock_skew_seconds)
     kept: list[tuple[int, TurnIn]] = []
     for index, turn in good:
         if turn.timestamp is not None and turn.timestamp > latest:
             message = (
                 f"timestamp {turn.timestamp.isoformat()} is ahead of the database clock "
                 f"({now.isoformat(timespec='seconds')}) by more than "
-                f"{settings.max_clock_skew_seconds:g} s (MEMORYD_MAX_CLOCK_SKEW_SECONDS): "
+                f"{settings.ingest.max_clock_skew_seconds:g} s (MEMORYD_MAX_CLOCK_SKEW_SECONDS): "
                 "fix the sender's clock, or leave timestamp out to mean now"
             )
             bad.append(_rejected(index, "timestamp", message))
@@ -196,14 +196,14 @@ def ingest(
     Returns the result and the sessions to trigger, which the caller sends only now that
     the turns are committed.
     """
-    good, bad = _validate(items, settings, key_prefix)
+    good, bad = _validate(items, settings.ingest, key_prefix)
     good = _not_ahead_of_the_clock(settings, good, bad)
     result, due = IngestResult(), list[SessionKey]()
     if good:  # no transaction at all when every item was rejected
         try:
             # One statement on PostgreSQL, so autocommit makes it a single round trip.
-            with write_connection(settings) as conn:
-                result, due = store_turns(conn, settings, [t for _i, t in good], now)
+            with write_connection(settings.storage) as conn:
+                result, due = store_turns(conn, settings.extraction, [t for _i, t in good], now)
         except REFUSED_BY_DATABASE:
             # The database refused a row that passed validation: store item by item, so
             # the refused one costs only itself.
@@ -222,8 +222,8 @@ def _store_one_by_one(
     result, due = IngestResult(), list[SessionKey]()
     for index, turn in good:
         try:
-            with write_connection(settings) as conn:
-                one, one_due = store_turns(conn, settings, [turn], now)
+            with write_connection(settings.storage) as conn:
+                one, one_due = store_turns(conn, settings.extraction, [turn], now)
         except REFUSED_BY_DATABASE as error:
             reason = str(getattr(error, "orig", None) or error).splitlines()[0]
             log.warning("the database refused turn %d of a bulk call: %s", index, reason)

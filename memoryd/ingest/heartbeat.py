@@ -36,10 +36,10 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._run, name=f"lease-{name}", daemon=True)
 
     def _run(self) -> None:
-        interval = self.settings.lease_seconds / 3
+        interval = self.settings.extraction.lease_seconds / 3
         while not self._stop.wait(interval):
             try:
-                with session_scope(self.settings) as session:
+                with session_scope(self.settings.storage) as session:
                     if not self.renew(session, database_time(session)):
                         self.lost = True
                         log.warning("%s: lease lost while working", self._thread.name)

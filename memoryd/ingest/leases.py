@@ -224,7 +224,9 @@ def finish_turns(session: Session, settings: Settings, claim: Claim) -> int:
         .where(*session_pk(claim.key))
         .values(
             pending_count=_less_pending(session, done),
-            compress_due=compress_due(settings, func.coalesce(ChatSession.summary_upto, 0)),
+            compress_due=compress_due(
+                settings.maintenance, func.coalesce(ChatSession.summary_upto, 0)
+            ),
             transient_failures=0,  # a batch went through: no back-off left
             retry_at=None,
         )

@@ -44,25 +44,25 @@ def run_sweep(settings: Settings, now: datetime | None = None, limit: int = 1000
     open nothing is triggered; when it is half-open, one session (the probe). `now`
     defaults to the database's clock, the one leases are written with."""
     result = SweepResult()
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         keys = stranded_sessions(session, now or database_time(session), limit)
     for key in keys:  # one short transaction each: a sweep never holds many row locks
         try:
-            with session_scope(settings) as session:
+            with session_scope(settings.storage) as session:
                 chat = lock_session(session, key)
                 if chat is not None:
                     result.returned_turns += recover_stranded(
-                        session, settings, chat, now or database_time(session)
+                        session, settings.extraction, chat, now or database_time(session)
                     )
         except OperationalError as exc:  # e.g. its row locked past lock_timeout
             log.warning("sweep skipped %s this time: %s", key, str(exc).splitlines()[0])
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         now = now or database_time(session)
-        state = circuit.read(session) if settings.llm_configured else None
+        state = circuit.read(session) if settings.llm.llm_configured else None
         if state is not None and state.is_open(now, settings):
             result.circuit_open = True
             return result
-        result.due = sessions_due(session, settings, now, limit)
+        result.due = sessions_due(session, settings.extraction, now, limit)
         if state is not None and state.is_half_open(now, settings):
             result.due = result.due[:1]
     if result.returned_turns:

@@ -106,15 +106,15 @@ def client_key(settings: Settings) -> tuple[object, ...]:
     """Every setting an LLMClient reads: clients built from settings equal in these are
     interchangeable, so one can serve every agent (memoryd/llm/shared.py)."""
     return (
-        settings.llm_base_url,
-        settings.llm_api_key,
-        settings.llm_timeout_seconds,
-        settings.llm_retries,
-        settings.llm_backoff_max_seconds,
-        settings.llm_response_format,
-        settings.llm_temperature,
-        settings.llm_max_tokens,
-        settings.tracing,
+        settings.llm.llm_base_url,
+        settings.llm.llm_api_key,
+        settings.llm.llm_timeout_seconds,
+        settings.llm.llm_retries,
+        settings.llm.llm_backoff_max_seconds,
+        settings.llm.llm_response_format,
+        settings.llm.llm_temperature,
+        settings.llm.llm_max_tokens,
+        settings.server.tracing,
     )
 
 
@@ -135,9 +135,9 @@ class LLMClient:
 
         self.settings = settings
         self._client = openai.OpenAI(
-            api_key=settings.llm_api_key or "not-needed",
-            base_url=settings.llm_base_url,
-            timeout=settings.llm_timeout_seconds,
+            api_key=settings.llm.llm_api_key or "not-needed",
+            base_url=settings.llm.llm_base_url,
+            timeout=settings.llm.llm_timeout_seconds,
             max_retries=0,
         )
 
@@ -161,8 +161,8 @@ class LLMClient:
         """One HTTP call, retried on transient errors only."""
         retrying = Retrying(
             retry=retry_if_exception_type(LLMTransientError),
-            stop=stop_after_attempt(self.settings.llm_retries + 1),
-            wait=_WaitRetryAfterOrBackoff(self.settings.llm_backoff_max_seconds),
+            stop=stop_after_attempt(self.settings.llm.llm_retries + 1),
+            wait=_WaitRetryAfterOrBackoff(self.settings.llm.llm_backoff_max_seconds),
             reraise=True,
             before_sleep=lambda s: log.warning(
                 "LLM call failed (%s), retry %d",
@@ -181,14 +181,14 @@ class LLMClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _response_format(self, schema: type[BaseModel]) -> dict[str, Any]:
-        if self.settings.llm_response_format == "json_schema":
+        if self.settings.llm.llm_response_format == "json_schema":
             named = {"name": schema.__name__, "schema": wire_schema(schema)}
             return {"type": "json_schema", "json_schema": named}
         return {"type": "json_object"}
 
     def _length_limit(self) -> dict[str, int]:
         """A cut-off answer is repaired once (complete_json); a looping one is cut."""
-        limit = self.settings.llm_max_tokens
+        limit = self.settings.llm.llm_max_tokens
         return {"max_tokens": limit} if limit else {}
 
     def complete_json(
@@ -203,7 +203,7 @@ class LLMClient:
                 model=model,
                 messages=messages,
                 response_format=self._response_format(schema),
-                temperature=self.settings.llm_temperature,
+                temperature=self.settings.llm.llm_temperature,
                 **self._length_limit(),
             )
             calls += 1

@@ -63,7 +63,9 @@ def compression_candidates(
 
 
 def sessions_to_compress(session: Session, settings: Settings, now: datetime) -> list[SessionKey]:
-    return [SessionKey(*r) for r in session.execute(compression_candidates(settings, now))]
+    return [
+        SessionKey(*r) for r in session.execute(compression_candidates(settings.extraction, now))
+    ]
 
 
 @dataclass
@@ -113,10 +115,10 @@ def _turns_to_summarise(
         .where(*turns_of(key), Turn.id > upto)
         .order_by(Turn.id)
     ).all()
-    older = rows[: max(len(rows) - settings.keep_recent_turns, 0)]
-    if older and sum(r.token_count for r in rows) > settings.compress_trigger_tokens:
+    older = rows[: max(len(rows) - settings.maintenance.keep_recent_turns, 0)]
+    if older and sum(r.token_count for r in rows) > settings.maintenance.compress_trigger_tokens:
         return list(older)
-    due = compress_due(settings, upto)
+    due = compress_due(settings.maintenance, upto)
     if not older:
         due = and_(exists().where(*turns_of(key), Turn.id > (rows[-1].id if rows else upto)), due)
     session.execute(update(ChatSession).where(*session_pk(key)).values(compress_due=due))
@@ -136,7 +138,7 @@ def _take_lease(
     lease names its batch, so a run that outlived its lease and was overtaken can tell
     (see _still_ours)."""
     unchanged = ChatSession.summary_upto.is_not_distinct_from(upto)
-    return COMPRESSION_LEASE.take(session, settings, key, batch_id, now, unchanged)
+    return COMPRESSION_LEASE.take(session, settings.extraction, key, batch_id, now, unchanged)
 
 
 def _still_ours(work: CompressionWork) -> tuple[ColumnElement[bool], ...]:
@@ -148,7 +150,7 @@ def _still_ours(work: CompressionWork) -> tuple[ColumnElement[bool], ...]:
 def renew_compression(
     session: Session, settings: Settings, work: CompressionWork, now: datetime
 ) -> bool:
-    return COMPRESSION_LEASE.renew(session, settings, work.key, work.batch_id, now)
+    return COMPRESSION_LEASE.renew(session, settings.extraction, work.key, work.batch_id, now)
 
 
 def _abandon(session: Session, work: CompressionWork, now: datetime) -> None:
@@ -179,7 +181,7 @@ def _finish(
         .values(
             summary=synopsis.text,
             summary_upto=work.turns[-1][0],
-            compress_due=compress_due(settings, work.turns[-1][0]),
+            compress_due=compress_due(settings.maintenance, work.turns[-1][0]),
             compressed_at=now,
             **COMPRESSION_LEASE.released(),
             compress_attempts=0,
@@ -268,7 +270,7 @@ def _fail(
         _abandon(session, work, now)
         return
     if kind == FailureKind.TRANSIENT and used_llm:
-        circuit.record_failure(session, settings, database_time(session))
+        circuit.record_failure(session, settings.extraction, database_time(session))
     session.execute(
         update(ExtractionBatch)
         .where(ExtractionBatch.id == work.batch_id)
@@ -293,7 +295,7 @@ def compress_session(
     """Compress one session if it is due. True if a new synopsis was written. Raises only
     on a bug, after recording it and freeing the lease."""
     summarizer = summarizer or get_summarizer(settings)
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         now = database_time(session)
         if summarizer.uses_llm and circuit.read(session).is_open(now, settings):
             return False  # the LLM is down: the next run tries again
@@ -317,12 +319,12 @@ def compress_session(
             kind = FailureKind.BUG
         error = str(exc) if kind != FailureKind.BUG else f"unexpected {error_text(exc)}"
         log.warning("compression of %s failed (%s): %s", key, kind, error)
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             _fail(session, settings, work, kind, error, utcnow(), summarizer.uses_llm)
         if kind == FailureKind.BUG:
             raise
         return False
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         written = _finish(session, settings, work, segments, synopsis, utcnow(), started)
         if written and summarizer.uses_llm:
             circuit.record_success(session, utcnow())
@@ -332,7 +334,7 @@ def compress_session(
 def compress_due_sessions(settings: Settings) -> dict[str, int]:
     """Compress every due session. A session that fails does not stop the others; the
     run raises at the end if any failed on a bug, so the task shows FAILURE."""
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         due = sessions_to_compress(session, settings, database_time(session))
     done = bugs = 0
     for key in due:

@@ -215,14 +215,14 @@ def _archive_chunk(
     return archived, len(due)
 
 
-Step = Callable[[Session, Settings, datetime, int], int]
+Step = Callable[[Session, MemorySettings, datetime, int], int]
 # (rows counted, rows read): a run goes on while a chunk reads all it may.
-ChunkStep = Callable[[Session, Settings, datetime, int], tuple[int, int]]
+ChunkStep = Callable[[Session, MemorySettings, datetime, int], tuple[int, int]]
 
 
 def _counted(step: Step) -> ChunkStep:
     def chunk_step(
-        session: Session, settings: Settings, now: datetime, limit: int
+        session: Session, settings: MemorySettings, now: datetime, limit: int
     ) -> tuple[int, int]:
         changed = step(session, settings, now, limit)
         return changed, changed
@@ -233,8 +233,8 @@ def _counted(step: Step) -> ChunkStep:
 def _run_step(settings: Settings, step: ChunkStep, now: datetime, chunk: int) -> int:
     total = 0
     for _ in range(MAX_CHUNKS_PER_RUN):
-        with session_scope(settings) as session:
-            counted, read = step(session, settings, now, chunk)
+        with session_scope(settings.storage) as session:
+            counted, read = step(session, settings.memories, now, chunk)
         total += counted
         if read < chunk:
             break
@@ -251,7 +251,7 @@ def _fold_keys(session: Session, settings: MemorySettings, now: datetime, limit:
 
 def _analyze(settings: Settings) -> int:
     """Last, so the statistics see what the steps above changed."""
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         return len(analyze_changed(session))
 
 
@@ -285,6 +285,6 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
         tables_analyzed=_analyze(settings),
     )
     if any(getattr(counts, name) for name in RETENTION_STEPS):
-        checkpoint_sqlite(settings)  # purged text leaves the WAL too (erasure does its own)
+        checkpoint_sqlite(settings.storage)  # purged text leaves the WAL too (erasure does its own)
     log.info("maintenance cycle: %s", counts.as_dict())
     return counts

@@ -43,7 +43,7 @@ from memoryd.models.tables import (
     Turn,
     TurnStatus,
 )
-from memoryd.settings import MemorySettings, Settings
+from memoryd.settings import MemorySettings
 
 FIRST_PAGE = 64  # rows _oldest reads first; most runs find the first row young
 MAX_READ_PER_CHUNK = 20  # times the chunk: how far past kept old rows one chunk reads
@@ -198,7 +198,7 @@ def _purge_memories(
     return rowcount(session.execute(delete(Memory).where(*still)))
 
 
-RETENTION_STEPS: dict[str, Callable[[Session, Settings, datetime, int], int]] = {
+RETENTION_STEPS: dict[str, Callable[[Session, MemorySettings, datetime, int], int]] = {
     "purged": purge_deleted,
     "archived_purged": purge_archived,
     "turns_purged": purge_turns,

@@ -75,7 +75,7 @@ class LLMSummarizer:
         prompt = load_prompt(SEGMENT_PROMPT)
         lines = _data_lines([{"role": r, "content": c} for r, c in turns])
         result = self.client.complete_json(
-            self.settings.summary_model, prompt.render(turns=lines), SegmentSummary
+            self.settings.llm.summary_model, prompt.render(turns=lines), SegmentSummary
         )
         return Summary(
             result.value.summary,
@@ -92,7 +92,9 @@ class LLMSummarizer:
             synopsis=previous.replace("<", "\\u003c") or "(empty)",
             segments=_data_lines([{"summary": s} for s in segments]),
         )
-        result = self.client.complete_json(self.settings.summary_model, messages, SessionSynopsis)
+        result = self.client.complete_json(
+            self.settings.llm.summary_model, messages, SessionSynopsis
+        )
         return Summary(
             result.value.synopsis,
             prompt.version,
@@ -121,4 +123,4 @@ class OfflineSummarizer:
 
 @lru_cache(maxsize=4)
 def get_summarizer(settings: Settings) -> Summarizer:
-    return LLMSummarizer(settings) if settings.llm_configured else OfflineSummarizer()
+    return LLMSummarizer(settings) if settings.llm.llm_configured else OfflineSummarizer()

@@ -45,8 +45,8 @@ def fold_usage(settings: Settings) -> int:
     Returns how many rows were folded."""
     total = 0
     for _ in range(MAX_CHUNKS):
-        with session_scope(settings) as session:
-            folded = fold_chunk(session, settings)
+        with session_scope(settings.storage) as session:
+            folded = fold_chunk(session, settings.memories)
         total += folded
         if folded < FOLD_CHUNK:
             break

@@ -200,10 +200,10 @@ def http_app(tools: MemoryTools, host: str) -> ASGIApp:
     app = build_server(tools).streamable_http_app(
         streamable_http_path=PATH,
         stateless_http=True,
-        max_request_body_size=tools.settings.max_request_bytes,
+        max_request_body_size=tools.settings.server.max_request_bytes,
         host=host,  # on a loopback host, the SDK refuses other Host and Origin headers
     )
-    return RequireKey(app, tools.keys, FailureThrottle(tools.settings.auth_failure_limit))
+    return RequireKey(app, tools.keys, FailureThrottle(tools.settings.server.auth_failure_limit))
 
 
 def serve_http(tools: MemoryTools, host: str, port: int) -> None:

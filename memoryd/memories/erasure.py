@@ -106,7 +106,7 @@ def erase(
     """Remove every row of `scope` (or of its session `session_id`) from every table.
     Idempotent: erasing an erased scope records another erasure that removed nothing."""
     target = Target(scope.agent_id, scope.user_id, session_id)
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         erasure_id = _start(session, target, actor, utcnow())
     return _run(settings, erasure_id, target)
 
@@ -116,7 +116,7 @@ def resume_interrupted(settings: Settings, now: datetime) -> int:
     stalled = select(Erasure.id, Erasure.agent_id, Erasure.user_id, Erasure.session_id).where(
         Erasure.finished_at.is_(None), Erasure.updated_at < now - STALLED
     )
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         rows = session.execute(stalled.limit(100)).all()
     finished = 0
     for row in rows:
@@ -158,14 +158,14 @@ def _run(settings: Settings, erasure_id: int, target: Target) -> ErasureOut:
         if not removed:
             settled = True
             break
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         erasure = session.get_one(Erasure, erasure_id)  # its rows counted chunk by chunk
         erasure.updated_at = utcnow()
         if settled:
             erasure.agent_id = erasure.user_id = erasure.session_id = None
             erasure.finished_at = erasure.updated_at
         erased = ErasureOut.model_validate(erasure)
-    checkpoint_sqlite(settings)  # the erased text leaves the WAL too
+    checkpoint_sqlite(settings.storage)  # the erased text leaves the WAL too
     return erased
 
 
@@ -177,7 +177,7 @@ def _drain(settings: Settings, erasure_id: int, target: Target, name: str, pick:
     rows removed."""
     removed = 0
     while True:
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             session.connection()  # BEGIN: on SQLite, the wait for the write lock
             started = time.perf_counter()
             count = _chunk(session, erasure_id, target, name, pick)

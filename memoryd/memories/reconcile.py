@@ -192,7 +192,7 @@ def _reconcile(run: _Run, fact: Fact) -> None:
     same = (
         _in_scope(run, fact.same_as)
         or _same_text(run, fact.content)
-        or _near_duplicate(_candidates(run, fact, same_key), fact, run.settings)
+        or _near_duplicate(_candidates(run, fact, same_key), fact, run.settings.extraction)
     )
     retired = [m for m in (_in_scope(run, fact.replaces),) if m is not None]
     if fact.single and fact.temporary == "no":
@@ -209,7 +209,7 @@ def _reconcile(run: _Run, fact: Fact) -> None:
         else:
             same = None  # a near duplicate it updates: a new memory retires it
     if same is not None:
-        confirm_memory(run.session, run.settings, same, fact, run.now, **run.writer)
+        confirm_memory(run.session, run.settings.memories, same, fact, run.now, **run.writer)
         _add_time(same, fact, run.said_at)
         if key and not same.name_key:  # saved without a key: the next fact finds it by this
             set_content(same, same.content, fact.name)

@@ -62,9 +62,9 @@ def approve(session: Session, settings: Settings, memory_id: int, now: datetime)
     ).one()
     if memory.status != MemoryStatus.ACTIVE:
         raise InvalidState.keyed("memory.not_active", id=memory_id, status=memory.status)
-    memory.confidence = max(memory.confidence, settings.long_term_confidence)
+    memory.confidence = max(memory.confidence, settings.extraction.long_term_confidence)
     if memory.tier == Tier.SHORT:
-        promote_memory(session, settings, memory, now, actor=Actor.API, reason="approved")
+        promote_memory(session, settings.memories, memory, now, actor=Actor.API, reason="approved")
     session.flush()
     return MemoryOut.from_memory(memory)
 

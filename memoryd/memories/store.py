@@ -71,10 +71,10 @@ def as_day_start(day: date) -> datetime:
 def tier_for(fact: Fact, settings: Settings, now: datetime) -> tuple[Tier, datetime | None]:
     """Long tier for confident, durable facts; short tier with a TTL otherwise."""
     ttl_days = {
-        "followup": settings.followup_ttl_days,
-        "mood": settings.mood_ttl_days,
-    }.get(fact.temporary, settings.short_ttl_days)
-    if fact.temporary == "no" and fact.confidence >= settings.long_term_confidence:
+        "followup": settings.memories.followup_ttl_days,
+        "mood": settings.memories.mood_ttl_days,
+    }.get(fact.temporary, settings.memories.short_ttl_days)
+    if fact.temporary == "no" and fact.confidence >= settings.extraction.long_term_confidence:
         return Tier.LONG, None
     return Tier.SHORT, now + timedelta(days=ttl_days)
 
@@ -144,7 +144,7 @@ def create_memory(
         updated_at=now,
     )
     set_content(memory, fact.content)
-    set_weight(memory, INITIAL_WEIGHT, now, settings)
+    set_weight(memory, INITIAL_WEIGHT, now, settings.memories)
     session.add(memory)
     session.flush()  # assigns the id the event needs
     record_event(session, memory, EventKind.CREATED, actor, now, batch_id=batch_id)

@@ -99,7 +99,7 @@ def import_memories(
     while part := list(islice(numbered, chunk)):
         records = [r for r in (_parse(n, line, result) for n, line in part) if r is not None]
         records.sort(key=lambda r: (r.agent_id, r.user_id))  # stable: file order per scope
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             known = KnownMemories()  # read again under this chunk's scope locks
             for record in records:
                 if isinstance(record, ProfileRecord):

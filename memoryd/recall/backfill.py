@@ -62,7 +62,7 @@ def fill_missing(settings: Settings, scope: Scope | None = None, limit: int = 51
     once per call. Returns how many were filled; no-op unless embeddings are on."""
     if not settings.embeddings_on:
         return 0
-    with single_flight(settings, LOCK_CLASS_EMBEDDING, "fill") as alone:
+    with single_flight(settings.storage, LOCK_CLASS_EMBEDDING, "fill") as alone:
         # Another fill is walking the same rows: two would embed them twice and count
         # a refusal twice in one round.
         return _fill(settings, scope, limit) if alone else 0
@@ -94,15 +94,15 @@ def _waiting(settings: RecallSettings) -> list[ColumnElement[bool]]:
 
 def any_waiting(settings: Settings) -> bool:
     """Whether any memory waits for a vector: beat sends a fill only then."""
-    with session_scope(settings, readonly=True) as session:
-        found = session.scalar(select(Memory.id).where(*_waiting(settings)).limit(1))
+    with session_scope(settings.storage, readonly=True) as session:
+        found = session.scalar(select(Memory.id).where(*_waiting(settings.recall)).limit(1))
     return found is not None
 
 
 def _unembedded(settings: Settings, scope: Scope | None, after: int, size: int) -> list[Pending]:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         stmt = select(Memory.id, Memory.name, Memory.content).where(
-            *_waiting(settings), Memory.id > after
+            *_waiting(settings.recall), Memory.id > after
         )
         if scope is not None:
             stmt = stmt.where(Memory.of(scope))
@@ -140,7 +140,7 @@ def _store(settings: Settings, rows: list[Pending], vectors: list[Vectors | None
     unchanged: an edit meanwhile cleared the vector and the count, and will refill them.
     The version tells every process's scope cache that a vector is new."""
     filled = 0
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         for row, vector in zip(rows, vectors, strict=True):
             unchanged = (
                 Memory.id == row.id,
@@ -160,7 +160,7 @@ def _store(settings: Settings, rows: list[Pending], vectors: list[Vectors | None
 def reset_vectors(settings: Settings) -> int:
     """Drop every vector (after a model change); the next fill re-embeds them all, and
     memories an earlier model refused are tried again."""
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(update(Memory).where(Memory.embed_failures > 0).values(embed_failures=0))
         result = session.execute(
             update(Memory)
@@ -175,11 +175,11 @@ def coverage(settings: Settings, session: Session | None = None, embedded: bool 
     grows with the store), wait for one, or were refused for good; each count over a
     partial index."""
     if session is None:
-        with session_scope(settings, readonly=True) as own:
+        with session_scope(settings.storage, readonly=True) as own:
             return coverage(settings, own, embedded)
     active = Memory.status == MemoryStatus.ACTIVE
     unembedded = (active, Memory.vector.is_(None))
-    refused = Memory.embed_failures >= settings.embedding_max_attempts
+    refused = Memory.embed_failures >= settings.recall.embedding_max_attempts
 
     def count(*where: ColumnElement[bool]) -> int:
         return int(session.scalar(select(func.count()).select_from(Memory).where(*where)) or 0)

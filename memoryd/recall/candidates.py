@@ -122,7 +122,7 @@ def near(session: Session, settings: Settings, scope: Scope, text: str) -> list[
 
 def _own_stats(session: Session, settings: Settings, scope: Scope) -> ScopeStats:
     where = [Memory.readable_by(scope), Memory.status == MemoryStatus.ACTIVE]
-    key = ("near", settings.resolved_database_url, scope.agent_id, scope.user_id)
+    key = ("near", settings.storage.resolved_database_url, scope.agent_id, scope.user_id)
     return reused_stats(session, where, key)
 
 

@@ -47,7 +47,7 @@ class RemoteEmbedder:
     def __init__(self, settings: Settings) -> None:
         from memoryd.llm.client import LLMClient  # the openai SDK loads only when used
 
-        self.model = str(settings.embedding_model)
+        self.model = str(settings.recall.embedding_model)
         self.client = LLMClient(_endpoint(settings))
 
     def embed(self, texts: list[str], query: bool = False) -> Vectors:
@@ -119,11 +119,9 @@ class E5Embedder:
 
 def _endpoint(settings: Settings) -> Settings:
     """The settings of the embeddings endpoint: its own URL and key, else the LLM's."""
-    return settings.model_copy(
-        update={
-            "llm_base_url": settings.embedding_base_url or settings.llm_base_url,
-            "llm_api_key": settings.embedding_api_key or settings.llm_api_key,
-        }
+    return settings.updated(
+        llm_base_url=settings.recall.embedding_base_url or settings.llm.llm_base_url,
+        llm_api_key=settings.recall.embedding_api_key or settings.llm.llm_api_key,
     )
 
 
@@ -133,11 +131,11 @@ _providers: Shared[Embedder] = Shared(size=8)
 def embedder(settings: Settings) -> Embedder:
     """The process's provider for these settings' model and endpoint: agents whose
     overrides differ elsewhere share it, so a local model loads once."""
-    model = str(settings.embedding_model)
-    if settings.embedding_provider == "local" and model in E5_NAMES:
+    model = str(settings.recall.embedding_model)
+    if settings.recall.embedding_provider == "local" and model in E5_NAMES:
         return _providers.get(("local", "e5"), E5Embedder)
-    if settings.embedding_provider == "local":
-        return _providers.get(("local", model), lambda: LocalEmbedder(settings))
+    if settings.recall.embedding_provider == "local":
+        return _providers.get(("local", model), lambda: LocalEmbedder(settings.recall))
     key = ("openai", model, *client_key(_endpoint(settings)))
     return _providers.get(key, lambda: RemoteEmbedder(settings))
 

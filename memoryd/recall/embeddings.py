@@ -65,9 +65,9 @@ _queries = _QueryCache()
 def _model_key(settings: Settings) -> tuple[str, str, str]:
     """Which model a vector came from: vectors of two models are never compared."""
     return (
-        settings.embedding_provider,
-        str(settings.embedding_model),
-        str(settings.embedding_base_url or settings.llm_base_url),
+        settings.recall.embedding_provider,
+        str(settings.recall.embedding_model),
+        str(settings.recall.embedding_base_url or settings.llm.llm_base_url),
     )
 
 
@@ -85,8 +85,8 @@ def embed_query(settings: Settings, query: str) -> Vectors | None:
     except (LLMError, ConfigError) as exc:
         log.warning("query embedding failed, recalling without it: %s", exc)
         return None
-    if settings.embedding_query_cache:
-        _queries.put(key, vector, settings.embedding_query_cache)
+    if settings.recall.embedding_query_cache:
+        _queries.put(key, vector, settings.recall.embedding_query_cache)
     return vector
 
 
@@ -225,7 +225,7 @@ def forget_scope(settings: Settings, scope: Scope) -> None:
     """Drop the scope's vectors from this process (after it was erased). Other
     processes notice within STAMP_RECHECK_SECONDS; until then their ranking reads every
     candidate by id, and an erased one is found no more."""
-    _scopes.drop((settings.resolved_database_url, scope.agent_id, scope.user_id))
+    _scopes.drop((settings.storage.resolved_database_url, scope.agent_id, scope.user_id))
     _text_vectors.clear()
 
 
@@ -246,7 +246,7 @@ def scope_vectors(
     session: Session, settings: Settings, scope: Scope
 ) -> tuple[NDArray[np.int64], Vectors]:
     """Ids and vectors of the scope's embedded active memories (its own and shared)."""
-    key = (settings.resolved_database_url, scope.agent_id, scope.user_id)
+    key = (settings.storage.resolved_database_url, scope.agent_id, scope.user_id)
     now = time.monotonic()
     cached = _scopes.recent(key, now)
     if cached is not None:
@@ -278,7 +278,7 @@ def scope_vectors(
         if rows
         else np.zeros((0, 0), dtype=np.float32)
     )
-    budget = int(settings.embedding_cache_mb * 1024 * 1024)
+    budget = int(settings.recall.embedding_cache_mb * 1024 * 1024)
     _scopes.put(key, _ScopeEntry(stamp, ids, matrix, now), budget)
     return ids, matrix
 
@@ -296,5 +296,5 @@ def closest(
     return [
         (int(ids[i]), float(scores[i]))
         for i in top
-        if scores[i] >= settings.embedding_min_similarity
+        if scores[i] >= settings.recall.embedding_min_similarity
     ]

@@ -56,22 +56,22 @@ def ranked(
         vector = embeddings.embed_query(base, query)  # before any transaction opens
         embed_pending(base, Scope(agent_id, user_id), query, vector)
         now = utcnow()
-        with session_scope(base, autocommit=True) as session:  # see log_retrieval
+        with session_scope(base.storage, autocommit=True) as session:  # see log_retrieval
             # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories.
             settings = agent_config.for_agent(session, base, agent_id)
-            categories = agent_config.categories_for(settings, categories)
-            if not settings.memory_enabled or categories == []:
+            categories = agent_config.categories_for(settings.agent, categories)
+            if not settings.agent.memory_enabled or categories == []:
                 return []
             scope = Scope(agent_id, user_id)
             hits = _ranked(session, settings, scope, query, categories, tiers, now, vector, k)
             if categories is None and tiers is None:  # a filter asks for memories only
                 # Read after the memories: a batch finishing in between hides its turns
                 # from this read, and the memories it wrote were not yet read: never both.
-                limit = settings.prefetch_limit if k is None else k
+                limit = settings.extraction.prefetch_limit if k is None else k
                 pending = pending_hits(session, settings, scope, query, limit, vector)
                 hits = merged(hits, pending, limit)
             remembered = [h for h in hits if not h.pending]
-            log_retrieval(session, settings, scope, remembered, query, session_id, now)
+            log_retrieval(session, settings.recall, scope, remembered, query, session_id, now)
         span.set_attribute("memoryd.hits", len(hits))
     return hits
 
@@ -115,26 +115,26 @@ def _context_block(
     if base.embeddings_on:
         # The rules first, outside the writing transaction: a query that gets no
         # block costs no embedding call, and no transaction waits on the model.
-        with session_scope(base, readonly=True) as session:
+        with session_scope(base.storage, readonly=True) as session:
             rules = block_rules(session, base, agent_id, query, key)
         if rules is None:
             return "", 0
         vector = embeddings.embed_query(base, query)
         embed_pending(base, Scope(agent_id, user_id), query, vector)
     now = utcnow()
-    with session_scope(base, autocommit=True) as session:  # see log_retrieval
+    with session_scope(base.storage, autocommit=True) as session:  # see log_retrieval
         rules = rules or block_rules(session, base, agent_id, query, key)
         if rules is None:
             return "", 0
         settings, categories, tiers = rules
         scope = Scope(agent_id, user_id)
         hits = _ranked(session, settings, scope, query, categories, tiers, now, vector)
-        hits = inject.injectable(settings, hits)
+        hits = inject.injectable(settings.agent, hits)
         if categories is None and tiers is None:  # as in ranked(): after the memories
             hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK, vector)
-        block, included = _rendered(session, settings, scope, hits, token_budget, now)
+        block, included = _rendered(session, settings.agent, scope, hits, token_budget, now)
         remembered = [h for h in included if not h.pending]
-        log_retrieval(session, settings, scope, remembered, query, session_id, now)
+        log_retrieval(session, settings.recall, scope, remembered, query, session_id, now)
     return block, len(included)
 
 
@@ -147,12 +147,12 @@ def _ranked_as_of(
     tiers: Sequence[str] | None,
     as_of: datetime,
 ) -> list[Hit]:
-    with session_scope(base, readonly=True) as session:
+    with session_scope(base.storage, readonly=True) as session:
         settings = agent_config.for_agent(session, base, scope.agent_id)
-        categories = agent_config.categories_for(settings, categories)
-        if not settings.memory_enabled or categories == []:
+        categories = agent_config.categories_for(settings.agent, categories)
+        if not settings.agent.memory_enabled or categories == []:
             return []
-        limit = settings.prefetch_limit if k is None else k
+        limit = settings.extraction.prefetch_limit if k is None else k
         return recall_as_of(session, scope, query, as_of, limit, categories, tiers)
 
 
@@ -163,17 +163,17 @@ def _block_as_of(
     minimum score (as-of hits score by keywords alone), over the memories active then."""
     if not query_tokens(query):
         return ""
-    with session_scope(base, readonly=True) as session:
+    with session_scope(base.storage, readonly=True) as session:
         rules = block_rules(session, base, scope.agent_id, query, None)
         if rules is None:
             return ""
         settings, categories, tiers = rules
         hits = recall_as_of(
-            session, scope, query, as_of, settings.prefetch_limit, categories, tiers
+            session, scope, query, as_of, settings.extraction.prefetch_limit, categories, tiers
         )
-        if settings.inject_max_items:
-            hits = hits[: settings.inject_max_items]
-        return _rendered(session, settings, scope, hits, token_budget, as_of)[0]
+        if settings.agent.inject_max_items:
+            hits = hits[: settings.agent.inject_max_items]
+        return _rendered(session, settings.agent, scope, hits, token_budget, as_of)[0]
 
 
 def _rendered(
@@ -224,9 +224,9 @@ def block_rules(
     # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories,
     # token budget and injection rules (minimum score, most items, tiers).
     settings = agent_config.for_agent(session, base, agent_id)
-    if not settings.memory_enabled:
+    if not settings.agent.memory_enabled:
         return None
-    tiers = inject.tiers_for(settings, query)
-    if tiers == [] or inject.blocked(session, settings, query, key):
+    tiers = inject.tiers_for(settings.agent, query)
+    if tiers == [] or inject.blocked(session, settings.agent, query, key):
         return None
-    return settings, agent_config.categories_for(settings, None), tiers
+    return settings, agent_config.categories_for(settings.agent, None), tiers

@@ -63,10 +63,13 @@ def pending_hits(
     """The scope's unextracted user turns that match `query`, best first (how well, then
     newest), at most `k`; with the query's `vector`, the one nearest in meaning too."""
     terms = query_tokens(query)
-    if not terms or k <= 0 or not settings.recall_pending:
+    if not terms or k <= 0 or not settings.agent.recall_pending:
         return []
     rows = _readable(session, scope, query)
-    match, nearest = _Match(settings, query, terms), _nearest_in_meaning(settings, vector, rows)
+    match, nearest = (
+        _Match(settings.recall, query, terms),
+        _nearest_in_meaning(settings, vector, rows),
+    )
     scored = []
     for row in rows:
         share = match(row.id, row.content[:PENDING_CHARS])
@@ -75,15 +78,15 @@ def pending_hits(
         if share > 0:
             scored.append((share, row))
     scored.sort(key=lambda item: (-item[0], -item[1].id))
-    return [_hit(settings, row, share) for share, row in scored[:k]]
+    return [_hit(settings.recall, row, share) for share, row in scored[:k]]
 
 
 def embed_pending(settings: Settings, scope: Scope, query: str, vector: Vectors | None) -> None:
     """Embed the scope's unextracted turns not yet embedded, in a read-only transaction
     of its own, before the recall's: pending_hits then finds their vectors known."""
-    if vector is None or not settings.recall_pending or not query_tokens(query):
+    if vector is None or not settings.agent.recall_pending or not query_tokens(query):
         return
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         rows = _readable(session, scope, query)
     embed_texts(settings, _texts(rows))
 
@@ -121,7 +124,7 @@ def _nearest_in_meaning(
         ((float(v @ vector), row_id) for row_id, v in vectors.items() if v.shape == vector.shape),
         default=None,
     )
-    return best[1] if best and best[0] >= settings.embedding_min_similarity else None
+    return best[1] if best and best[0] >= settings.recall.embedding_min_similarity else None
 
 
 class _Match:

@@ -96,7 +96,7 @@ def recall(
     """The k most useful active memories for `query`. With a query that has no search
     terms, the strongest and most recent ones; otherwise only memories that some list
     matched. Reads only: no row is locked."""
-    k = settings.prefetch_limit if k is None else k
+    k = settings.extraction.prefetch_limit if k is None else k
     if k <= 0:
         return []
     search = _Search(scope, categories, tiers, query_tokens(query))
@@ -112,12 +112,12 @@ def recall(
     matched_only = bool(search.terms or lists.nearest)
     asked = _Asked(frozenset(search.terms), intent_of(query))
     top = _scored(settings, lists, by_id, now, matched_only, asked)
-    reranker = reranker_for(settings) if settings.rerank != "off" else None
+    reranker = reranker_for(settings.recall) if settings.recall.rerank != "off" else None
     if reranker is not None and search.terms:
         contents = session.connection().execute(
-            CONTENTS, {"ids": [mid for _, mid, _ in top[: settings.rerank_top_n]]}
+            CONTENTS, {"ids": [mid for _, mid, _ in top[: settings.recall.rerank_top_n]]}
         )
-        top = reranked(settings, reranker, query, top, {mid: text for mid, text in contents})
+        top = reranked(settings.recall, reranker, query, top, {mid: text for mid, text in contents})
     if asks_about_now(query):
         top = newest_value_first(session, top)
     return _hits(session, lists, top[:k])
@@ -188,7 +188,7 @@ def _ranked_lists(
 ) -> _Lists:
     scope, categories, tiers = search.scope, search.categories, search.tiers
     stats_key = (
-        settings.resolved_database_url,
+        settings.storage.resolved_database_url,
         scope.agent_id,
         scope.user_id,
         tuple(categories or ()),
@@ -196,7 +196,7 @@ def _ranked_lists(
     )
     stats, scope_rows = read_scope(session, search.where, stats_key)
     # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
-    lists = _Lists(settings, {row.id: row for row in scope_rows or ()})
+    lists = _Lists(settings.recall, {row.id: row for row in scope_rows or ()})
     lists.keyword = bm25_ranked(
         session, scope, categories, tiers, search.terms, stats, seen=lists.seen
     )
@@ -206,7 +206,7 @@ def _ranked_lists(
         categories,
         tiers,
         query,
-        settings.recall_min_similarity,
+        settings.recall.recall_min_similarity,
         stats,
         seen=lists.seen,
         scope_rows=scope_rows,
@@ -266,7 +266,7 @@ def _scored(
     re-scored by strength, recency, confidence and whether the question (its `terms`)
     names the memory's subject key. Plain tuples: models are built only
     for the hits returned."""
-    rrf_k = settings.fusion_rrf_k
+    rrf_k = settings.recall.fusion_rrf_k
     best_possible = sum(weight for weight, _ in lists.weighted) / (rrf_k + 1)
     scored: list[tuple[float, int, dict[str, float]]] = []
     for mid, row in by_id.items():
@@ -277,19 +277,19 @@ def _scored(
         age_days = max((now - row.updated_at).total_seconds(), 0) / 86_400
         signals = {
             "fused": round(fused / best_possible, 6) if best_possible else 0.0,
-            "strength": min(effective_weight(row, now, settings) / MAX_WEIGHT * 2, 1.0),
-            "recency": 0.5 ** (age_days / settings.recency_half_life_days),
+            "strength": min(effective_weight(row, now, settings.memories) / MAX_WEIGHT * 2, 1.0),
+            "recency": 0.5 ** (age_days / settings.recall.recency_half_life_days),
             "confidence": row.confidence,
             "key": 1.0 if key else 0.0,
             "intent": 1.0 if asked.intent and asked.intent.wants(row) else 0.0,
         }
         score = (
-            settings.rank_weight_match * signals["fused"]
-            + settings.rank_weight_strength * signals["strength"]
-            + settings.rank_weight_recency * signals["recency"]
-            + settings.rank_weight_confidence * signals["confidence"]
-            + settings.rank_weight_key * signals["key"]
-            + settings.rank_weight_intent * signals["intent"]
+            settings.recall.rank_weight_match * signals["fused"]
+            + settings.recall.rank_weight_strength * signals["strength"]
+            + settings.recall.rank_weight_recency * signals["recency"]
+            + settings.recall.rank_weight_confidence * signals["confidence"]
+            + settings.recall.rank_weight_key * signals["key"]
+            + settings.recall.rank_weight_intent * signals["intent"]
         )
         scored.append((round(score, 6), mid, signals))
     scored.sort(key=lambda item: (-item[0], -item[1]))

@@ -117,7 +117,8 @@ def _reinforced(
     lost or overwritten. Only unindexed columns change, so the row is rewritten in place
     (see tables.Memory)."""
     changes = [
-        reinforced(row.tier, row.weight, row.weight_at, amount, now, settings) for row in fresh
+        reinforced(row.tier, row.weight, row.weight_at, amount, now, settings.memories)
+        for row in fresh
     ]
     columns = {"id": [row.id for row in fresh]}
     columns.update({c: [change[c] for change in changes] for c in changes[0]})
@@ -158,11 +159,11 @@ def mark_referenced(
     now: datetime,
 ) -> list[int]:
     """Reinforce the recalled memories the reply actually used; returns their ids."""
-    used = used_in_reply(reply_text, hits, settings.referenced_similarity)
+    used = used_in_reply(reply_text, hits, settings.recall.referenced_similarity)
     if not used:
         return []
     ids = [h.id for h in used]
-    _reinforce(session, settings, ids, settings.reinforce_referenced, now)
+    _reinforce(session, settings, ids, settings.memories.reinforce_referenced, now)
     latest = (
         select(MemoryUsage.id)
         .where(MemoryUsage.memory_id.in_(ids))

@@ -120,7 +120,8 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
     # The routes' own threads (state.pool): as many as the database has connections,
     # the pool's and its overflow, so a call waits for a thread, not for a connection.
     pool = ThreadPoolExecutor(
-        settings.db_pool_size + settings.db_max_overflow, thread_name_prefix="memoryd-route"
+        settings.storage.db_pool_size + settings.storage.db_max_overflow,
+        thread_name_prefix="memoryd-route",
     )
     app = FastAPI(
         title=TITLE,
@@ -133,13 +134,13 @@ def create_app(settings: Settings | None = None, *, client: MemoryClient | None 
     app.state.memoryd = ServerState(
         settings=settings,
         client=client,
-        keys=KeyCache(settings, settings.api_key_cache_seconds),
+        keys=KeyCache(settings, settings.server.api_key_cache_seconds),
         pool=pool,
-        throttle=FailureThrottle(settings.auth_failure_limit),
+        throttle=FailureThrottle(settings.server.auth_failure_limit),
     )
     _install_routes(app, settings)
     app.openapi = lambda: openapi.document(app, TITLE, VERSION, DESCRIPTION)  # type: ignore[method-assign]
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.server.max_request_bytes)
     app.add_middleware(PlainUrl)
     app.add_middleware(PageGuard)  # last added, outermost: every answer gets its headers
     return app

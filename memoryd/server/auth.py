@@ -92,5 +92,5 @@ def page_principal(request: Request, state: State) -> Principal | None:
     token = request.cookies.get(PAGE_COOKIE)
     if not token:
         return None
-    with session_scope(state.settings, readonly=True) as session:
+    with session_scope(state.settings.storage, readonly=True) as session:
         return session_principal(session, token, utcnow())

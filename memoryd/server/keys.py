@@ -172,7 +172,7 @@ class KeyCache:
         if known:
             return found
         now = time.monotonic()
-        with session_scope(self.settings, readonly=True) as session:
+        with session_scope(self.settings.storage, readonly=True) as session:
             found = lookup(session, secret)
         if self.ttl > 0:
             with self._lock:

@@ -68,7 +68,7 @@ class DatabaseCollector(Collector):
     def _figures(self) -> PipelineFigures:
         with self._lock:
             if self._cached is None or time.monotonic() - self._cached[0] > DB_CACHE_SECONDS:
-                with session_scope(self.settings, readonly=True) as session:
+                with session_scope(self.settings.storage, readonly=True) as session:
                     self._cached = (time.monotonic(), pipeline_figures(session, utcnow()))
             return self._cached[1]
 

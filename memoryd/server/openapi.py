@@ -57,7 +57,9 @@ def document(app: FastAPI, title: str, version: str, description: str) -> dict[s
     # A turn's text is refused past this server's MEMORYD_MAX_TURN_CHARS, not only past
     # the model's absolute cap.
     turn_text = components["TurnIn"]["properties"]["content"]
-    turn_text["maxLength"] = min(turn_text["maxLength"], app.state.memoryd.settings.max_turn_chars)
+    turn_text["maxLength"] = min(
+        turn_text["maxLength"], app.state.memoryd.settings.ingest.max_turn_chars
+    )
     components.pop("HTTPValidationError", None)
     components.pop("ValidationError", None)
     for path, operations in schema["paths"].items():

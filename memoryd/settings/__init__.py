@@ -1,8 +1,13 @@
 """Every setting, an environment variable `MEMORYD_<NAME>`, grouped by the stage that
 reads it: each module here holds one stage's part (StorageSettings, LLMSettings…) and
-`Settings` is all of them at once, read from the environment. A function that needs
-only its stage's settings takes that part, and mypy keeps it to those; the reference of
-every variable is generated from the parts (memoryd/env_example.py).
+`Settings` holds one of each (`settings.recall.fusion_rrf_k`), read from the
+environment. A function that needs only its stage's settings takes that part, and mypy
+keeps it to those; the reference of every variable is generated from the parts
+(memoryd/env_example.py).
+
+The variables keep flat names (MEMORYD_FUSION_RRF_K, not MEMORYD_RECALL__…), and
+`Settings(fusion_rrf_k=3)` or `settings.updated(fusion_rrf_k=3)` take a setting by its
+name too: each name belongs to exactly one part, which PART_OF records.
 
 May import: env_names, errors, prompts.
 """
@@ -10,9 +15,16 @@ May import: env_names, errors, prompts.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from memoryd.env_names import warn_about_unknown_variables
 from memoryd.errors import field_errors
@@ -30,7 +42,9 @@ from memoryd.settings.worker import WorkerSettings
 
 __all__ = [
     "BROKER_SCHEMES",
+    "FIELDS",
     "PARTS",
+    "PART_OF",
     "AgentDefaults",
     "ExtractionSettings",
     "IngestSettings",
@@ -47,69 +61,154 @@ __all__ = [
     "masked_url",
 ]
 
-# The stages' parts, in the order the reference lists them, each with its heading.
-PARTS: tuple[tuple[str, type[BaseModel]], ...] = (
-    ("Where things live", StorageSettings),
-    ("LLM", LLMSettings),
-    ("Ingest", IngestSettings),
-    ("Batching and extraction", ExtractionSettings),
-    ("Tiers, weights and retention", MemorySettings),
-    ("Recall", RecallSettings),
-    ("Per-agent defaults", AgentDefaults),
-    ("Serving: HTTP, MCP, tracing", ServerSettings),
-    ("Maintenance", MaintenanceSettings),
-    ("Workers", WorkerSettings),
+# The stages' parts, in the order the reference lists them: (attribute, heading, class).
+PARTS: tuple[tuple[str, str, type[BaseModel]], ...] = (
+    ("storage", "Where things live", StorageSettings),
+    ("llm", "LLM", LLMSettings),
+    ("ingest", "Ingest", IngestSettings),
+    ("extraction", "Batching and extraction", ExtractionSettings),
+    ("memories", "Tiers, weights and retention", MemorySettings),
+    ("recall", "Recall", RecallSettings),
+    ("agent", "Per-agent defaults", AgentDefaults),
+    ("server", "Serving: HTTP, MCP, tracing", ServerSettings),
+    ("maintenance", "Maintenance", MaintenanceSettings),
+    ("worker", "Workers", WorkerSettings),
 )
 
+# Every setting by its name, and the part that holds it.
+FIELDS: dict[str, FieldInfo] = {
+    name: field for _, _, part in PARTS for name, field in part.model_fields.items()
+}
+PART_OF: dict[str, str] = {
+    name: attribute for attribute, _, part in PARTS for name in part.model_fields
+}
 
-class Settings(
-    BaseSettings,
-    WorkerSettings,
-    MaintenanceSettings,
-    ServerSettings,
-    AgentDefaults,
-    RecallSettings,
-    MemorySettings,
-    ExtractionSettings,
-    IngestSettings,
-    LLMSettings,
-    StorageSettings,
-):
+
+def _names() -> dict[str, str]:
+    """Each name a setting may be given by (lower case: the environment's are read
+    case-insensitively), aliases such as OPENAI_API_KEY included, to its field name."""
+    names = {name: name for name in FIELDS}
+    for name, field in FIELDS.items():
+        if isinstance(field.validation_alias, AliasChoices):
+            for alias in field.validation_alias.choices:
+                if isinstance(alias, str):
+                    names.setdefault(alias.lower(), name)
+    return names
+
+
+_NAMES = _names()
+_PART_NAMES = frozenset(attribute for attribute, _, _ in PARTS)
+
+
+class _Flat(BaseSettings, *(part for _, _, part in PARTS)):  # type: ignore[misc]
+    """Every setting side by side, as the environment names them: only read from, by
+    _FlatEnvironment, so pydantic-settings parses each variable by its field's type."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MEMORYD_", extra="ignore", populate_by_name=True, env_ignore_empty=True
+    )
+
+
+class _FlatEnvironment(EnvSettingsSource):
+    """The MEMORYD_* variables (and the aliases), read against _Flat's fields."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(_Flat)
+
+
+class Settings(BaseSettings):
     """Defaults run embedded (SQLite file + filesystem broker); production sets the two URLs."""
 
     # An empty variable means "not set" (docker-compose passes `FOO=` for unset values).
-    model_config = SettingsConfigDict(
-        env_prefix="MEMORYD_",
-        extra="ignore",
-        frozen=True,
-        populate_by_name=True,
-        env_ignore_empty=True,
-    )
+    model_config = SettingsConfigDict(env_prefix="MEMORYD_", extra="ignore", frozen=True)
+
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    memories: MemorySettings = Field(default_factory=MemorySettings)
+    recall: RecallSettings = Field(default_factory=RecallSettings)
+    agent: AgentDefaults = Field(default_factory=AgentDefaults)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, _FlatEnvironment(settings_cls)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _by_part(cls, values: Any) -> Any:
+        return _nested(values) if isinstance(values, dict) else values
+
+    def updated(self, **values: Any) -> Settings:
+        """A copy with these settings, by name, changed (not validated again: the
+        values come validated, e.g. an agent's overrides)."""
+        changes: dict[str, dict[str, Any]] = {}
+        for name, value in values.items():
+            changes.setdefault(PART_OF[name], {})[name] = value
+        parts = {a: getattr(self, a).model_copy(update=c) for a, c in changes.items()}
+        return self.model_copy(update=parts)
+
+    def value(self, name: str) -> Any:
+        """One setting by its name, e.g. value("batch_size")."""
+        return getattr(getattr(self, PART_OF[name]), name)
 
     @property
     def embeddings_on(self) -> bool:
         """An embedding model is set and reachable: a local one, or an endpoint of its own
         or the LLM's."""
-        if not self.embedding_model:
+        recall = self.recall
+        if not recall.embedding_model:
             return False
-        if self.embedding_provider == "local":
+        if recall.embedding_provider == "local":
             return True
         return bool(
-            self.embedding_base_url
-            or self.embedding_api_key
-            or self.llm_base_url
-            or self.llm_api_key
+            recall.embedding_base_url
+            or recall.embedding_api_key
+            or self.llm.llm_base_url
+            or self.llm.llm_api_key
         )
+
+
+def _nested(values: dict[str, Any]) -> dict[str, Any]:
+    """Settings given by name ({"batch_size": 5}) sorted into their parts
+    ({"extraction": {"batch_size": 5}}); a part given whole wins over names given beside
+    it; unknown names are left out, as an unknown variable is."""
+    nested: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in _PART_NAMES:
+            part = dict(value) if isinstance(value, BaseModel) else value
+            nested[key] = {**nested.get(key, {}), **part} if isinstance(part, dict) else part
+            continue
+        name = _NAMES.get(key.lower())
+        if name is not None:
+            part_values = nested.setdefault(PART_OF[name], {})
+            if isinstance(part_values, dict):
+                part_values.setdefault(name, value)
+    return nested
 
 
 def explain(exc: ValidationError) -> list[str]:
     """One line per mistake, named as the environment variable a person sets."""
-    return [f"MEMORYD_{f.upper()}: {m}" if f else m for f, m in field_errors(exc)]
+    lines = []
+    for where, message in field_errors(exc):
+        name = where.rpartition(".")[2]
+        lines.append(f"MEMORYD_{name.upper()}: {message}" if name in FIELDS else message)
+    return lines
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """Settings of this process, read from the environment on first use (never at import).
     A MEMORYD_* variable that is no setting is logged first: it may be why one is wrong."""
-    warn_about_unknown_variables(Settings.model_fields)
+    warn_about_unknown_variables(FIELDS)
     return Settings()

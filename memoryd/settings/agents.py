@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
+
+from memoryd.settings.part import Part
 
 
-class AgentDefaults(BaseModel):
+class AgentDefaults(Part):
     memory_enabled: bool = Field(True, description="Extract and inject memories at all")
     context_token_budget: int = Field(800, ge=1, description="Default build_context budget")
     memory_categories: tuple[str, ...] | None = Field(

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Self
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
+
+from memoryd.settings.part import Part
 
 
-class ExtractionSettings(BaseModel):
+class ExtractionSettings(Part):
     batch_size: int = Field(20, ge=1, description="Turns per extraction batch (10 exchanges)")
     max_facts: int = Field(10, ge=1, description="Most facts kept from one batch")
     min_confidence: float = Field(

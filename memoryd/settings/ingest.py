@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from memoryd.settings.part import Part
 
 
-class IngestSettings(BaseModel):
+class IngestSettings(Part):
     max_turn_chars: int = Field(
         32_000, gt=0, description="Longest turn text accepted; longer is rejected by name"
     )

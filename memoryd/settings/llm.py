@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator
 
 from memoryd.settings import checks
+from memoryd.settings.part import Part
 
 
-class LLMSettings(BaseModel):
+class LLMSettings(Part):
     llm_api_key: str | None = Field(
         None,
         validation_alias=AliasChoices("MEMORYD_LLM_API_KEY", "OPENAI_API_KEY"),

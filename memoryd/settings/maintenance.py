@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from memoryd.settings.part import Part
 
 
-class MaintenanceSettings(BaseModel):
+class MaintenanceSettings(Part):
     compress_trigger_tokens: int = Field(
         4000, ge=1, description="A session's unsummarised tokens past this are compressed"
     )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from memoryd.settings.part import Part
 
 
-class MemorySettings(BaseModel):
+class MemorySettings(Part):
     short_ttl_days: float = Field(
         7.0, gt=0, description="A short-term memory expires this long after its last use"
     )

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from memoryd.settings import checks
+from memoryd.settings.part import Part
 
 
-class RecallSettings(BaseModel):
+class RecallSettings(Part):
     recall_min_similarity: float = Field(
         0.3,
         ge=0,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
 from memoryd.settings import checks
+from memoryd.settings.part import Part
 
 
-class ServerSettings(BaseModel):
+class ServerSettings(Part):
     max_request_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest HTTP body")
     page_session_hours: float = Field(
         12.0, gt=0, le=24 * 30, description="How long a page sign-in lasts"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
 from memoryd.settings import checks
+from memoryd.settings.part import Part
 
 
-class StorageSettings(BaseModel):
+class StorageSettings(Part):
     data_dir: Path = Field(Path(".memoryd"), description="Embedded SQLite file and broker folder")
     database_url: str = Field("", description="SQLAlchemy URL; empty means <data_dir>/memoryd.db")
     db_statement_timeout_seconds: float = Field(

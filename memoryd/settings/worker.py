@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Self
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
+
+from memoryd.settings.part import Part
 
 
-class WorkerSettings(BaseModel):
+class WorkerSettings(Part):
     worker_concurrency: int = Field(16, ge=1, description="Threads per worker process")
     consumer_watchdog_seconds: float = Field(
         120.0, ge=0, description="A worker receiving nothing this long pings itself; 0 = off"

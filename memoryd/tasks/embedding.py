@@ -33,6 +33,6 @@ def send_fill(settings: Settings, scope: Scope | None = None) -> bool:
     if not settings.embeddings_on or (scope is None and not any_waiting(settings)):
         return False
     args = [scope.agent_id, scope.user_id] if scope is not None else []
-    expires = max(60.0, 4 * settings.sweep_interval_seconds)
-    app.send_task(EMBED_TASK, args=args, expires=expires, headers=tracing.headers(settings))
+    expires = max(60.0, 4 * settings.maintenance.sweep_interval_seconds)
+    app.send_task(EMBED_TASK, args=args, expires=expires, headers=tracing.headers(settings.server))
     return True

@@ -29,11 +29,11 @@ def extract_session(agent_id: str, user_id: str, session_id: str) -> dict[str, A
         send_fill(settings, key.scope)  # no-op unless embeddings are on
     if stats.more_pending:
         # Yield the worker to other sessions; the rest continues in a fresh task.
-        dispatch_extract(app, [key], headers=tracing.headers(settings))
+        dispatch_extract(app, [key], headers=tracing.headers(settings.server))
     if stats.circuit_closed:
         # This batch was the probe that ended an outage: every waiting session may go
         # now, not at the next beat of the sweep.
-        app.send_task(SWEEP_TASK, headers=tracing.headers(settings))
+        app.send_task(SWEEP_TASK, headers=tracing.headers(settings.server))
     if stats.failed_batches:
         # The batch is recorded and its turns kept; failing the task makes it visible.
         raise BatchFailed(f"{label(key)}: {stats.error}")

@@ -27,5 +27,7 @@ def ingest_turns(self: Task, payload: Any) -> dict[str, Any]:
     key_prefix = f"task:{self.request.id}"
     settings = get_settings()
     result, due = ingest(settings, payload_items(payload), utcnow(), key_prefix)
-    result.dispatched_sessions = dispatch_extract(app, due, headers=tracing.headers(settings))
+    result.dispatched_sessions = dispatch_extract(
+        app, due, headers=tracing.headers(settings.server)
+    )
     return result.model_dump()

@@ -28,7 +28,7 @@ def sweep() -> dict[str, Any]:
     return {
         "returned_turns": result.returned_turns,
         "circuit_open": result.circuit_open,
-        "dispatched": dispatch_extract(app, result.due, headers=tracing.headers(settings)),
+        "dispatched": dispatch_extract(app, result.due, headers=tracing.headers(settings.server)),
         # Memories saved directly (remember, update, import) and those a failed fill
         # left get their vectors on the embedding queue, off the chat path.
         "fill_sent": send_fill(settings),

@@ -21,11 +21,11 @@ def traced(task: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(task)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         settings = get_settings()
-        if not settings.tracing:
+        if not settings.server.tracing:
             return task(*args, **kwargs)
         name = getattr(current_task, "name", None) or f"memoryd.{task.__name__}"
         request = getattr(current_task, "request", None)
-        with tracing.task_span(settings, name, request) as span:
+        with tracing.task_span(settings.server, name, request) as span:
             result = task(*args, **kwargs)
             tracing.record(span, _counts(result), prefix="memoryd.result.")
         return result

@@ -72,7 +72,7 @@ def _refuse_to_start_without_a_database(**_kw: Any) -> None:
 
     settings = _settings_or_exit()
     try:
-        check_ready(settings, wait_seconds=settings.startup_wait_seconds)
+        check_ready(settings, wait_seconds=settings.worker.startup_wait_seconds)
     except DatabaseUnavailable as exc:
         print(f"memoryd worker: {exc}", file=sys.stderr)
         raise SystemExit(3) from None
@@ -86,7 +86,7 @@ _watchdog: ConsumerWatchdog | None = None
 def _watch_the_consumer(sender: Any = None, **_kw: Any) -> None:
     """See worker/watchdog.py: a worker whose consumer wedges exits to be replaced."""
     global _watchdog
-    seconds = _settings_or_exit().consumer_watchdog_seconds
+    seconds = _settings_or_exit().worker.consumer_watchdog_seconds
     if seconds > 0 and sender is not None:
         _watchdog = install(sender.app, sender.hostname, seconds, consumer=sender)
 

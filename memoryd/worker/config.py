@@ -76,9 +76,9 @@ def beat_schedule(settings: MaintenanceSettings) -> dict[str, dict[str, Any]]:
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     conf: dict[str, Any] = {
-        "broker_url": settings.broker_url,
-        "result_backend": settings.result_backend,
-        "task_ignore_result": settings.result_backend is None,
+        "broker_url": settings.storage.broker_url,
+        "result_backend": settings.storage.result_backend,
+        "task_ignore_result": settings.storage.result_backend is None,
         "task_serializer": "json",
         "result_serializer": "json",
         "accept_content": ["json"],
@@ -91,8 +91,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_prefetch_multiplier": 1,
         # Every task is bounded. The prefork pool enforces both limits; under threads,
         # extraction checks the soft one between batches (extraction/batch.py).
-        "task_soft_time_limit": settings.task_soft_time_limit_seconds,
-        "task_time_limit": settings.task_time_limit_seconds,
+        "task_soft_time_limit": settings.worker.task_soft_time_limit_seconds,
+        "task_time_limit": settings.worker.task_time_limit_seconds,
         # A queue of its own per worker: the consumer watchdog pings itself through it.
         "worker_direct": True,
         # Flower shows every task: sent, started, succeeded, failed.
@@ -100,18 +100,20 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_send_sent_event": True,
         "task_track_started": True,
         "task_default_queue": EXTRACTION_QUEUE,
-        "task_queues": task_queues(quorum=is_amqp(settings.broker_url)),
+        "task_queues": task_queues(quorum=is_amqp(settings.storage.broker_url)),
         "task_routes": TASK_ROUTES,
-        "beat_schedule": beat_schedule(settings),
+        "beat_schedule": beat_schedule(settings.maintenance),
         "broker_connection_retry_on_startup": True,
-        "worker_concurrency": settings.worker_concurrency,
+        "worker_concurrency": settings.worker.worker_concurrency,
     }
-    if settings.broker_url.startswith("filesystem://"):
-        conf["broker_transport_options"] = filesystem_options(settings.broker_folder, QUEUES)
-    elif settings.broker_url.startswith(("redis://", "rediss://")):
+    if settings.storage.broker_url.startswith("filesystem://"):
+        conf["broker_transport_options"] = filesystem_options(
+            settings.storage.broker_folder, QUEUES
+        )
+    elif settings.storage.broker_url.startswith(("redis://", "rediss://")):
         # An unacknowledged message returns to the queue after this long.
         conf["broker_transport_options"] = {"visibility_timeout": 3600}
-    elif is_amqp(settings.broker_url):
+    elif is_amqp(settings.storage.broker_url):
         conf.update(amqp_config())
     return conf
 

@@ -19,18 +19,18 @@ from tests.factories import add_turns, count_turns
 
 
 def set_agent(settings: Settings, agent_id: str, **values: object) -> None:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         config.put(session, agent_id, AgentSettings.model_validate(values), utcnow())
 
 
 def test_defaults_come_from_settings_and_overrides_replace_them(settings: Settings) -> None:
     set_agent(settings, "bot", prefetch_limit=3)
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         described = config.describe(session, settings, "bot")
         other = config.describe(session, settings, "other")
     assert described.effective["prefetch_limit"] == 3
-    assert described.effective["context_token_budget"] == settings.context_token_budget
-    assert other.effective["prefetch_limit"] == settings.prefetch_limit
+    assert described.effective["context_token_budget"] == settings.agent.context_token_budget
+    assert other.effective["prefetch_limit"] == settings.extraction.prefetch_limit
     assert described.overrides.context_token_budget is None
 
 
@@ -95,7 +95,7 @@ def test_extraction_keeps_the_agents_categories_and_skips_a_disabled_agent(
 def test_injected_tiers_leave_short_term_memories_out_of_context(settings: Settings) -> None:
     client = MemoryClient(settings, dispatch=False)
     client.remember("bot", "ann", "Vegetarian cook")
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(Memory.__table__.update().values(tier=Tier.SHORT))  # type: ignore[attr-defined]
     set_agent(settings, "bot", inject_tiers=["long"])
     assert client.build_context("cook", "bot", "ann") == ""

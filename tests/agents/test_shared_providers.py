@@ -44,12 +44,12 @@ def test_agents_with_overrides_load_the_local_model_once(
 
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", Counted)
     embedders._providers.clear()  # another test may have loaded it already
-    local = settings.model_copy(update=LOCAL)
+    local = settings.updated(**LOCAL)
     for agent in AGENTS:
         make_memory(db, local, f"Prefers green tea, says {agent}", agent_id=agent)
     db.commit()
     per_agent = agents_settings(local)
-    assert len({s.prefetch_limit for s in per_agent}) == len(AGENTS)
+    assert len({s.extraction.prefetch_limit for s in per_agent}) == len(AGENTS)
 
     for round_ in range(2):  # batches of every agent, one after another, twice
         for agent, agent_settings in zip(AGENTS, per_agent, strict=True):
@@ -66,8 +66,10 @@ def test_agents_with_overrides_share_one_llm_client(settings: Settings, fake_llm
     llm = [e for e in extractors if isinstance(e, LLMExtractor)]
     assert len({id(e.client) for e in llm}) == 1  # one connection pool for all
     # Each still runs with its own agent's settings.
-    assert [e.settings.prefetch_limit for e in llm] == [s.prefetch_limit for s in per_agent] * 2
+    assert [e.settings.extraction.prefetch_limit for e in llm] == [
+        s.extraction.prefetch_limit for s in per_agent
+    ] * 2
 
-    other_model = per_agent[0].model_copy(update={"extraction_model": "other-model"})
+    other_model = per_agent[0].updated(**{"extraction_model": "other-model"})
     other = get_extractor(other_model)
-    assert isinstance(other, LLMExtractor) and other.settings.extraction_model == "other-model"
+    assert isinstance(other, LLMExtractor) and other.settings.llm.extraction_model == "other-model"

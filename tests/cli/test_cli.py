@@ -98,7 +98,7 @@ def test_export_then_import_round_trip(settings: Settings, tmp_path: Path) -> No
 def test_bad_arguments_and_settings_are_reported(settings: Settings) -> None:
     out = memoryd(settings, "show", "--agent", "", "--user", "ann", "1")
     assert out.returncode == 2 and "agent_id" in out.stderr
-    env_settings = settings.model_copy(update={"batch_size": 1})
+    env_settings = settings.updated(**{"batch_size": 1})
     broken = subprocess.run(
         [sys.executable, "-m", "memoryd", "stats"],
         env={**settings_env(env_settings), "MEMORYD_BATCH_SIZE": "0"},
@@ -158,7 +158,7 @@ def test_enqueue_end_sends_its_trigger_before_exiting(
         "--end",
     )
     assert out.returncode == 0, out.stderr
-    queued = redis.Redis.from_url(settings.broker_url).lrange("extraction", 0, -1)
+    queued = redis.Redis.from_url(settings.storage.broker_url).lrange("extraction", 0, -1)
     bodies = [json.loads(m)["headers"] for m in queued]
     assert [(h["task"], h["argsrepr"]) for h in bodies] == [
         ("memoryd.extract_session", "['bot', 'ann', 's1']")
@@ -172,11 +172,11 @@ def test_retry_re_drives_only_the_scope_it_names(settings: Settings) -> None:
 
     add_turns(settings, 2, user_id="ann")
     add_turns(settings, 3, user_id="bob", session_id="s2")
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(update(Turn).values(status=TurnStatus.FAILED))
     out = memoryd(settings, "retry", "--agent", "bot", "--user", "ann")
     assert out.returncode == 0 and out.stdout.startswith("2 failed turns back to pending")
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         left = session.scalars(select(Turn.user_id).where(Turn.status == TurnStatus.FAILED))
         assert sorted(left) == ["bob", "bob", "bob"]
 
@@ -189,13 +189,13 @@ def test_skip_and_purge_settle_only_the_scope_they_name(settings: Settings) -> N
     add_turns(settings, 2, user_id="ann")
     add_turns(settings, 3, start=2, user_id="bob", session_id="s2")
     add_turns(settings, 1, start=5, user_id="cy", session_id="s3")
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(update(Turn).values(status=TurnStatus.FAILED))
     out = memoryd(settings, "skip", "--agent", "bot", "--user", "ann")
     assert out.returncode == 0 and out.stdout.startswith("2 failed turns skipped")
     out = memoryd(settings, "purge", "--agent", "bot", "--user", "bob", "--session", "s2")
     assert out.returncode == 0 and out.stdout.startswith("3 failed turns deleted")
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         left = session.execute(select(Turn.user_id, Turn.status).order_by(Turn.id)).all()
     expected = [("ann", "skipped"), ("ann", "skipped"), ("cy", "failed")]
     assert [tuple(row) for row in left] == expected
@@ -296,7 +296,7 @@ def test_a_user_stored_under_the_old_id_rule_is_listed_and_erased_as_stored(
     from memoryd.models.db import session_scope
     from tests.factories import make_memory
 
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         make_memory(session, settings, "Stored long ago", agent_id="bot", user_id="team/ann")
     scope = ["--agent", "bot", "--user", "team/ann"]
     refused = memoryd(settings, "list", *scope)

@@ -72,7 +72,7 @@ def test_enqueue_file_end_ends_the_sessions_of_its_turns(
     assert out.returncode == 1, out.stderr  # one item rejected
     result = json.loads(out.stdout)
     assert (result["accepted"], result["ended_sessions"]) == (3, 2)
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         rows = session.query(ChatSession.session_id, ChatSession.ended_at).all()
         ended = {name: at is not None for name, at in rows}
     assert ended == {"s1": True, "s2": True, "other": False}

@@ -19,7 +19,7 @@ def test_a_reader_that_stops_early_gets_no_broken_pipe_error(settings: Settings)
     from tests.factories import make_memory
 
     # Far more than a pipe holds (64 KiB), so memoryd is still writing when head exits.
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         for i in range(300):
             make_memory(session, settings, f"Fact {i}: " + "remembered detail " * 25)
     memoryd = shlex.join([sys.executable, "-m", "memoryd"])

@@ -44,12 +44,12 @@ ALLOW = {
 
 
 def stop_backing_off(settings: Settings) -> None:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(update(ChatSession).values(retry_at=None))
 
 
 def run_sql(settings: Settings, statements: list[str]) -> None:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         for statement in statements:
             session.execute(text(statement))
 

@@ -71,19 +71,19 @@ def batches(db: Session) -> list[ExtractionBatch]:
 
 def stop_backing_off(settings: Settings) -> None:
     """Let the back-off time pass (on the database's clock)."""
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(update(ChatSession).values(retry_at=database_time(session)))
 
 
 def close_in_time(settings: Settings) -> None:
     """Let the circuit's open period pass."""
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         past = database_time(session) - timedelta(seconds=1)
         session.execute(update(Circuit).values(open_until=past))
 
 
 def circuit_state(settings: Settings) -> circuit.CircuitState:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         return circuit.read(session)
 
 
@@ -141,7 +141,7 @@ def test_an_outage_backs_off_and_never_dead_letters(
         assert extract_session(s, key).batches == 0  # backing off: no call at all
         assert run_sweep(s).due == []  # nor does the sweeper trigger it
         assert fake_llm.calls == calls
-        with session_scope(s, readonly=True) as session:
+        with session_scope(s.storage, readonly=True) as session:
             chat = session.scalars(select(ChatSession)).one()
             assert chat.transient_failures == round_ + 1
             assert chat.retry_at is not None and chat.retry_at > database_time(session)
@@ -150,7 +150,7 @@ def test_an_outage_backs_off_and_never_dead_letters(
     assert {b.error_kind for b in batches(db)} == {FailureKind.TRANSIENT}
     assert extract_session(s, key).created == 2  # the endpoint is back
     assert turn_states(db) == [("done", 0), ("done", 0)]
-    with session_scope(s, readonly=True) as session:
+    with session_scope(s.storage, readonly=True) as session:
         assert session.scalars(select(ChatSession.transient_failures)).one() == 0
 
 
@@ -171,11 +171,11 @@ def test_the_circuit_opens_on_an_outage_and_one_probe_closes_it(
     # Half-open: the first caller probes; a second one stays away meanwhile.
     close_in_time(s)
     assert len(run_sweep(s).due) == 1  # the sweeper triggers a single probe
-    with session_scope(s) as session:
+    with session_scope(s.storage) as session:
         now = database_time(session)
         state = circuit.read(session)
         assert state.is_half_open(now, s)
-        assert circuit.take_probe(session, s, state, now)
+        assert circuit.take_probe(session, s.extraction, state, now)
     assert extract_session(s, keys[3]).circuit_open  # the probe slot is taken
     close_in_time(s)
     stats = extract_session(s, keys[2])  # this one probes, and the endpoint answers
@@ -199,10 +199,14 @@ def test_a_failed_probe_opens_the_circuit_for_longer(settings: Settings, fake_ll
     assert extract_session(s, key).failed_batches == 1  # the probe failed
     second = circuit_state(s)
     assert second.failures == 2 and first.open_until and second.open_until
-    with session_scope(s, readonly=True) as session:
+    with session_scope(s.storage, readonly=True) as session:
         now = database_time(session)
     opened_for = (second.open_until - now).total_seconds()
-    assert s.circuit_open_seconds * 1.5 < opened_for <= s.circuit_open_seconds * 2
+    assert (
+        s.extraction.circuit_open_seconds * 1.5
+        < opened_for
+        <= s.extraction.circuit_open_seconds * 2
+    )
 
 
 # --------------------------------------------------------------------- permanent failures
@@ -227,7 +231,7 @@ def test_permanent_error_counts_attempts_then_dead_letters(
     assert "400" in (batches(db)[0].error or "")
     assert circuit_state(s).failures == 0  # a bad request says nothing about an outage
 
-    with session_scope(s) as session:
+    with session_scope(s.storage) as session:
         assert retry_failed(session, utcnow()) == 1  # `memoryd retry`
     assert extract_session(s, key).created == 1
     assert turn_states(db) == [("done", 0)]
@@ -260,7 +264,7 @@ class _BrokenExtractor:
 def test_unexpected_extractor_error_fails_the_batch_at_once(
     settings: Settings, db: Session
 ) -> None:
-    s = settings.model_copy(update={"max_attempts": 2, "lease_seconds": 3600})
+    s = settings.updated(**{"max_attempts": 2, "lease_seconds": 3600})
     key = say(s, "Call me Sam.")
     with pytest.raises(ZeroDivisionError):
         extract_session(s, key, extractor=_BrokenExtractor())  # type: ignore[arg-type]
@@ -288,10 +292,10 @@ def test_batches_stay_within_the_prompt_budget(
         pass
     assert turn_states(db) == [("done", 0)] * 40
     sizes = [b.turn_count for b in batches(db)]
-    assert len(sizes) > 2 and max(sizes) < s.batch_size  # cut by tokens, not by count
+    assert len(sizes) > 2 and max(sizes) < s.extraction.batch_size  # cut by tokens, not by count
     for request in fake_llm.requests:
         prompt = sum(estimate_tokens(m["content"]) + 4 for m in request["messages"])
-        assert prompt <= s.extract_max_prompt_tokens
+        assert prompt <= s.extraction.extract_max_prompt_tokens
 
 
 def test_a_turn_longer_than_the_budget_alone_is_cut_for_extraction_and_flagged(

@@ -47,18 +47,18 @@ def test_ordinary_text_is_not_a_secret(text: str) -> None:
 
 
 def test_gate_counts_each_reason(settings: Settings) -> None:
-    s = settings.model_copy(update={"max_facts": 2, "min_confidence": 0.6})
+    s = settings.updated(**{"max_facts": 2, "min_confidence": 0.6})
     kept, rejected = gate_facts(
         [
             fact("Lives in Berlin"),
             fact("Maybe likes jazz", 0.3),
             fact("ok"),
-            fact("x" * (s.max_fact_chars + 1)),
+            fact("x" * (s.extraction.max_fact_chars + 1)),
             fact("password is hunter2"),
             fact("Prefers tea"),
             fact("Works at ACME"),
         ],
-        s,
+        s.extraction,
     )
     assert [f.content for f in kept] == ["Lives in Berlin", "Prefers tea"]
     assert rejected == {

@@ -94,7 +94,7 @@ def test_a_bad_string_costs_its_item_alone(
     assert batch.rejections == {"invalid_text": 5, "profile_invalid_text": 1}
     assert (batch.facts_proposed, batch.facts_accepted, batch.facts_rejected) == (6, 1, 6)
     assert batch.llm_calls == 1  # no repair round: the answer itself was fine
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         assert load(session, Scope("bot", "ann"), ProfileType.USER).content["occupation"] == "nurse"
 
 
@@ -142,7 +142,7 @@ def test_a_fact_the_database_refuses_costs_that_fact_alone(
 ) -> None:
     if backend != "postgres":
         pytest.skip("a trigger raising a data exception (SQLSTATE class 22) is PostgreSQL's")
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(text(REFUSE))
     try:
         extract(
@@ -157,7 +157,7 @@ def test_a_fact_the_database_refuses_costs_that_fact_alone(
             },
         )
     finally:  # the database outlives the test
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             session.execute(text("DROP TRIGGER refuse_marked ON memories"))
             session.execute(text("DROP FUNCTION refuse_marked()"))
     batch, memories, turns = outcome(db)

@@ -52,7 +52,7 @@ def drain(settings: Settings, run: Callable[[], ExtractStats]) -> int:
     for runs in range(1, 40):
         with contextlib.suppress(ZeroDivisionError):  # a bug fails its task
             run()
-        with session_scope(settings, readonly=True) as db:
+        with session_scope(settings.storage, readonly=True) as db:
             if not db.scalars(select(Turn).where(Turn.status == "pending")).first():
                 return runs
     raise AssertionError("the session never drained")
@@ -86,7 +86,7 @@ def assert_only_the_poison_failed(db: Session, attempts: int) -> None:
 
 
 def test_a_turn_that_sets_off_a_bug_is_dead_lettered_alone(settings: Settings, db: Session) -> None:
-    s = settings.model_copy(update={"max_attempts": 2, "batch_size": 12})
+    s = settings.updated(**{"max_attempts": 2, "batch_size": 12})
     say(s)
     runs = drain(s, lambda: extract_session(s, KEY, extractor=PoisonedExtractor()))
     assert_only_the_poison_failed(db, attempts=2)
@@ -120,9 +120,7 @@ def test_a_turn_the_model_always_fails_on_is_dead_lettered_alone(
 def test_a_split_session_stays_due_until_the_split_ends(settings: Settings, db: Session) -> None:
     """Half a batch is no full batch, and a session still in progress is neither ended
     nor idle: without this the rest of a split waited for the idle flush (300 s)."""
-    s = settings.model_copy(
-        update={"max_attempts": 1, "batch_size": 12, "extract_batches_per_task": 1}
-    )
+    s = settings.updated(**{"max_attempts": 1, "batch_size": 12, "extract_batches_per_task": 1})
     client = MemoryClient(s, dispatch=False)
     client.enqueue_turns(
         [

@@ -240,7 +240,7 @@ def test_a_redriven_old_turn_never_replaces_a_newer_fact(
     assert extract_session(s, berlin).dead_lettered == 1
     extract_session(s, say(s, "s2", ("2026-11-05T09:00:00Z", "I moved to Lisbon.")))
 
-    with session_scope(s) as session:
+    with session_scope(s.storage) as session:
         assert retry_failed(session, utcnow()) == 1  # `memoryd retry`
     stats = extract_session(s, berlin)
     assert fakellm.parse_prompt(fake_llm.requests[-1]["messages"])[1]  # Lisbon was shown

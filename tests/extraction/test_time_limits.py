@@ -38,7 +38,7 @@ class Interrupted(OfflineExtractor):
 def test_a_batch_stopped_at_the_soft_limit_gives_its_turns_back_uncounted(
     settings: Settings, db: Session
 ) -> None:
-    s = settings.model_copy(update={"max_attempts": 1, "batch_size": 12})
+    s = settings.updated(**{"max_attempts": 1, "batch_size": 12})
     say(s)
     stats = extract_session(s, KEY, extractor=Interrupted())
     assert stats.failed_batches == 1 and stats.dead_lettered == 0
@@ -49,8 +49,8 @@ def test_a_batch_stopped_at_the_soft_limit_gives_its_turns_back_uncounted(
 
 
 def test_a_task_past_its_soft_limit_starts_no_new_batch(settings: Settings, db: Session) -> None:
-    s = settings.model_copy(
-        update={
+    s = settings.updated(
+        **{
             "batch_size": 3,
             "extract_batches_per_task": 5,
             "task_soft_time_limit_seconds": 1e-6,

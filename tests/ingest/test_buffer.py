@@ -86,14 +86,14 @@ def test_bad_turn_names_the_field_and_keeps_the_rest(
 def test_huge_content_is_rejected_with_the_limit(settings: Settings, db: Session) -> None:
     client = MemoryClient(settings, dispatch=False)
     with pytest.raises(TurnRejected, match="MEMORYD_MAX_TURN_CHARS"):
-        client.enqueue_turn(turn(content="x" * (settings.max_turn_chars + 1)))
+        client.enqueue_turn(turn(content="x" * (settings.ingest.max_turn_chars + 1)))
     assert count_turns(db) == 0
 
 
 def test_too_many_turns_in_one_call(settings: Settings) -> None:
-    small = settings.model_copy(update={"max_bulk_turns": 3})
+    small = settings.updated(**{"max_bulk_turns": 3})
     with pytest.raises(TurnRejected, match="MEMORYD_MAX_BULK_TURNS"):
-        validate_turns([turn(i) for i in range(4)], small)
+        validate_turns([turn(i) for i in range(4)], small.ingest)
 
 
 def test_payload_shapes_of_the_ingest_task(settings: Settings) -> None:
@@ -138,7 +138,7 @@ def test_a_bulk_call_keeps_order_keys_and_counts_at_any_size(
 
 
 def test_metadata_over_the_size_limit_is_rejected_alone(settings: Settings, db: Session) -> None:
-    small = settings.model_copy(update={"max_metadata_bytes": 100})
+    small = settings.updated(**{"max_metadata_bytes": 100})
     result, _ = ingest(small, [turn(1), turn(2, metadata={"blob": "x" * 200})], utcnow())
     assert result.accepted == 1
     assert result.rejected[0]["errors"][0]["field"] == "metadata"
@@ -163,7 +163,7 @@ def test_a_message_delivered_twice_without_turn_keys_stores_each_turn_once(
 
 def _refuse_poison(settings: Settings) -> None:
     """Make the database itself refuse one row that passes every check of ours."""
-    with get_engine(settings).begin() as conn:
+    with get_engine(settings.storage).begin() as conn:
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql(
                 "CREATE TRIGGER refuse_poison BEFORE INSERT ON turns "
@@ -186,10 +186,10 @@ def _refuse_poison(settings: Settings) -> None:
 
 
 def _drop_refusal(settings: Settings) -> None:
-    with get_engine(settings).begin() as conn:
+    with get_engine(settings.storage).begin() as conn:
         conn.exec_driver_sql(
             "DROP TRIGGER IF EXISTS refuse_poison"
-            + ("" if is_sqlite(session_factory(settings)()) else " ON turns")
+            + ("" if is_sqlite(session_factory(settings.storage)()) else " ON turns")
         )
 
 
@@ -212,16 +212,24 @@ def test_a_row_the_database_refuses_costs_only_itself(settings: Settings, db: Se
 
 
 def test_dispatch_when_pending_turns_cross_batch_size(settings: Settings) -> None:
-    small = settings.model_copy(update={"batch_size": 4})
-    with session_factory(small)() as db:
+    small = settings.updated(**{"batch_size": 4})
+    with session_factory(small.storage)() as db:
         _, due = store_turns(
-            db, small, validate_turns([turn(i) for i in range(3)], small)[0], utcnow()
+            db,
+            small.extraction,
+            validate_turns([turn(i) for i in range(3)], small.ingest)[0],
+            utcnow(),
         )
         assert due == []
-        _, due = store_turns(db, small, validate_turns([turn(3)], small)[0], utcnow())
+        _, due = store_turns(
+            db, small.extraction, validate_turns([turn(3)], small.ingest)[0], utcnow()
+        )
         assert due == [KEY]
         _, due = store_turns(
-            db, small, validate_turns([turn(i) for i in range(4, 11)], small)[0], utcnow()
+            db,
+            small.extraction,
+            validate_turns([turn(i) for i in range(4, 11)], small.ingest)[0],
+            utcnow(),
         )
         assert due == [KEY]  # crossed 8 once, not once per turn
         db.rollback()

@@ -42,7 +42,7 @@ def test_a_turn_from_a_clock_in_2099_is_refused_and_bob_replaces_sam(
 def test_the_skew_is_measured_by_the_database_clock_and_is_a_setting(
     settings: Settings, db: Session
 ) -> None:
-    now = database_now(settings)
+    now = database_now(settings.storage)
     soon = (now + timedelta(seconds=200)).isoformat()
     later = (now + timedelta(seconds=400)).isoformat()
     client = MemoryClient(settings, dispatch=False)
@@ -52,7 +52,7 @@ def test_the_skew_is_measured_by_the_database_clock_and_is_a_setting(
     assert refused["index"] == 1 and refused["errors"][0]["field"] == "timestamp"
     assert "MEMORYD_MAX_CLOCK_SKEW_SECONDS" in refused["errors"][0]["message"]
 
-    strict = settings.model_copy(update={"max_clock_skew_seconds": 60})
+    strict = settings.updated(**{"max_clock_skew_seconds": 60})
     result = MemoryClient(strict, dispatch=False).enqueue_turns([turn_item(2, timestamp=soon)])
     assert (result.accepted, [r["index"] for r in result.rejected]) == (0, [0])
     assert count_turns(db) == 1

@@ -64,7 +64,7 @@ def test_a_script_that_ends_right_after_its_last_call_still_sends_its_trigger(
     )
     assert out.returncode == 0, out.stderr
     assert "could not publish" not in out.stderr
-    tasks = queued_headers(settings.broker_url)
+    tasks = queued_headers(settings.storage.broker_url)
     assert [(t["task"], t["argsrepr"]) for t in tasks] == [
         ("memoryd.extract_session", "['bot', 'ann', 's1']")
     ]

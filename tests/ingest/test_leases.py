@@ -31,44 +31,44 @@ KEY = SessionKey("bot", "ann", "s1")
 
 
 def claim(settings: Settings, key: SessionKey = KEY, later: float = 0.0) -> Claim | None:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         now = database_time(session) + timedelta(seconds=later)
-        return claim_batch(session, settings, key, now)
+        return claim_batch(session, settings.extraction, key, now)
 
 
 def end(settings: Settings, key: SessionKey = KEY) -> None:
     """The conversation is over: a partial batch is due at once."""
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         end_session(session, key, utcnow())
 
 
 def expire_lease(settings: Settings, key: SessionKey = KEY) -> None:
     """What a dead or hung worker leaves behind: a lease whose time has run out."""
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         past = database_time(session) - timedelta(seconds=1)
         session.execute(update(ChatSession).where(*session_pk(key)).values(lease_until=past))
 
 
 def turn_rows(settings: Settings) -> list[tuple[int, str, int]]:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         rows = session.execute(select(Turn.id, Turn.status, Turn.lost_leases).order_by(Turn.id))
         return [tuple(r) for r in rows]  # type: ignore[misc]
 
 
 def batch_statuses(settings: Settings) -> list[str]:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         return list(session.scalars(select(ExtractionBatch.status).order_by(ExtractionBatch.id)))
 
 
 def test_partial_batch_waits_until_ended_or_idle(settings: Settings) -> None:
     add_turns(settings, 3)
     assert claim(settings) is None
-    ready = claim(settings, later=settings.flush_idle_seconds + 1)
+    ready = claim(settings, later=settings.extraction.flush_idle_seconds + 1)
     assert ready is not None and len(ready.turns) == 3
 
 
 def test_one_live_lease_per_session(settings: Settings) -> None:
-    small = settings.model_copy(update={"batch_size": 2})
+    small = settings.updated(**{"batch_size": 2})
     add_turns(small, 4)
     first = claim(small)
     assert first is not None and [t.content for t in first.turns] == ["message 0", "message 1"]
@@ -81,7 +81,7 @@ def test_a_claim_over_an_expired_lease_returns_the_stranded_turns_first(
 ) -> None:
     """A worker died holding turns 1-2; the next claim of the session, before any sweep,
     takes turns 1-2 back rather than leaving them claimed forever and moving on to 3-4."""
-    small = settings.model_copy(update={"batch_size": 2})
+    small = settings.updated(**{"batch_size": 2})
     ids = add_turns(small, 4)
     dead = claim(small)
     assert dead is not None
@@ -92,9 +92,9 @@ def test_a_claim_over_an_expired_lease_returns_the_stranded_turns_first(
     assert batch_statuses(small) == [BatchStatus.ABANDONED, BatchStatus.RUNNING]
 
     # The dead worker wakes up: it can neither finish nor return turns that are not its.
-    with session_scope(small) as session:
+    with session_scope(small.storage) as session:
         assert release_lease(session, dead) is False
-    with session_scope(small) as session:
+    with session_scope(small.storage) as session:
         assert release_lease(session, second)
         assert finish_turns(session, small, second) == 2
     third = claim(small)
@@ -124,7 +124,7 @@ def test_a_batch_that_outlived_its_lease_writes_nothing(settings: Settings) -> N
     late = extract_session(settings, KEY, extractor=HungThenBack())
     assert overtaken.is_set()
     assert (late.lost_leases, late.created, late.turns) == (1, 0, 0)
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         memories = session.execute(select(Memory.content, Memory.evidence_count)).all()
     assert [tuple(m) for m in memories] == [("Wants to be called Sam", 1)]
     assert batch_statuses(settings) == [BatchStatus.ABANDONED, BatchStatus.DONE]
@@ -136,7 +136,7 @@ def test_a_slow_but_live_call_renews_its_lease_and_is_not_taken_over(
 ) -> None:
     """The LLM takes three times the lease: the batch's heartbeat keeps it, so neither
     the sweeper nor another worker takes the turns, and nothing is extracted twice."""
-    quick = settings.model_copy(update={"lease_seconds": 1.0})
+    quick = settings.updated(**{"lease_seconds": 1.0})
     add_turns(quick, 1, content="Call me Sam.")
     end(quick)
     started = threading.Event()
@@ -173,13 +173,15 @@ def test_a_slow_but_live_call_renews_its_lease_and_is_not_taken_over(
 def test_a_worker_whose_clock_runs_ahead_does_not_steal_a_live_lease(settings: Settings) -> None:
     """Leases are read and written on the database's clock, not the worker's."""
     add_turns(settings, 1)
-    holder = claim(settings, later=settings.flush_idle_seconds + 1)
+    holder = claim(settings, later=settings.extraction.flush_idle_seconds + 1)
     assert holder is not None
     ahead = extract_session(
-        settings, KEY, clock=lambda: utcnow() + timedelta(seconds=settings.lease_seconds * 10)
+        settings,
+        KEY,
+        clock=lambda: utcnow() + timedelta(seconds=settings.extraction.lease_seconds * 10),
     )
     assert (ahead.batches, ahead.lost_leases) == (0, 0)
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         lease = session.scalars(select(ChatSession.lease_batch_id)).one()
     assert lease == holder.batch_id
 
@@ -190,7 +192,7 @@ def test_racing_claimers_with_expiring_leases_finish_every_turn_exactly_once(
     """Six workers claim one session over and over with a lease shorter than some of
     their pauses: leases expire under them and are taken over, yet each turn is finished
     by exactly one batch and none is left behind."""
-    racy = settings.model_copy(update={"batch_size": 4, "lease_seconds": 0.3})
+    racy = settings.updated(**{"batch_size": 4, "lease_seconds": 0.3})
     ids = add_turns(racy, 40)
     end(racy)
     finished: Counter[int] = Counter()
@@ -213,7 +215,7 @@ def test_racing_claimers_with_expiring_leases_finish_every_turn_exactly_once(
                     continue
                 pause = pauses.pop() if pauses else rng.choice([0.0, 0.05, 0.5])
                 time.sleep(pause)  # 0.5 s: the lease runs out
-                with session_scope(racy) as session:
+                with session_scope(racy.storage) as session:
                     if release_lease(session, taken):
                         assert finish_turns(session, racy, taken) == len(taken.turns)
                         with lock:
@@ -240,7 +242,7 @@ def _left(settings: Settings) -> int:
 
 
 def test_a_batch_that_kills_its_worker_every_time_is_dead_lettered(settings: Settings) -> None:
-    fragile = settings.model_copy(update={"max_lost_leases": 2})
+    fragile = settings.updated(**{"max_lost_leases": 2})
     add_turns(fragile, 2)
     end(fragile)
     for _ in range(2):

@@ -41,7 +41,7 @@ def test_a_turn_is_pending_then_done_with_the_memories_it_produced(settings: Set
     hi, move = done
     # A batch's memories name all its turns as their sources: both list them.
     assert hi.memory_ids == move.memory_ids and hi.settled
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         made = {m.content for m in session.query(Memory).filter(Memory.id.in_(move.memory_ids))}
     assert made == {"Lives in Porto", "Prefers green tea"}
     assert client.turn_status("bot", "ann", "nope") is None
@@ -71,7 +71,7 @@ def test_wait_extracted_returns_once_the_turns_are_settled(settings: Settings) -
 def test_a_dead_letter_is_settled_as_failed(settings: Settings) -> None:
     client = MemoryClient(settings, dispatch=False)
     _enqueue(client)
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(update(Turn).values(status=TurnStatus.FAILED))
     [receipt] = client.wait_extracted("bot", "ann", ["k-move"], timeout=5)
     assert receipt.status == "failed" and receipt.settled

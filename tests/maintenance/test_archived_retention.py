@@ -40,8 +40,8 @@ ARCHIVING = timedelta(days=400)
 @pytest.fixture
 def store(settings: Settings) -> Settings:
     """Usage rows kept for good, so only the memory's purge can take them."""
-    assert settings.archived_retention_days == RETENTION.days
-    return settings.model_copy(update={"usage_retention_days": 0})
+    assert settings.memories.archived_retention_days == RETENTION.days
+    return settings.updated(**{"usage_retention_days": 0})
 
 
 def archive(settings: Settings, content: str, at: datetime) -> int:
@@ -57,7 +57,7 @@ def archive(settings: Settings, content: str, at: datetime) -> int:
 
 def left(settings: Settings, memory_id: int) -> dict[str, int]:
     """The memory's rows in each table that holds it."""
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         return {
             table.__tablename__: session.scalar(
                 select(func.count()).select_from(table).where(column == memory_id)
@@ -83,7 +83,7 @@ def test_an_archived_memory_goes_after_the_retention_with_all_it_left(store: Set
     assert left(store, memory_id) == before  # still restorable
     assert run_cycle(store, start + ARCHIVING + RETENTION + DAY).archived_purged == 1
     assert left(store, memory_id) == dict.fromkeys(before, 0)
-    with session_scope(store, readonly=True) as session:
+    with session_scope(store.storage, readonly=True) as session:
         assert_tallies_match(session)  # the whole store's figures lost it too
 
 
@@ -101,7 +101,7 @@ def test_a_memory_archived_later_stays_until_its_own_retention_ends(store: Setti
 
 
 def test_zero_days_keeps_archived_memories_forever(store: Settings) -> None:
-    forever = store.model_copy(update={"archived_retention_days": 0})
+    forever = store.updated(**{"archived_retention_days": 0})
     start = utcnow()
     memory_id = archive(forever, "Collects vintage stamps from Lisbon", start + ARCHIVING)
     before = left(forever, memory_id)
@@ -114,8 +114,8 @@ def test_a_restored_memory_stays(store: Settings) -> None:
     memory_id = archive(store, "Collects vintage stamps from Lisbon", start + ARCHIVING)
     client = MemoryClient(store, dispatch=False)
     client.restore(AGENT, USER, memory_id)
-    with session_scope(store) as session:
-        assert purge_archived(session, store, start + ARCHIVING + 2 * RETENTION, 100) == 0
+    with session_scope(store.storage) as session:
+        assert purge_archived(session, store.memories, start + ARCHIVING + 2 * RETENTION, 100) == 0
     assert client.get(AGENT, USER, memory_id).status == MemoryStatus.ACTIVE
     assert [h.id for h in client.recall("vintage stamps", AGENT, USER)] == [memory_id]
 
@@ -125,7 +125,7 @@ def test_a_memory_restored_between_the_read_and_the_delete_stays(store: Settings
     checks again, as the restore committed it, and leaves it."""
     start = utcnow()
     memory_id = archive(store, "Collects vintage stamps from Lisbon", start + ARCHIVING)
-    engine = get_engine(store)
+    engine = get_engine(store.storage)
     mark = "?" if engine.dialect.name == "sqlite" else "%s"
     restore = f"UPDATE memories SET status = 'active', archived_at = NULL WHERE id = {mark}"
 
@@ -135,8 +135,10 @@ def test_a_memory_restored_between_the_read_and_the_delete_stays(store: Settings
 
     event.listen(engine, "before_cursor_execute", restore_first)
     try:
-        with session_scope(store) as session:
-            assert purge_archived(session, store, start + ARCHIVING + 2 * RETENTION, 100) == 0
+        with session_scope(store.storage) as session:
+            assert (
+                purge_archived(session, store.memories, start + ARCHIVING + 2 * RETENTION, 100) == 0
+            )
     finally:
         event.remove(engine, "before_cursor_execute", restore_first)
     assert left(store, memory_id)["memories"] == 1
@@ -148,7 +150,7 @@ def test_the_step_reads_only_the_memories_it_removes(store: Settings) -> None:
     now = utcnow()
     store_filler(store, Scope(AGENT, "big"), 5000, seed=1)
     store_filler(store, Scope(AGENT, USER), 23, seed=2)
-    with session_scope(store) as session:
+    with session_scope(store.storage) as session:
         ids = list(
             session.scalars(select(Memory.id).where(Memory.user_id == USER).order_by(Memory.id))
         )
@@ -165,11 +167,11 @@ def test_the_step_reads_only_the_memories_it_removes(store: Settings) -> None:
         if re.match(r"\s*(SELECT|DELETE)\b.*\bmemories\b", statement, re.I | re.S):
             sent.append((statement, parameters))
 
-    engine = get_engine(store)
+    engine = get_engine(store.storage)
     event.listen(engine, "before_cursor_execute", keep)
-    with session_scope(store) as session:
+    with session_scope(store.storage) as session:
         try:
-            assert purge_archived(session, store, now, 100) == 3
+            assert purge_archived(session, store.memories, now, 100) == 3
         finally:
             event.remove(engine, "before_cursor_execute", keep)
         session.rollback()  # the plans below run the statements on the same rows
@@ -206,11 +208,11 @@ def test_an_imported_archived_memory_is_purged_a_retention_after_its_import(
     imported = utcnow()
     result = import_memories(store, [json.dumps(line | {"status": "archived"})], imported)
     assert result["imported"] == 1
-    with session_scope(store, readonly=True) as session:
+    with session_scope(store.storage, readonly=True) as session:
         memory = session.scalars(select(Memory).where(Memory.user_id == USER)).one()
         memory_id = memory.id
         assert (memory.status, memory.archived_at) == (MemoryStatus.ARCHIVED, imported)
     for days, kept in ((RETENTION - DAY, 1), (RETENTION + DAY, 0)):
-        with session_scope(store) as session:
-            purge_archived(session, store, imported + days, 100)
+        with session_scope(store.storage) as session:
+            purge_archived(session, store.memories, imported + days, 100)
         assert left(store, memory_id)["memories"] == kept

@@ -51,7 +51,7 @@ def chat(
         ]
     )
     client.end_session("bot", "ann", session)
-    offline = settings.model_copy(update={"offline_extractor": True})
+    offline = settings.updated(**{"offline_extractor": True})
     while extract_session(offline, SessionKey("bot", "ann", session)).more_pending:
         pass
 
@@ -141,7 +141,7 @@ def test_llm_fault_is_retried_then_dead_lettered(
     settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
     s = compress_settings(settings, fake_llm)
-    s = s.model_copy(update={"max_attempts": 2, "llm_retries": 1})
+    s = s.updated(**{"max_attempts": 2, "llm_retries": 1})
     chat(s, 0, 30)
     fake_llm.push(fakellm.server_error())  # one transient fault: retried inside the call
     assert compress_session(s, KEY)
@@ -175,7 +175,7 @@ def test_llm_fault_is_retried_then_dead_lettered(
 
 
 def test_offline_summaries_without_an_llm(settings: Settings, db: Session) -> None:
-    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    s = settings.updated(**{"compress_trigger_tokens": 600, "keep_recent_turns": 6})
     chat(s, 0, 30)
     assert compress_due_sessions(s)["compressed"] == 1
     row = chat_row(db)
@@ -196,7 +196,7 @@ class OvertakenSummarizer:
     def segment(self, turns: Sequence[tuple[str, str]]) -> Summary:
         if not self.overtaken:
             self.overtaken = True
-            with session_scope(self.settings) as session:
+            with session_scope(self.settings.storage) as session:
                 past = database_time(session) - timedelta(seconds=1)
                 session.execute(
                     update(ChatSession).where(*session_pk(KEY)).values(compress_lease_until=past)
@@ -209,7 +209,7 @@ class OvertakenSummarizer:
 
 
 def test_a_run_that_outlived_its_lease_writes_nothing(settings: Settings, db: Session) -> None:
-    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    s = settings.updated(**{"compress_trigger_tokens": 600, "keep_recent_turns": 6})
     chat(s, 0, 30)
     assert not compress_session(s, KEY, OvertakenSummarizer(s))
     assert segments(db) == [(1, 10, 10), (11, 20, 10), (21, 24, 4)]  # once, by the second run
@@ -241,7 +241,7 @@ def test_a_poison_session_fails_alone_and_the_run_still_shows_failure(
 ) -> None:
     from memoryd.maintenance import compression
 
-    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    s = settings.updated(**{"compress_trigger_tokens": 600, "keep_recent_turns": 6})
     chat(s, 0, 30, session="a")
     chat(s, 0, 30, session="b", said="poison")
     chat(s, 0, 30, session="c")
@@ -266,7 +266,7 @@ def due(db: Session) -> dict[str, bool]:
 def test_a_session_is_due_once_a_finished_batch_takes_it_past_the_trigger(
     settings: Settings, db: Session
 ) -> None:
-    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    s = settings.updated(**{"compress_trigger_tokens": 600, "keep_recent_turns": 6})
     chat(s, 0, 20)  # 500 tokens: not yet
     MemoryClient(s, dispatch=False).enqueue_turns(
         [
@@ -288,9 +288,9 @@ def test_a_session_is_due_once_a_finished_batch_takes_it_past_the_trigger(
 
 
 def test_raising_the_trigger_clears_a_due_session(settings: Settings, db: Session) -> None:
-    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    s = settings.updated(**{"compress_trigger_tokens": 600, "keep_recent_turns": 6})
     chat(s, 0, 30)
-    raised = s.model_copy(update={"compress_trigger_tokens": 5000})
+    raised = s.updated(**{"compress_trigger_tokens": 5000})
     assert compress_due_sessions(raised) == {"due": 1, "compressed": 0}
     assert due(db) == {"long": False} and not segments(db)
 
@@ -298,7 +298,7 @@ def test_raising_the_trigger_clears_a_due_session(settings: Settings, db: Sessio
 def test_due_sessions_are_read_through_their_index(settings: Settings, db: Session) -> None:
     """The candidate query reads the partial index of due sessions, never every session
     or turn: its cost follows the sessions to compress."""
-    query = compression_candidates(settings, utcnow())
+    query = compression_candidates(settings.extraction, utcnow())
     sql = str(query.compile(db.get_bind(), compile_kwargs={"literal_binds": True}))
     if db.get_bind().dialect.name == "sqlite":
         plan = " ".join(str(r) for r in db.execute(text(f"EXPLAIN QUERY PLAN {sql}")))
@@ -315,13 +315,13 @@ def test_a_claim_over_a_summary_that_moved_meanwhile_takes_no_lease(
 ) -> None:
     """A run that read the session before another one finished (and freed the lease)
     must not summarise the same turns again."""
-    s = settings.model_copy(update={"compress_trigger_tokens": 600, "keep_recent_turns": 6})
+    s = settings.updated(**{"compress_trigger_tokens": 600, "keep_recent_turns": 6})
     chat(s, 0, 30)
-    with session_scope(s) as session:
+    with session_scope(s.storage) as session:
         stale = session.scalars(select(ChatSession)).one()
         read_upto = stale.summary_upto  # as this run read it: nothing summarised yet
     assert compress_due_sessions(s)["compressed"] == 1  # another run, to the end
-    with session_scope(s) as session:
+    with session_scope(s.storage) as session:
         now = database_time(session)
         assert not compression._take_lease(session, s, KEY, 999, read_upto, now)
         assert compression._take_lease(session, s, KEY, 999, chat_row(db).summary_upto, now)

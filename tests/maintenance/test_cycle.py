@@ -46,12 +46,12 @@ def test_half_life_math(settings: Settings, db: Session) -> None:
     with freeze_time(START):
         memory = make_memory(db, settings)
         now = utcnow()
-    one = now + timedelta(days=settings.half_life_long_days)
-    assert effective_weight(memory, one, settings) == pytest.approx(0.5)
-    assert effective_weight(memory, now + 2 * (one - now), settings) == pytest.approx(0.25)
+    one = now + timedelta(days=settings.memories.half_life_long_days)
+    assert effective_weight(memory, one, settings.memories) == pytest.approx(0.5)
+    assert effective_weight(memory, now + 2 * (one - now), settings.memories) == pytest.approx(0.25)
     short = make_memory(db, settings, "Maybe", confidence=0.7, now=now)
     assert effective_weight(
-        short, now + timedelta(days=settings.half_life_short_days), settings
+        short, now + timedelta(days=settings.memories.half_life_short_days), settings.memories
     ) == pytest.approx(0.5)
 
 
@@ -60,14 +60,18 @@ def test_archive_exactly_when_weight_crosses_the_threshold(settings: Settings, d
         memory = make_memory(db, settings)
         db.commit()
         start = utcnow()
-    days = settings.half_life_long_days * math.log2(1.0 / settings.archive_threshold)
+    days = settings.memories.half_life_long_days * math.log2(
+        1.0 / settings.memories.archive_threshold
+    )
     due = start + timedelta(days=days)
     assert run_cycle(settings, due - timedelta(seconds=1)).archived == 0
     assert reload(db, memory).status == MemoryStatus.ACTIVE
     assert run_cycle(settings, due).archived == 1
     archived = reload(db, memory)
     assert (archived.status, archived.archived_at) == (MemoryStatus.ARCHIVED, due)
-    assert effective_weight(archived, due, settings) == pytest.approx(settings.archive_threshold)
+    assert effective_weight(archived, due, settings.memories) == pytest.approx(
+        settings.memories.archive_threshold
+    )
 
 
 def test_reinforcement_postpones_archiving(settings: Settings, db: Session) -> None:
@@ -86,8 +90,8 @@ def test_reinforcement_postpones_archiving(settings: Settings, db: Session) -> N
     assert rescheduled.status == MemoryStatus.ACTIVE
     assert rescheduled.archive_due_at is not None and rescheduled.archive_due_at > first_due
     true_due = rescheduled.archive_due_at
-    assert effective_weight(rescheduled, true_due, settings) == pytest.approx(
-        settings.archive_threshold
+    assert effective_weight(rescheduled, true_due, settings.memories) == pytest.approx(
+        settings.memories.archive_threshold
     )
     assert run_cycle(settings, true_due - timedelta(seconds=1)).archived == 0
     assert run_cycle(settings, true_due).archived == 1
@@ -118,7 +122,7 @@ def test_promotion_at_exactly_the_access_threshold(settings: Settings, db: Sessi
     assert memory.tier == Tier.SHORT
     now = utcnow()
     db.commit()
-    for _ in range(settings.promote_access_count - 1):
+    for _ in range(settings.memories.promote_access_count - 1):
         retrieve(db, settings, [memory], now)
     db.commit()
     assert run_cycle(settings, now).promoted == 0
@@ -137,7 +141,7 @@ def test_ttl_expiry_boundaries_and_access_restarts_the_ttl(settings: Settings, d
         used = make_memory(db, settings, "Reading Dune", confidence=0.7)
         db.commit()
         start = utcnow()
-    assert idle.expires_at == start + timedelta(days=settings.mood_ttl_days)
+    assert idle.expires_at == start + timedelta(days=settings.memories.mood_ttl_days)
     assert run_cycle(settings, idle.expires_at - timedelta(seconds=1)).expired == 0
     assert run_cycle(settings, idle.expires_at).expired == 1
     assert reload(db, idle).status == MemoryStatus.EXPIRED
@@ -155,7 +159,7 @@ def test_the_ttl_restarts_in_whole_hours_never_short_of_the_ttl(
         memory = make_memory(db, settings, "Reading Dune", confidence=0.7)
         db.commit()
         start = utcnow()
-    ttl = timedelta(days=settings.short_ttl_days)
+    ttl = timedelta(days=settings.memories.short_ttl_days)
     first = start + timedelta(days=2, minutes=10)
     retrieve(db, settings, [memory], first)
     db.commit()
@@ -175,7 +179,7 @@ def test_restore_brings_it_back_with_its_history(settings: Settings, db: Session
     later = utcnow() + timedelta(days=10_000)
     assert run_cycle(settings, later).archived == 1
     memory = reload(db, memory)
-    restore_memory(db, settings, memory, later)
+    restore_memory(db, settings.memories, memory, later)
     db.commit()
     memory = reload(db, memory)
     assert memory.status == MemoryStatus.ACTIVE and memory.archived_at is None
@@ -186,7 +190,7 @@ def test_restore_brings_it_back_with_its_history(settings: Settings, db: Session
 def test_superseded_memories_cannot_be_restored(settings: Settings, db: Session) -> None:
     memory = make_memory(db, settings, status=MemoryStatus.SUPERSEDED, superseded_by_id=99)
     with pytest.raises(ValueError, match="superseded by 99"):
-        restore_memory(db, settings, memory, utcnow())
+        restore_memory(db, settings.memories, memory, utcnow())
 
 
 def test_two_cycles_at_once_change_nothing_twice(

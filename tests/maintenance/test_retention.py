@@ -39,7 +39,7 @@ def say(client: MemoryClient, session: str, *lines: str) -> SessionKey:
 
 
 def counts(settings: Settings) -> dict[str, int]:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         grouped = select(Turn.status, func.count()).group_by(Turn.status)
         turns = {status: n for status, n in session.execute(grouped)}
         return {
@@ -51,7 +51,7 @@ def counts(settings: Settings) -> dict[str, int]:
 
 
 def access_counts(settings: Settings) -> dict[int, int]:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         return {mid: n for mid, n in session.execute(select(Memory.id, Memory.access_count))}
 
 
@@ -85,20 +85,20 @@ def test_a_live_sessions_unsummarised_turns_stay(settings: Settings) -> None:
     key = say(client, "s1", "I live in Lisbon.", "I prefer green tea.", "I play chess.")
     extract_session(settings, key)
     later = utcnow() + timedelta(days=91)
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         first = session.scalar(select(func.min(Turn.id)))
         session.execute(  # still talking; compression summarised the first turn only
             update(ChatSession).values(last_activity_at=later, summary_upto=first)
         )
     assert run_cycle(settings, later).turns_purged == 1
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         left = session.scalars(select(Turn.id).where(Turn.status == TurnStatus.DONE)).all()
     assert first not in left and len(left) == 2
 
 
 def test_zero_days_keeps_everything(settings: Settings) -> None:
-    forever = settings.model_copy(
-        update={
+    forever = settings.updated(
+        **{
             "turn_retention_days": 0,
             "usage_retention_days": 0,
             "batch_retention_days": 0,
@@ -112,11 +112,11 @@ def test_zero_days_keeps_everything(settings: Settings) -> None:
     client.forget("bot", "ann", client.list("bot", "ann")[0].id)
     before = counts(forever)
     memories = select(func.count()).select_from(Memory)
-    with session_scope(forever, readonly=True) as session:
+    with session_scope(forever.storage, readonly=True) as session:
         stored = session.scalar(memories)
     run_cycle(forever, utcnow() + timedelta(days=3650))
     assert counts(forever) == before
-    with session_scope(forever, readonly=True) as session:
+    with session_scope(forever.storage, readonly=True) as session:
         assert stored and session.scalar(memories) == stored  # the deleted one too
 
 
@@ -125,7 +125,7 @@ def test_old_rows_that_stay_do_not_hold_back_those_behind_them(settings: Setting
     to the done turns behind them."""
     client = MemoryClient(settings, dispatch=False)
     say(client, "dead", *(f"Message {i}." for i in range(30)))
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(update(Turn).values(status=TurnStatus.FAILED))
     extract_session(settings, say(client, "s2", "I live in Lisbon.", "I prefer green tea."))
 
@@ -145,7 +145,7 @@ def test_the_pipeline_totals_keep_what_purged_batches_recorded(settings: Setting
 
     def totals() -> tuple[object, ...]:
         stats = pipeline_stats(settings)
-        with session_scope(settings, readonly=True) as session:
+        with session_scope(settings.storage, readonly=True) as session:
             figures = pipeline_figures(session, utcnow())
         return (
             stats["batches"], stats["facts_accepted"], stats["last_batch_at"],
@@ -165,18 +165,18 @@ def test_batches_removed_twice_are_counted_once(settings: Settings) -> None:
     running when it goes counts as abandoned, never as running for good."""
     client = MemoryClient(settings, dispatch=False)
     extract_session(settings, say(client, "s1", "I live in Lisbon.", "I prefer green tea."))
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.add(
             ExtractionBatch(
                 agent_id="bot", user_id="ann", session_id="s1", started_at=utcnow(), turn_count=1
             )
         )
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         ids = list(session.scalars(select(ExtractionBatch.id)))
     before = pipeline_stats(settings)
     assert before["batches"] == {"done": 1, "running": 1}
     for _ in range(2):
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             batch_totals.remove(session, ids)
     after = pipeline_stats(settings)
     assert counts(settings)["batches"] == 0

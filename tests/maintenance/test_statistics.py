@@ -12,7 +12,7 @@ from memoryd.settings import Settings
 
 
 def last_analyzed(settings: Settings) -> dict[str, object]:
-    with get_engine(settings).connect() as conn:
+    with get_engine(settings.storage).connect() as conn:
         rows = conn.execute(
             text(
                 "SELECT relname, coalesce(last_analyze, last_autoanalyze) FROM pg_stat_user_tables "
@@ -25,7 +25,7 @@ def last_analyzed(settings: Settings) -> dict[str, object]:
 def test_a_bulk_load_gets_statistics_from_the_next_cycle(backend: str, settings: Settings) -> None:
     if backend != "postgres":
         pytest.skip("SQLite plans without table statistics")
-    with get_engine(settings).begin() as conn:
+    with get_engine(settings.storage).begin() as conn:
         conn.execute(text("ALTER TABLE memories SET (autovacuum_enabled = false)"))
         conn.execute(
             text(

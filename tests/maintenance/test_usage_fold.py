@@ -28,7 +28,7 @@ def test_retrievals_folded_later_count_as_if_applied_when_they_happened(
     """Three recalls days apart, folded at once a week later: the weight decays and is
     reinforced step by step from each recall's time, the TTL restarts from the last one,
     and promotion dates from the recall that reached the count."""
-    settings = settings.model_copy(update={"promote_access_count": 2})
+    settings = settings.updated(**{"promote_access_count": 2})
     start = utcnow()
     memory = make_memory(db, settings, "Learning the cello", confidence=0.7, now=start)
     db.commit()
@@ -42,9 +42,16 @@ def test_retrievals_folded_later_count_as_if_applied_when_they_happened(
     with freeze_time(start + timedelta(days=11)):
         assert fold_usage(settings) == 3
     for at in times:
-        step = reinforced(Tier.SHORT, weight, weight_at, settings.reinforce_retrieved, at, settings)
+        step = reinforced(
+            Tier.SHORT,
+            weight,
+            weight_at,
+            settings.memories.reinforce_retrieved,
+            at,
+            settings.memories,
+        )
         weight, weight_at = step["weight"], step["weight_at"]
-        expires_at = restarted_ttl(Tier.SHORT, expires_at, at, settings)
+        expires_at = restarted_ttl(Tier.SHORT, expires_at, at, settings.memories)
     db.expire_all()
     folded = db.get_one(Memory, memory.id)
     assert folded.weight == pytest.approx(weight, rel=1e-9)
@@ -67,10 +74,10 @@ def test_the_cycle_folds_before_it_promotes(settings: Settings, db: Session) -> 
     memory = make_memory(db, settings, "Learning the cello", confidence=0.7)
     db.commit()
     client = MemoryClient(settings, dispatch=False)
-    for _ in range(settings.promote_access_count):
+    for _ in range(settings.memories.promote_access_count):
         client.recall("cello", "bot", "ann")
     counts = run_cycle(settings)
-    assert (counts.usage_folded, counts.promoted) == (settings.promote_access_count, 1)
+    assert (counts.usage_folded, counts.promoted) == (settings.memories.promote_access_count, 1)
     db.expire_all()
     assert db.get_one(Memory, memory.id).tier == Tier.LONG
 
@@ -93,13 +100,13 @@ def test_a_fold_reads_the_unfolded_rows_by_index(
     def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
         sent.append((statement, parameters))
 
-    event.listen(get_engine(settings), "before_cursor_execute", keep)
+    event.listen(get_engine(settings.storage), "before_cursor_execute", keep)
     try:
         assert fold_usage(settings) == 3
     finally:
-        event.remove(get_engine(settings), "before_cursor_execute", keep)
+        event.remove(get_engine(settings.storage), "before_cursor_execute", keep)
     (read, parameters), *_ = [(s, p) for s, p in sent if "FROM memory_usage" in s]
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         explain = "EXPLAIN" if backend == "postgres" else "EXPLAIN QUERY PLAN"
         found = session.connection().exec_driver_sql(f"{explain} {read}", parameters)
         plan = "\n".join(str(r[-1]) for r in found)

@@ -36,7 +36,7 @@ class Keys:
 
 
 def make_key(settings: Settings, name: str, **spec: Any) -> tuple[int, str]:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         key, secret = create_key(session, KeySpec(name=name, **spec), utcnow())
     return key.id, secret
 
@@ -44,7 +44,7 @@ def make_key(settings: Settings, name: str, **spec: Any) -> tuple[int, str]:
 @pytest.fixture
 def mcp_settings(settings: Settings) -> Settings:
     # Keys are looked up on every call, so a revocation shows at once.
-    return settings.model_copy(update={"api_key_cache_seconds": 0.0})
+    return settings.updated(**{"api_key_cache_seconds": 0.0})
 
 
 @pytest.fixture

@@ -198,7 +198,7 @@ def test_a_wrong_or_missing_key_is_refused(
 def test_http_refuses_other_hosts_and_huge_bodies(
     keys: Keys, mcp_settings: Settings, tmp_path: Path
 ) -> None:
-    settings = mcp_settings.model_copy(update={"max_request_bytes": 4096})
+    settings = mcp_settings.updated(**{"max_request_bytes": 4096})
     headers = {"Authorization": f"Bearer {keys.ann}", "Accept": MCP_ACCEPT}
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
     with http_server(settings, tmp_path / "mcp-http.log") as url:
@@ -215,7 +215,7 @@ def test_a_key_revoked_while_connected_stops_working(
     async def scenario() -> None:
         async with over_stdio(mcp_settings, stderr_log)(keys.ann) as client:
             await call(client, "memory_recall", query="anything", **ANN)
-            with session_scope(mcp_settings) as session:
+            with session_scope(mcp_settings.storage) as session:
                 revoke_key(session, keys.ann_id, utcnow())
             text = await refusal(client, "memory_recall", query="anything", **ANN)
             assert text == "unknown or revoked API key"
@@ -301,7 +301,7 @@ def test_wrong_keys_over_http_are_throttled_like_the_apis(
 ) -> None:
     """Past MEMORYD_AUTH_FAILURE_LIMIT wrong keys from one address, MCP over HTTP answers
     429 with Retry-After, a right key included, as the HTTP API does; no key is no guess."""
-    limited = mcp_settings.model_copy(update={"auth_failure_limit": 3})
+    limited = mcp_settings.updated(**{"auth_failure_limit": 3})
     tools = server.MemoryTools(limited, MemoryClient(limited), KeyCache(limited, 0.0))
     mcp = TestClient(server.http_app(tools, "127.0.0.1"), base_url="http://127.0.0.1")
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}

@@ -104,15 +104,15 @@ def test_a_recall_never_undoes_a_promotion(settings: Settings, db: Session) -> N
     memory = make_memory(db, settings, "Learning the cello", confidence=0.7)
     db.commit()
     client = MemoryClient(settings, dispatch=False)
-    for _ in range(settings.promote_access_count):
+    for _ in range(settings.memories.promote_access_count):
         client.recall("cello", "bot", "ann")
     fold_usage(settings)
 
     def promote() -> None:
         # A row that a recall holds locked is skipped, for the next sweep to take.
         for _ in range(200):
-            with session_scope(settings) as session:
-                if promote_due(session, settings, utcnow()) == 1:
+            with session_scope(settings.storage) as session:
+                if promote_due(session, settings.memories, utcnow()) == 1:
                     return
             time.sleep(0.01)
         raise AssertionError("the memory was never promoted")
@@ -126,7 +126,7 @@ def test_a_recall_never_undoes_a_promotion(settings: Settings, db: Session) -> N
     assert (promoted.tier, promoted.expires_at) == (Tier.LONG, None)
     assert promoted.archive_due_at is not None
     assert promoted.archive_due_at > utcnow() + timedelta(days=30)
-    assert promoted.access_count == settings.promote_access_count + 10
+    assert promoted.access_count == settings.memories.promote_access_count + 10
     db.commit()
 
 
@@ -149,7 +149,7 @@ def test_a_replacement_locks_memories_in_the_order_the_usage_fold_does(
 
     def extract() -> None:
         try:
-            with session_scope(settings) as session:
+            with session_scope(settings.storage) as session:
                 lock_scope(session, Scope("bot", "ann"))
                 scope = Scope("bot", "ann")
                 reconcile_facts(session, settings, scope, [fact], {1: newer.id}, utcnow())
@@ -157,7 +157,7 @@ def test_a_replacement_locks_memories_in_the_order_the_usage_fold_does(
             writer_error.append(exc)
 
     # What the usage fold does: the rows it changes FOR UPDATE, by ascending id.
-    with get_engine(settings).connect() as recall, recall.begin():
+    with get_engine(settings.storage).connect() as recall, recall.begin():
         recall.execute(text("SET LOCAL lock_timeout = '3s'"))
         recall.execute(select(Memory.id).where(Memory.id == older.id).with_for_update()).all()
         writer = threading.Thread(target=extract)
@@ -183,7 +183,7 @@ def test_a_fold_locks_memories_before_their_usage_rows_as_an_erasure_does(
     client = MemoryClient(settings, dispatch=False)
     client.recall("cello", "bot", "ann")
     folded: list[int] = []
-    with get_engine(settings).connect() as erasure, erasure.begin():
+    with get_engine(settings.storage).connect() as erasure, erasure.begin():
         erasure.execute(text("SET LOCAL lock_timeout = '3s'"))
         erasure.execute(select(Memory.id).where(Memory.id == memory.id).with_for_update()).all()
         fold = threading.Thread(target=lambda: folded.append(fold_usage(settings)))
@@ -214,8 +214,8 @@ def test_a_fold_in_progress_never_holds_up_a_recall(
         client.recall("cello", "bot", "ann")
         took.append(time.monotonic() - started)
 
-    with session_scope(settings) as folding:
-        assert fold_chunk(folding, settings) == 1  # its memory stays locked until commit
+    with session_scope(settings.storage) as folding:
+        assert fold_chunk(folding, settings.memories) == 1  # its memory stays locked until commit
         other = threading.Thread(target=recall)
         other.start()
         other.join(timeout=5)
@@ -240,12 +240,14 @@ def test_a_recall_of_a_memory_deleted_meanwhile_logs_the_others(
 
     def log() -> None:
         try:
-            with session_scope(settings) as session:
-                log_retrieval(session, settings, Scope("bot", "ann"), hits, "again", None, utcnow())
+            with session_scope(settings.storage) as session:
+                log_retrieval(
+                    session, settings.recall, Scope("bot", "ann"), hits, "again", None, utcnow()
+                )
         except BaseException as exc:
             errors.append(exc)
 
-    with get_engine(settings).connect() as eraser, eraser.begin():
+    with get_engine(settings.storage).connect() as eraser, eraser.begin():
         eraser.execute(select(Memory.id).where(Memory.id == gone.id).with_for_update()).all()
         eraser.execute(text("DELETE FROM memories WHERE id = :id"), {"id": gone.id})
         logger = threading.Thread(target=log)

@@ -56,7 +56,7 @@ def mark() -> str:
 def rows(settings: Settings) -> dict[str, set[str]]:
     """Every row of every table, each as one string (JSON of its values)."""
     found: dict[str, set[str]] = {}
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         for table in Base.metadata.sorted_tables:
             found[table.name] = {
                 json.dumps([_plain(v) for v in row], ensure_ascii=False, default=str)
@@ -151,7 +151,7 @@ def test_erasing_a_scope_leaves_nothing_of_it_and_everything_else(
 
     after = rows(settings)
     assert totals(settings) == pipeline  # the erased batches' figures are still counted
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         assert_tallies_match(session)  # the whole store's figures lost the erased memories
     assert holding(after, words[erased]) == {}
     for table, table_rows in before.items():
@@ -176,7 +176,7 @@ def test_the_audit_row_names_nobody_and_a_second_erase_removes_nothing(
     first = client.erase(AGENT, user, actor="key ops")
     again = client.erase(AGENT, user, actor="key ops")
     assert sum(again.rows.values()) == 0 and again.digest == first.digest
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         audit = session.scalars(select(Erasure).order_by(Erasure.id)).all()
     assert [(a.actor, a.agent_id, a.user_id, a.finished_at is not None) for a in audit] == [
         ("key ops", None, None, True),
@@ -236,9 +236,9 @@ def test_deleted_memories_are_purged_after_the_retention(
 ) -> None:
     kept = client.remember(AGENT, "ann", "Deleted yesterday")
     client.forget(AGENT, "ann", kept.id)
-    with session_scope(settings) as session:
-        assert purge_deleted(session, settings, utcnow(), 100) == 0  # still restorable
+    with session_scope(settings.storage) as session:
+        assert purge_deleted(session, settings.memories, utcnow(), 100) == 0  # still restorable
         later = utcnow() + timedelta(days=31)
-        assert purge_deleted(session, settings, later, 100) == 1
-    with session_scope(settings, readonly=True) as session:
+        assert purge_deleted(session, settings.memories, later, 100) == 1
+    with session_scope(settings.storage, readonly=True) as session:
         assert session.get(Memory, kept.id) is None

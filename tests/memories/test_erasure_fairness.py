@@ -33,7 +33,7 @@ HOLD = 0.1  # seconds each chunk holds the write lock
 
 
 def store(client: MemoryClient, user: str, n: int) -> None:
-    with session_scope(client.settings) as session:
+    with session_scope(client.settings.storage) as session:
         for i in range(n):
             fact = Fact(content=f"Fact {i} about the garden and its roses", confidence=0.9)
             scope = Scope(AGENT, user)

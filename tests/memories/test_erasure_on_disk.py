@@ -26,7 +26,7 @@ CANARY = "Quokkasaurus"  # said once, by the erased user only
 
 def on_disk(settings: Settings, word: str) -> dict[str, int]:
     """How often `word` occurs in each of the database's files, as bytes."""
-    database = Path(settings.resolved_database_url.removeprefix("sqlite:///"))
+    database = Path(settings.storage.resolved_database_url.removeprefix("sqlite:///"))
     files = [database, database.with_name(database.name + "-wal")]
     files.append(database.with_name(database.name + "-shm"))
     return {f.name: f.read_bytes().count(word.encode()) for f in files if f.exists()}
@@ -65,13 +65,13 @@ def test_a_purged_memory_leaves_the_wal_too(settings: Settings) -> None:
 def test_a_new_database_file_is_readable_by_its_owner_alone(tmp_path: Path) -> None:
     data = tmp_path / "data"
     fresh = Settings(data_dir=data, database_url=f"sqlite:///{data / 'new.db'}")
-    with get_engine(fresh).connect() as connection:
+    with get_engine(fresh.storage).connect() as connection:
         connection.execute(text("CREATE TABLE t (x)"))
         connection.commit()
     for name in ("new.db", "new.db-wal"):
         assert stat.S_IMODE((data / name).stat().st_mode) == 0o600, name
     assert stat.S_IMODE(data.stat().st_mode) == 0o700
-    broker = fresh.broker_folder
+    broker = fresh.storage.broker_folder
     filesystem_options(broker, ["q"])
     for folder in (broker, broker / "queue", broker / "processed", broker / "control"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder

@@ -69,7 +69,7 @@ def test_expiring_soon_is_the_short_tier_within_a_day(settings: Settings, db: Se
 def test_failed_turns_and_last_batch_time(
     settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
-    offline = settings.model_copy(update={"offline_extractor": True})
+    offline = settings.updated(**{"offline_extractor": True})
     say(offline, "My name is Ann and I prefer green tea.")
     before = utcnow()
     assert extract_session(offline, SessionKey("bot", "ann", "s1")).batches == 1

@@ -36,9 +36,9 @@ def update(**fields: Any) -> ProfileUpdate:
 def extract(settings: Settings, *updates: ProfileUpdate, said_ago: float = 0.0) -> dict[str, int]:
     """What a batch's write phase does with the updates its LLM call returned."""
     now = utcnow()
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         applied, rejected = apply_updates(
-            session, settings, ANN, updates, now - timedelta(seconds=said_ago), now
+            session, settings.extraction, ANN, updates, now - timedelta(seconds=said_ago), now
         )
     return {"applied": applied, **rejected}
 
@@ -289,8 +289,10 @@ def test_any_sequence_of_patches_and_extractions_leaves_a_valid_replayable_docum
                 assert "commute" in step or "\\u0000" in json.dumps(step)
             continue
         before = client.profile("bot", user, "user")
-        with session_scope(settings) as session:
-            apply_updates(session, settings, Scope("bot", user), [step], utcnow(), utcnow())
+        with session_scope(settings.storage) as session:
+            apply_updates(
+                session, settings.extraction, Scope("bot", user), [step], utcnow(), utcnow()
+            )
         after = client.profile("bot", user, "user")
         known = before.field_meta.get(step.path)
         if step.op == "set" and known and not step.changed and step.confidence < known.confidence:
@@ -384,9 +386,14 @@ def test_the_shared_scope_is_written_only_when_a_call_says_so(settings: Settings
     client.patch_profile("bot", "*", "work", {"team_context": "Support team"}, shared=True)
     assert client.profile("bot", "*", "work").content["team_context"] == "Support team"
     # Extraction never writes the shared scope.
-    with session_scope(settings) as session, pytest.raises(SharedScopeError):
+    with session_scope(settings.storage) as session, pytest.raises(SharedScopeError):
         apply_updates(
-            session, settings, Scope("bot", "*"), [update(path="occupation")], utcnow(), utcnow()
+            session,
+            settings.extraction,
+            Scope("bot", "*"),
+            [update(path="occupation")],
+            utcnow(),
+            utcnow(),
         )
 
 

@@ -96,7 +96,7 @@ def test_a_fold_leaves_one_row_per_key_and_nothing_of_a_key_no_memory_holds(
     gone.status = MemoryStatus.DELETED
     gone.updated_at = utcnow() - timedelta(days=3650)
     db.commit()
-    purge_deleted(db, settings, utcnow(), 100)  # retention removes it from the store
+    purge_deleted(db, settings.memories, utcnow(), 100)  # retention removes it from the store
     db.commit()
     key_index.fold(db, 1000)
     db.commit()
@@ -112,7 +112,7 @@ def test_erasure_leaves_no_key_and_no_alias_of_the_scope(settings: Settings, db:
     key_index.add_alias(db, ANN, "city of residence", "home city", utcnow())
     db.commit()
     erase(settings, ANN, actor="test")
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         left = session.scalars(select(SubjectKey.user_id)).all()
         assert left == ["bob"]
         assert session.scalar(select(func.count()).select_from(KeyAlias)) == 0

@@ -19,7 +19,7 @@ ALL = ["active", "superseded", "archived", "expired", "deleted"]
 
 
 def export(settings: Settings) -> list[str]:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         return list(export_memories(session, "bot", "ann"))
 
 
@@ -102,13 +102,13 @@ def test_an_import_commits_in_chunks_and_importing_again_finishes_it(
         "RETURN NEW; END $$; CREATE TRIGGER test_refuse BEFORE INSERT ON memories "
         "FOR EACH ROW EXECUTE FUNCTION test_refuse()"
     )
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(text(refuse))
     try:
         with pytest.raises(DBAPIError, match="disk full"):
             import_memories(settings, lines, utcnow(), chunk=2)
     finally:
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             session.execute(text("DROP TRIGGER test_refuse ON memories"))
             session.execute(text("DROP FUNCTION test_refuse()"))
     client = MemoryClient(settings, dispatch=False)

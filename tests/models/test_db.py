@@ -31,7 +31,7 @@ def test_a_long_read_does_not_block_writers(settings: Settings) -> None:
     for i in range(3):
         client.remember("bot", "ann", f"Fact number {i}")
     wrote = threading.Event()
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         lines = export_memories(session)
         assert next(lines)  # the read transaction is open now
         writer = threading.Thread(
@@ -107,18 +107,22 @@ def test_a_statement_or_a_lock_wait_past_its_timeout_fails(
     busy timeout)."""
     if backend != "postgres":
         pytest.skip("statement_timeout and lock_timeout are PostgreSQL's")
-    s = settings.model_copy(
-        update={"db_statement_timeout_seconds": 0.5, "db_lock_timeout_seconds": 0.3}
-    )
+    s = settings.updated(**{"db_statement_timeout_seconds": 0.5, "db_lock_timeout_seconds": 0.3})
     started = time.monotonic()
-    with pytest.raises(OperationalError, match="statement timeout"), session_scope(s) as session:
+    with (
+        pytest.raises(OperationalError, match="statement timeout"),
+        session_scope(s.storage) as session,
+    ):
         session.execute(text("SELECT pg_sleep(5)"))
-    with session_scope(settings) as holder:
+    with session_scope(settings.storage) as holder:
         holder.execute(text("LOCK TABLE turns IN ACCESS EXCLUSIVE MODE"))
-        with pytest.raises(OperationalError, match="lock timeout"), session_scope(s) as session:
+        with (
+            pytest.raises(OperationalError, match="lock timeout"),
+            session_scope(s.storage) as session,
+        ):
             session.execute(text("SELECT count(*) FROM turns"))
     assert time.monotonic() - started < 4
     # The migrations' own transaction has no limits, and leaves the pool's as they were.
     upgrade(s)
-    with session_scope(s) as session:
+    with session_scope(s.storage) as session:
         assert session.execute(text("SHOW statement_timeout")).scalar() == "500ms"

@@ -38,7 +38,7 @@ def test_the_search_triggers_survive_every_step(tmp_path) -> None:
     command.upgrade(alembic_config(settings), "head")
     MemoryClient(settings, dispatch=False).remember("bot", "ann", "Prefers green tea")
     command.downgrade(alembic_config(settings), "0008")
-    with get_engine(settings).begin() as conn:
+    with get_engine(settings.storage).begin() as conn:
         triggers = conn.scalars(
             text("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
         ).all()
@@ -61,10 +61,13 @@ def test_the_upgrade_gives_existing_postings_their_memorys_length(settings: Sett
         "bot", "ann", "Prefers green tea, hot", name="tea"
     )
     command.downgrade(config, "0011")
-    with pytest.raises(DBAPIError, match="search_length"), get_engine(settings).begin() as conn:
+    with (
+        pytest.raises(DBAPIError, match="search_length"),
+        get_engine(settings.storage).begin() as conn,
+    ):
         conn.execute(text("SELECT search_length FROM memory_terms"))  # left with 0012
     command.upgrade(config, "head")
-    with get_engine(settings).begin() as conn:
+    with get_engine(settings.storage).begin() as conn:
         lengths = conn.execute(
             text(
                 "SELECT t.term, t.search_length, m.search_length FROM memory_terms AS t "
@@ -86,12 +89,12 @@ def test_the_upgrade_keys_existing_memories_by_their_names(settings: Settings) -
     client.remember("bot", "ann", "Lives in Lisbon", name="Home  City.")
     client.remember("bot", "ann", "Likes green tea in the morning", name="Likes green tea")
     client.remember("bot", "ann", "Employer is Acme", name="Employer")
-    with get_engine(settings).begin() as conn:  # as rows from before 0013 hold them
+    with get_engine(settings.storage).begin() as conn:  # as rows from before 0013 hold them
         conn.execute(text("UPDATE memories SET name = content WHERE name = 'Likes green tea'"))
     config = alembic_config(settings)
     command.downgrade(config, "0012")
     command.upgrade(config, "head")
-    with get_engine(settings).begin() as conn:
+    with get_engine(settings.storage).begin() as conn:
         keys = conn.execute(text("SELECT content, name_key FROM memories ORDER BY id")).all()
     assert [tuple(row) for row in keys] == [
         ("Lives in Lisbon", "home city"),
@@ -119,7 +122,7 @@ def test_the_upgrade_marks_the_sessions_due_for_compression(settings: Settings) 
     config = alembic_config(settings)
     command.downgrade(config, "0019")
     command.upgrade(config, "head")
-    with get_engine(settings).begin() as conn:
+    with get_engine(settings.storage).begin() as conn:
         due = conn.execute(text("SELECT session_id, compress_due FROM sessions ORDER BY 1")).all()
     assert [(name, bool(flag)) for name, flag in due] == [("long", True), ("short", False)]
 
@@ -127,7 +130,7 @@ def test_the_upgrade_marks_the_sessions_due_for_compression(settings: Settings) 
 def test_a_downgrade_adds_each_status_kinds_totals_together(settings: Settings) -> None:
     """0023 down: extraction's and compression's totals of a status become one row,
     their figures added, so the totals never go back."""
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         for kind, batches, calls, rejected in (("extract", 5, 4, 2), ("compress", 3, 6, 1)):
             session.add(
                 BatchTotal(
@@ -144,7 +147,7 @@ def test_a_downgrade_adds_each_status_kinds_totals_together(settings: Settings) 
             )
     config = alembic_config(settings)
     command.downgrade(config, "0022")
-    with get_engine(settings).begin() as conn:
+    with get_engine(settings.storage).begin() as conn:
         rows = conn.execute(
             text("SELECT status, batches, llm_calls, tokens_in, rejections FROM batch_totals")
         ).all()
@@ -169,7 +172,7 @@ def test_the_upgrade_ages_waiting_turns_from_the_turns_stored_before_them(
     config = alembic_config(settings)
     command.downgrade(config, "0023")
     command.upgrade(config, "head")
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         figures = pipeline_figures(session, now)
     assert figures.pending_turns == 2
     assert 299 <= figures.oldest_pending_seconds <= 301

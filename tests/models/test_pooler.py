@@ -75,7 +75,7 @@ def test_two_clients_taking_turns_on_one_statement(
     driver's prepare threshold: the pooler gives them the same server connections. With
     the setting nothing is prepared; without it, a statement one prepared is missing
     (or already there) for the other: the fault the setting exists for."""
-    engine = get_engine(through(pooler, direct, db_transaction_pooler=pooler_setting))
+    engine = get_engine(through(pooler, direct, db_transaction_pooler=pooler_setting).storage)
     counted = text("SELECT count(*) FROM memories WHERE id > :n")
     conns = [engine.connect() for _ in range(2)]
     failed: list[str] = []
@@ -105,7 +105,7 @@ def test_timeouts_hold_in_each_transaction_and_stay_there(
     the next client."""
     pooled = through(pooler, direct, db_transaction_pooler=True, db_lock_timeout_seconds=0.3)
     saved = MemoryClient(direct, dispatch=False).remember("bot", "ann", "Prefers tea")
-    holder = create_engine(direct.resolved_database_url)
+    holder = create_engine(direct.storage.resolved_database_url)
     try:
         with holder.begin() as conn:
             conn.execute(
@@ -115,7 +115,9 @@ def test_timeouts_hold_in_each_transaction_and_stay_there(
                 MemoryClient(pooled, dispatch=False).forget("bot", "ann", saved.id)
     finally:
         holder.dispose()
-    bare = create_engine(f"{pooler.server_url()}/{make_url(direct.resolved_database_url).database}")
+    bare = create_engine(
+        f"{pooler.server_url()}/{make_url(direct.storage.resolved_database_url).database}"
+    )
     try:
         for _ in range(pooler.server_connections * 2):  # every server connection in turn
             with bare.connect() as conn:
@@ -130,9 +132,9 @@ def test_one_holder_of_a_single_flight_lock_behind_the_pooler(
     """Work that must not run twice at once (an embedding fill) is still exclusive,
     and free again once its holder is done."""
     pooled = through(pooler, direct, db_transaction_pooler=True)
-    with single_flight(pooled, LOCK_CLASS_EMBEDDING, "scope") as first:
+    with single_flight(pooled.storage, LOCK_CLASS_EMBEDDING, "scope") as first:
         assert first
-        with single_flight(pooled, LOCK_CLASS_EMBEDDING, "scope") as second:
+        with single_flight(pooled.storage, LOCK_CLASS_EMBEDDING, "scope") as second:
             assert not second
-    with single_flight(pooled, LOCK_CLASS_EMBEDDING, "scope") as again:
+    with single_flight(pooled.storage, LOCK_CLASS_EMBEDDING, "scope") as again:
         assert again

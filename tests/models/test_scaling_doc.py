@@ -87,14 +87,14 @@ def documented_exceptions() -> set[tuple[str, Key]]:
 
 
 def test_the_growth_table_names_every_table(settings: Settings) -> None:
-    with get_engine(settings).connect() as conn:
+    with get_engine(settings.storage).connect() as conn:
         assert {named(row[0]) for row in doc_table(GROWTH)} == tables(conn)
 
 
 def test_every_unique_key_of_a_scoped_table_leads_with_the_scope(settings: Settings) -> None:
     """Or is one the document names, with what sharding does to it; and every one it
     names is still there."""
-    with get_engine(settings).connect() as conn:
+    with get_engine(settings.storage).connect() as conn:
         assert unscoped_keys(conn) == documented_exceptions()
 
 
@@ -102,14 +102,14 @@ def test_every_table_without_the_scope_is_placed(settings: Settings) -> None:
     """A table without scope columns cannot be sharded by scope: the document says
     where each one goes instead."""
     whole = {named(row[0]) for row in doc_table(WHOLE)}
-    with get_engine(settings).connect() as conn:
+    with get_engine(settings.storage).connect() as conn:
         every = tables(conn)
         assert {t for t in every if not is_scoped(conn, t)} <= whole <= every
 
 
 def test_a_unique_index_that_does_not_lead_with_the_scope_is_caught(settings: Settings) -> None:
     """The check above sees a new one, as a migration would add it (rolled back here)."""
-    with get_engine(settings).connect() as conn:
+    with get_engine(settings.storage).connect() as conn:
         conn.execute(text("CREATE UNIQUE INDEX ix_turns_key_first ON turns (turn_key, user_id)"))
         assert ("turns", ("turn_key", "user_id")) in unscoped_keys(conn)
         conn.rollback()

@@ -93,15 +93,15 @@ def test_tallies_equal_the_memories_through_any_writes_and_folds(
     of the memories (three users, both tiers, every status)."""
     rng = random.Random(seed)
     for n in range(120):
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             _random_write(session, settings, rng, n)
         if n % 17 == 0:
-            with session_scope(settings) as session:
+            with session_scope(settings.storage) as session:
                 tallies.fold(session, limit=rng.randint(1, 40))  # part of what is there
-        with session_scope(settings) as session:
+        with session_scope(settings.storage) as session:
             assert_tallies_match(session)
     run_cycle(settings, chunk=100)  # more than the keys: each chunk folds some changes
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         assert_tallies_match(session)
         keys = len(counted(session)[0])
         rows = session.scalar(select(func.count()).select_from(MemoryTally))
@@ -120,7 +120,7 @@ def test_the_whole_store_figures_never_read_the_memories(settings: Settings, db:
     def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         statements.append(statement)
 
-    engine = get_engine(settings)
+    engine = get_engine(settings.storage)
     event.listen(engine, "before_cursor_execute", record)
     try:
         health = MemoryClient(settings).health()
@@ -144,21 +144,21 @@ def test_open_conflicts_are_counted_as_listed_up_to_a_cap(settings: Settings, db
         pairs.append(old.id)
     make_memory(db, settings, "Imported history", status="superseded")  # no replacement
     db.commit()
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         assert count_open(session) == len(open_conflicts(session)) == 5
         assert count_open(session, cap=3) == 3
-    with session_scope(settings) as session:
-        resolve(session, settings, pairs[0], keep="new", now=utcnow())
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage) as session:
+        resolve(session, settings.memories, pairs[0], keep="new", now=utcnow())
+    with session_scope(settings.storage, readonly=True) as session:
         assert count_open(session) == 4
     executed: list[tuple[str, Any]] = []
-    engine = get_engine(settings)
+    engine = get_engine(settings.storage)
 
     def record(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
         executed.append((statement, parameters))
 
     event.listen(engine, "before_cursor_execute", record)
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         count_open(session, cap=3)
         event.remove(engine, "before_cursor_execute", record)
         ((sql, parameters),) = [(s, p) for s, p in executed if "count(" in s]
@@ -185,6 +185,6 @@ def test_the_upgrade_starts_the_tallies_from_the_stored_memories(
     command.upgrade(config, "head")
     make_memory(db, settings, "Added after the upgrade", status="deleted")
     db.commit()
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         assert_tallies_match(session)
         assert sum(tallied(session)[0].values()) == 13

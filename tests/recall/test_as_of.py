@@ -117,7 +117,7 @@ def test_the_past_is_read_right_behind_thousands_of_memories(settings: Settings)
     """A scope of a user of months: 2,000 other memories, a few hundred since forgotten,
     around the chain of moves."""
     client = MemoryClient(settings, dispatch=False)
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         for i in range(2000):
             noted = make_memory(
                 session, settings, f"Colleague {i} lives near office {i % 40}", now=on(2, 1)

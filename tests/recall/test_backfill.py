@@ -46,7 +46,7 @@ def test_one_memory_the_endpoint_refuses_never_keeps_the_others_waiting(
     assert unembedded(db) == [f"Wrote {POISON}"]
     assert backfill.coverage(s) == backfill.Coverage(embedded=150, waiting=1, refused=0)
 
-    for _ in range(s.embedding_max_attempts - 1):  # the next fills try it again ...
+    for _ in range(s.recall.embedding_max_attempts - 1):  # the next fills try it again ...
         assert backfill.fill_missing(s) == 0
     assert backfill.coverage(s) == backfill.Coverage(embedded=150, waiting=0, refused=1)
     sent = embedding_requests(fake_llm)
@@ -68,9 +68,9 @@ def test_an_endpoint_that_is_down_blames_no_memory(
         make_memory(db, s, f"Plays chess on day {i}")
     db.commit()
     fake_llm.down = True
-    for _ in range(s.embedding_max_attempts + 1):
+    for _ in range(s.recall.embedding_max_attempts + 1):
         assert backfill.fill_missing(s) == 0
-    assert embedding_requests(fake_llm) == s.embedding_max_attempts + 1  # one per fill
+    assert embedding_requests(fake_llm) == s.recall.embedding_max_attempts + 1  # one per fill
     assert db.scalar(select(func.max(Memory.embed_failures))) == 0
     db.commit()
     fake_llm.down = False
@@ -106,7 +106,7 @@ def test_one_fill_runs_at_a_time(settings: Settings, db: Session, fake_llm: Fake
     s = with_llm(settings, fake_llm, **REMOTE)
     make_memory(db, s, "Plays the oboe")
     db.commit()
-    with single_flight(s, LOCK_CLASS_EMBEDDING, "fill") as alone:
+    with single_flight(s.storage, LOCK_CLASS_EMBEDDING, "fill") as alone:
         assert alone
         assert backfill.fill_missing(s) == 0  # another fill is running: this one leaves
     assert embedding_requests(fake_llm) == 0

@@ -47,7 +47,7 @@ def test_vectors_of_a_new_model_are_used_after_a_reset(
     backfill.fill_missing(remote)
     assert client.recall("vegetarian food", "bot", "ann")[0].parts.embedding is not None
 
-    local = settings.model_copy(update=LOCAL)
+    local = settings.updated(**LOCAL)
     assert backfill.reset_vectors(local) == 2
     assert backfill.fill_missing(local) == 2
     hit = MemoryClient(local).recall("vegetarian food", "bot", "ann")[0]
@@ -73,7 +73,7 @@ def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
         assert client.recall("green tea", "bot", user)
     cached = embeddings.cached_scopes()
     assert [(agent, user) for _url, agent, user in cached] == [("bot", "ann"), ("bot", "cid")]
-    assert embeddings.cached_bytes() == 2 * per_scope <= s.embedding_cache_mb * 1024 * 1024
+    assert embeddings.cached_bytes() == 2 * per_scope <= s.recall.embedding_cache_mb * 1024 * 1024
 
     tiny = with_llm(settings, fake_llm, **REMOTE, embedding_cache_mb=0)
     embeddings.clear_caches()

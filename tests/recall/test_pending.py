@@ -60,7 +60,7 @@ def test_dead_letters_and_skipped_turns_are_never_shown(settings: Settings) -> N
     client = MemoryClient(settings, dispatch=False)
     _said(client, "I moved to Porto.", key="a")
     _said(client, "Porto it is, for good.", key="b")
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(update(Turn).where(Turn.turn_key == "a").values(status=TurnStatus.FAILED))
         session.execute(update(Turn).where(Turn.turn_key == "b").values(status=TurnStatus.SKIPPED))
     assert client.recall(QUESTION, "bot", "ann") == []
@@ -70,7 +70,7 @@ def test_an_agent_or_a_filter_can_leave_pending_turns_out(settings: Settings) ->
     client = MemoryClient(settings, dispatch=False)
     _said(client)
     assert client.recall(QUESTION, "bot", "ann", categories=["user"]) == []
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         agent_config.put(session, "bot", AgentSettings(recall_pending=False), utcnow())
     assert client.recall(QUESTION, "bot", "ann") == []
     assert client.build_context(QUESTION, "bot", "ann") == ""
@@ -145,7 +145,7 @@ def test_with_embeddings_the_turn_nearest_in_meaning_is_found_below_those_words_
     for key, text in (("b", "The weather is awful today"), ("c", "Help me with my tax return")):
         _said(MemoryClient(settings, dispatch=False), text, key)
     assert MemoryClient(settings, dispatch=False).recall(PETS, "bot", "ann") == []
-    client = MemoryClient(settings.model_copy(update=LOCAL), dispatch=False)
+    client = MemoryClient(settings.updated(**LOCAL), dispatch=False)
     assert [h.turn_key for h in client.recall(PETS, "bot", "ann")] == ["a"]
     _said(client, "The pets carrier is too small for the cat", "d")
     hits = client.recall(PETS, "bot", "ann")

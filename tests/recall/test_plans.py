@@ -37,7 +37,7 @@ def test_recall_reads_by_index_in_a_new_users_scope(
     client.recall("warm the scope's caches", "bench", "newcomer")
 
     sent: list[tuple[str, Any]] = []
-    engine = get_engine(settings, autocommit=True)  # recall's, on PostgreSQL
+    engine = get_engine(settings.storage, autocommit=True)  # recall's, on PostgreSQL
 
     def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
         sent.append((statement, parameters))
@@ -51,7 +51,7 @@ def test_recall_reads_by_index_in_a_new_users_scope(
 
     def plan_of(marker: str) -> str:
         (statement, parameters), *_ = [(s, p) for s, p in sent if marker in s]
-        with session_scope(settings) as session:  # ANALYZE runs it: roll it back
+        with session_scope(settings.storage) as session:  # ANALYZE runs it: roll it back
             found = session.connection().exec_driver_sql(
                 f"EXPLAIN (ANALYZE, COSTS OFF) {statement}", parameters
             )

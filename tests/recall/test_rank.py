@@ -139,7 +139,7 @@ def test_recalled_three_times_then_promoted(settings: Settings, db: Session) -> 
     db.commit()
     assert memory.tier == "short"
     client = MemoryClient(settings)
-    for _ in range(settings.promote_access_count):
+    for _ in range(settings.memories.promote_access_count):
         assert client.recall("cello", "bot", "ann", session_id="s1")[0].id == memory.id
     assert run_cycle(settings).promoted == 1
     assert client.get("bot", "ann", memory.id).tier == "long"
@@ -182,8 +182,8 @@ agent_ids = st.sampled_from(["bot", "other"])
 def test_no_read_path_crosses_scopes(settings: Settings, db: Session, rows, reader, query) -> None:
     from tests.conftest import empty_tables
 
-    if settings.resolved_database_url.startswith("postgresql"):
-        empty_tables(settings.resolved_database_url)
+    if settings.storage.resolved_database_url.startswith("postgresql"):
+        empty_tables(settings.storage.resolved_database_url)
     else:
         db.execute(Memory.__table__.delete())  # type: ignore[attr-defined]
         db.commit()

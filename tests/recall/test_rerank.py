@@ -34,8 +34,8 @@ def reranker() -> Iterator[RerankServer]:
 
 def _ask(db: Session, settings: Settings, server: RerankServer, **more: object) -> list[Hit]:
     # A generous timeout where the ranking is tested: CI's cores are shared.
-    on = settings.model_copy(
-        update={"rerank": "endpoint", "rerank_url": server.base_url, "rerank_timeout": 10.0} | more
+    on = settings.updated(
+        **{"rerank": "endpoint", "rerank_url": server.base_url, "rerank_timeout": 10.0} | more
     )
     return recall(db, on, ANN, QUESTION, k=3, now=utcnow())
 
@@ -67,8 +67,8 @@ def test_only_the_head_of_the_fused_list_is_reranked(
         make_memory(db, settings, f"Pet note number {n}: the user's pet {n}")
     hits = recall(
         db,
-        settings.model_copy(
-            update={
+        settings.updated(
+            **{
                 "rerank": "endpoint",
                 "rerank_url": reranker.base_url,
                 "rerank_top_n": 3,
@@ -122,7 +122,7 @@ def test_a_reranker_that_cannot_load_never_fails_a_recall(settings: Settings, db
     rerank._BROKEN.clear()  # each run tries to load it anew
     make_memory(db, settings, PROJECT)
     before = _failures("unavailable")
-    broken = settings.model_copy(update={"rerank": "endpoint"})  # no MEMORYD_RERANK_URL
+    broken = settings.updated(**{"rerank": "endpoint"})  # no MEMORYD_RERANK_URL
     assert [h.content for h in recall(db, broken, ANN, QUESTION, now=utcnow())] == [PROJECT]
     assert _failures("unavailable") == before + 1
 

@@ -63,20 +63,20 @@ ANNS_MEMORIES = [Memory.readable_by(ANN), *row_filters(None, None)]
 
 
 def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         stats = scope_stats(session, ANNS_MEMORIES)
         return bm25_ranked(session, ANN, None, None, query_tokens(query), stats)
 
 
 def trigram_order(settings: Settings, query: str) -> list[tuple[int, float]]:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         stats = scope_stats(session, ANNS_MEMORIES)
         return trigram_ranked(session, ANN, None, None, query, 0.3, stats)
 
 
 def posting_lengths(settings: Settings) -> dict[str, int]:
     """Each posting's term and the length of its memory that it carries."""
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         rows = session.execute(select(MemoryTerm.term, MemoryTerm.search_length)).all()
         return {row.term: row.search_length for row in rows}
 
@@ -132,7 +132,7 @@ def test_postings_follow_status_and_content(settings: Settings) -> None:
     # The edit took the length from 6 terms (name and content "Prefers green tea") to 4.
     assert posting_lengths(settings) == {"tea": 4, "choic": 4, "prefer": 4, "oolong": 4}
     client.forget("bot", "ann", tea.id)
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         assert session.scalars(select(MemoryTerm.term)).all() == []
     client.restore("bot", "ann", tea.id)
     assert [m for m, _ in keyword_order(settings, "oolong")] == [tea.id]

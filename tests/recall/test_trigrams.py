@@ -62,7 +62,7 @@ def test_a_large_scope_finds_partial_words_alike_on_both_databases(
         targets = {client.remember("bench", "ann", text).id: text for text in PARTIAL.values()}
         store_filler(settings, ANN, search.SCAN_LIMIT + 200, seed=11)
         ranking = {}
-        with session_scope(settings, readonly=True) as session:
+        with session_scope(settings.storage, readonly=True) as session:
             where = [Memory.readable_by(ANN), *search.row_filters(None, None)]
             stats = search.scope_stats(session, where)
             assert stats.docs > search.SCAN_LIMIT  # the indexed path, not the scan
@@ -87,7 +87,7 @@ def test_postgres_searches_with_one_statement_text_whatever_the_querys_length(
     client = MemoryClient(settings, dispatch=False)
     store_filler(settings, ANN, search.SCAN_LIMIT + 50, seed=3)
     sent: list[str] = []
-    engine = get_engine(settings, autocommit=True)  # recall's, on PostgreSQL
+    engine = get_engine(settings.storage, autocommit=True)  # recall's, on PostgreSQL
 
     def keep(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         if "memory_terms" in statement:

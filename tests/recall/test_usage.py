@@ -24,7 +24,7 @@ def test_recall_feedback_rewrites_rows_in_place(settings: Settings, db: Session)
     """No index holds a column that a retrieval changes, so PostgreSQL updates the row
     in place (HOT) and writes no index entry; an index on access_count, weight or the
     like would make every recall write into every index of the table again."""
-    settings = settings.model_copy(update={"promote_access_count": 10})
+    settings = settings.updated(**{"promote_access_count": 10})
     long = make_memory(db, settings, "Prefers tea")
     short = make_memory(db, settings, "Reading Dune", confidence=0.7)
     assert (long.tier, short.tier) == (Tier.LONG, Tier.SHORT)
@@ -132,8 +132,8 @@ def test_a_recall_writes_only_its_usage_rows_in_one_statement(
         return record
 
     engines = {
-        "transactional": get_engine(settings),
-        "autocommit": get_engine(settings, autocommit=True),
+        "transactional": get_engine(settings.storage),
+        "autocommit": get_engine(settings.storage, autocommit=True),
     }
     listeners = {kind: recorder(kind) for kind in engines}
     for kind, engine in engines.items():
@@ -165,7 +165,7 @@ def test_the_feedback_computes_what_the_weight_rules_say(settings: Settings, db:
     the access rules give for what it held: decay by its tier's half-life from its own weight_at,
     the reinforcement, the ceiling, the TTL restarted to the hour, promotion at the
     count."""
-    settings = settings.model_copy(update={"promote_access_count": 3})
+    settings = settings.updated(**{"promote_access_count": 3})
     now = utcnow()
     rows = [
         make_memory(db, settings, "Prefers green tea", weight=1.2),  # long, fresh
@@ -200,11 +200,13 @@ def test_the_feedback_computes_what_the_weight_rules_say(settings: Settings, db:
     at = now + timedelta(minutes=1)
     for memory in db.scalars(select(Memory).order_by(Memory.id)):
         tier, weight, weight_at, expires_at, count = before[memory.id]
-        expected = reinforced(tier, weight, weight_at, settings.reinforce_retrieved, at, settings)
+        expected = reinforced(
+            tier, weight, weight_at, settings.memories.reinforce_retrieved, at, settings.memories
+        )
         assert memory.weight == pytest.approx(expected["weight"], rel=1e-12), memory.content
         assert (memory.weight_at, memory.last_accessed_at) == (at, at)
         assert memory.access_count == count + 1
-        assert memory.expires_at == restarted_ttl(tier, expires_at, at, settings)
+        assert memory.expires_at == restarted_ttl(tier, expires_at, at, settings.memories)
         promoted = tier == Tier.SHORT and count + 1 >= 3
         assert memory.promotable_at == (at if promoted else None), memory.content
     assert {m.tier for m in rows} == {Tier.LONG, Tier.SHORT}

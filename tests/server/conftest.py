@@ -33,7 +33,7 @@ class Keys:
 
 
 def make_key(settings: Settings, name: str, **spec: object) -> str:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         _, secret = create_key(session, KeySpec(name=name, **spec), utcnow())  # type: ignore[arg-type]
     return secret
 
@@ -41,7 +41,7 @@ def make_key(settings: Settings, name: str, **spec: object) -> str:
 @pytest.fixture
 def api_settings(settings: Settings) -> Settings:
     # Keys are looked up on every request, so a revocation shows at once.
-    return settings.model_copy(update={"api_key_cache_seconds": 0.0})
+    return settings.updated(**{"api_key_cache_seconds": 0.0})
 
 
 @pytest.fixture

@@ -88,14 +88,14 @@ def test_one_id_rule_at_every_entrance(api: TestClient, keys: Keys, api_settings
     context = api.get("/v1/sessions/bot/ann%20/s1/context", headers=auth)
     assert context.status_code == 200 and "message 0" in context.json()["text"]
     # A user stored under the looser rule of earlier versions: still listed and erased.
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         make_memory(session, api_settings, "Stored long ago", user_id="team/ann")
     client = MemoryClient(api_settings, dispatch=False)
     assert [m.content for m in client.list("bot", "team/ann")] == ["Stored long ago"]
     assert client.erase("bot", "team/ann").rows["memories"] == 1
     assert client.list("bot", "team/ann") == []
     # Over HTTP, by a body holding the ids as stored, for a key that may use the scope.
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         make_memory(session, api_settings, "Stored long ago", user_id="team/ann")
     stored = {"agent_id": "bot", "user_id": "team/ann"}
     listed = api.post("/v1/stored-scopes/memories", json=stored, headers=auth)
@@ -182,7 +182,7 @@ def test_a_nul_or_undecodable_byte_in_a_url_is_refused_before_the_database(
 def test_a_huge_body_is_refused_before_it_is_read(
     api: TestClient, keys: Keys, db: Session, api_settings: Settings
 ) -> None:
-    limit = api_settings.max_request_bytes
+    limit = api_settings.server.max_request_bytes
     huge = {"turns": [turn_item(content="x" * (limit + 10))]}
     declared = api.post("/v1/turns", json=huge, headers=bearer(keys.bot))
     body = assert_problem(declared, 413)
@@ -224,7 +224,7 @@ def test_no_key_or_a_revoked_key_is_401(
     from memoryd.models.db import utcnow
     from memoryd.server.keys import list_keys, revoke_key
 
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         bot = next(k for k in list_keys(session) if k.name == "bot")
         revoke_key(session, bot.id, utcnow())
     response = api.get("/v1/memories/bot/ann", headers=bearer(keys.bot))
@@ -286,7 +286,7 @@ def test_a_change_the_memorys_state_refuses_is_409_and_a_bug_is_500(
     auth = bearer(keys.ann)
     old = api.post("/v1/memories/bot/ann", json={"content": "Lives in Lisbon"}, headers=auth)
     new = api.post("/v1/memories/bot/ann", json={"content": "Lives in Porto"}, headers=auth)
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         session.execute(
             update(Memory)
             .where(Memory.id == old.json()["id"])
@@ -370,7 +370,7 @@ def test_dead_letters_are_skipped_or_purged_within_the_keys_scope(
 ) -> None:
     add_turns(api_settings, 2, user_id="ann")
     add_turns(api_settings, 1, start=2, user_id="bob", session_id="s2")
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         session.execute(update(Turn).values(status=TurnStatus.FAILED))
     assert_problem(api.post("/v1/dead-letters/skip", json={}, headers=bearer(keys.bot)), 403)
     body = {"agent_id": "bot", "user_id": "ann"}
@@ -389,8 +389,8 @@ def test_unknown_paths_and_methods_are_problems_too(api: TestClient, keys: Keys)
 
 def test_health_tells_a_keyless_caller_only_up_or_down(api_settings: Settings) -> None:
     """The driver's error names hosts, users and sometimes more: it goes to the log."""
-    down = api_settings.model_copy(
-        update={"database_url": "postgresql+psycopg://ann:s3cret@127.0.0.1:9/memoryd"}
+    down = api_settings.updated(
+        **{"database_url": "postgresql+psycopg://ann:s3cret@127.0.0.1:9/memoryd"}
     )
     with TestClient(create_app(down, client=MemoryClient(down, dispatch=False))) as http:
         answer = http.get("/v1/health")

@@ -63,7 +63,7 @@ def seed(settings: Settings) -> dict[str, int]:
     lisbon = client.remember("bot", "ann", "Lives in Lisbon", tags=["home"])
     porto = client.remember("bot", "ann", "Lives in Porto", replaces=lisbon.id)
     tea = client.remember("bot", "ann", "Prefers green tea", category="user")
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         jazz = make_memory(session, settings, "Maybe likes jazz", confidence=0.65).id
     return {"lisbon": lisbon.id, "porto": porto.id, "tea": tea.id, "jazz": jazz}
 
@@ -78,7 +78,9 @@ def test_the_page_searches_edits_deletes_restores_resolves_and_approves(
     expect(panel.locator("[data-stat=memories] b")).to_have_text("3")
     expect(panel.locator("[data-stat=conflicts] b")).to_have_text("1")
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"page-{api_settings.resolved_database_url[:6]}.png"))
+    page.screenshot(
+        path=str(ARTIFACTS / f"page-{api_settings.storage.resolved_database_url[:6]}.png")
+    )
     panel.screenshot(path=str(ARTIFACTS / "health-panel.png"))
 
     # Search
@@ -147,7 +149,7 @@ def test_dead_letters_are_skipped_or_deleted_from_the_batches_page(
 ) -> None:
     add_turns(api_settings, 2, user_id="ann")
     add_turns(api_settings, 1, start=2, user_id="bob", session_id="s2")
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         session.execute(update(Turn).values(status=TurnStatus.FAILED))
     page.on("dialog", lambda dialog: dialog.accept())  # each asks for confirmation first
     page.goto("/batches")
@@ -159,7 +161,7 @@ def test_dead_letters_are_skipped_or_deleted_from_the_batches_page(
     expect(rows).to_have_count(1)
     rows.first.get_by_role("button", name="Delete").click()
     expect(page.locator("#retry-result")).to_contain_text("turns deleted 1")
-    with session_scope(api_settings, readonly=True) as session:
+    with session_scope(api_settings.storage, readonly=True) as session:
         left = session.execute(select(Turn.user_id, Turn.status)).all()
     assert sorted(tuple(row) for row in left) == [("ann", "skipped"), ("ann", "skipped")]
 
@@ -367,7 +369,7 @@ def test_a_user_is_erased_from_the_profiles_screen_after_confirming(
 
 def test_ages_follow_each_languages_plural_rules(page: Page, api_settings: Settings) -> None:
     """ "1 day ago", never "1 days ago"; Chinese in its own words."""
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         for days, text in ((1, "One day old"), (3, "Three days old")):
             memory = make_memory(session, api_settings, text)
             memory.updated_at = utcnow() - timedelta(days=days, minutes=5)

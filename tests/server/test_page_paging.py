@@ -24,7 +24,7 @@ def test_a_total_past_the_cap_reads_as_more_and_the_links_keep_the_filters(
     api: TestClient, keys: Keys, api_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(paging, "COUNT_CAP", 10)
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         for i in range(15):
             make_memory(session, api_settings, f"Memory {i}")
     sign_in(api, keys.admin)

@@ -125,7 +125,7 @@ def test_signing_out_and_revoking_the_key_end_the_session(
     page.fill("input[name=key]", key)
     page.click("button[type=submit]")
     expect(page.locator("#health-panel")).to_be_visible()
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         key_id = session.scalars(select(ApiKey.id).where(ApiKey.name == "ops")).one()
         revoke_key(session, key_id, utcnow())
     page.reload()

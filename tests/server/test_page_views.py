@@ -84,7 +84,7 @@ def seed_long_ids(settings: Settings) -> None:
     text = "A long memory without spaces: " + "x" * 400
     old = client.remember(LONG_AGENT, LONG_USER, "Lives in Lisbon", tags=["t" * 150])
     client.remember(LONG_AGENT, LONG_USER, text, replaces=old.id)
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         make_memory(
             session,
             settings,
@@ -111,7 +111,7 @@ def batch(status: BatchStatus, **ids: str) -> ExtractionBatch:
 
 
 def fail_every_turn(settings: Settings) -> None:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.execute(update(Turn).values(status=TurnStatus.FAILED))
 
 
@@ -165,7 +165,7 @@ def test_the_chinese_page_names_badges_options_and_statuses_in_chinese(
 def test_pages_reach_the_51st_memory_and_say_how_many_there_are(
     open_page: OpenPage, api_settings: Settings
 ) -> None:
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         for i in range(51):
             make_memory(session, api_settings, f"Memory number {i}")
     page = open_page({"width": 1200, "height": 900})
@@ -186,7 +186,7 @@ def test_pages_reach_the_51st_memory_and_say_how_many_there_are(
 def test_batches_filter_by_status_with_dead_letters_first(
     open_page: OpenPage, api_settings: Settings
 ) -> None:
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         for status in [*BatchStatus, BatchStatus.FAILED, BatchStatus.DONE]:
             session.add(batch(status))
     add_turns(api_settings, 1)
@@ -215,7 +215,7 @@ def test_batches_filter_by_status_with_dead_letters_first(
 def test_review_buttons_sit_inside_their_card_and_decline_asks_first(
     open_page: OpenPage, api_settings: Settings
 ) -> None:
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         jazz = make_memory(session, api_settings, "Maybe likes jazz", confidence=0.6).id
     page = open_page()
     page.goto("/review?lang=en")
@@ -261,7 +261,7 @@ def edit_a_memory_deleted_meanwhile(
     page's back, and its Edit button clicked: the page says why it cannot be edited."""
     page = open_page({"width": 1200, "height": 900})
     page.goto(f"/?lang={lang}")
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         session.delete(session.get(Memory, memory_id))
     page.locator(f"#memory-{memory_id}").get_by_role("button", name=EDIT[lang]).click()
     return page
@@ -301,7 +301,7 @@ def test_the_chinese_page_words_the_servers_errors_in_chinese(
     error is worded again from its code, a validation error from its type."""
     client = MemoryClient(api_settings, dispatch=False)
     tea = client.remember("bot", "ann", "Prefers tea")
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         jazz = make_memory(session, api_settings, "Maybe likes jazz", confidence=0.6).id
     page = edit_a_memory_deleted_meanwhile(open_page, api_settings, tea.id, "zh")
     expect(page.locator("#page-error")).to_have_text(f"未找到：没有编号为 {tea.id} 的记忆")
@@ -390,7 +390,7 @@ def schema_keys(model: type[BaseModel]) -> Iterator[str]:
 
 
 def status_of(settings: Settings, memory_id: int) -> str:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         memory = session.get(Memory, memory_id)
         assert memory is not None
         return memory.status

@@ -57,7 +57,7 @@ ENDPOINTS: list[tuple[str, str, Any]] = [
 
 def snapshot(settings: Settings) -> tuple[Any, ...]:
     """Everything a request could have changed."""
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         memories = session.execute(
             select(Memory.id, Memory.status, Memory.content, Memory.access_count).order_by(
                 Memory.id
@@ -88,7 +88,7 @@ def test_a_key_never_reaches_a_scope_it_is_not_bound_to(
     endpoint: tuple[str, str, Any],
 ) -> None:
     agent, user = target
-    with session_scope(api_settings) as session:
+    with session_scope(api_settings.storage) as session:
         memory, _ = remember(session, api_settings, Scope(agent, user), "Prefers tea", utcnow())
     key = make_key(api_settings, "random", agent_ids=sorted(key_agents), user_id=key_user)
     method, path, body = endpoint

@@ -13,7 +13,7 @@ RECALL = {"agent_id": "bot", "user_id": "ann", "query": "tea"}
 
 
 def test_wrong_keys_past_the_limit_are_answered_429(api_settings: Settings, keys: Keys) -> None:
-    limited = api_settings.model_copy(update={"auth_failure_limit": 3})
+    limited = api_settings.updated(**{"auth_failure_limit": 3})
     with TestClient(create_app(limited)) as api:
         for _ in range(3):
             wrong = api.post("/v1/recall", json=RECALL, headers=bearer("mk_wrong"))
@@ -35,7 +35,7 @@ def test_wrong_keys_past_the_limit_are_answered_429(api_settings: Settings, keys
 
 
 def test_no_limit_when_set_to_zero(api_settings: Settings) -> None:
-    free = api_settings.model_copy(update={"auth_failure_limit": 0})
+    free = api_settings.updated(**{"auth_failure_limit": 0})
     with TestClient(create_app(free)) as api:
         for _ in range(30):
             wrong = api.post("/v1/recall", json=RECALL, headers=bearer("mk_wrong"))

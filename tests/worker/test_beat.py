@@ -29,7 +29,7 @@ def test_beat_runs_sweep_and_maintenance(
         maintenance_interval_seconds=1,
         flush_idle_seconds=1,
     )
-    with session_scope(settings) as session, freeze_time("2020-01-01"):
+    with session_scope(settings.storage) as session, freeze_time("2020-01-01"):
         old_id = make_memory(session, settings, "Used to like jazz").id  # long decayed since
     # A turn whose trigger never reaches a worker: only the sweep can find it.
     MemoryClient(settings, dispatch=False).enqueue_turn(
@@ -41,7 +41,7 @@ def test_beat_runs_sweep_and_maintenance(
     try:
 
         def archived() -> bool:
-            with session_scope(settings) as session:
+            with session_scope(settings.storage) as session:
                 return session.get(Memory, old_id).status == MemoryStatus.ARCHIVED  # type: ignore[union-attr]
 
         wait_until(archived, 60, what="maintenance cycle from beat", procs=(worker, beat))
@@ -51,7 +51,7 @@ def test_beat_runs_sweep_and_maintenance(
     finally:
         beat.stop()
         worker.stop()
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         contents = session.scalars(
             select(Memory.content).where(Memory.status == MemoryStatus.ACTIVE)
         ).all()

@@ -44,7 +44,9 @@ def test_an_erased_scope_stays_erased_while_a_worker_extracts_it(
         client = MemoryClient(settings)
         erased, kept = mark(), mark()
         word, other = mark(), mark()
-        with session_scope(settings) as session:  # a scope of some size: erasing takes a while
+        with session_scope(
+            settings.storage
+        ) as session:  # a scope of some size: erasing takes a while
             for i in range(STORED):
                 make_memory(session, settings, f"Note {i} about {word}", user_id=erased)
         # The worker first: a message sent before any worker bound its queue may be lost
@@ -81,7 +83,7 @@ def test_an_erased_scope_stays_erased_while_a_worker_extracts_it(
 
 
 def _running(settings: Settings, user: str) -> bool:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         return (
             session.scalar(
                 select(ExtractionBatch.id).where(
@@ -94,6 +96,6 @@ def _running(settings: Settings, user: str) -> bool:
 
 
 def _done(settings: Settings, user: str) -> int:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         done = select(func.count()).where(Turn.user_id == user, Turn.status == TurnStatus.DONE)
         return int(session.scalar(done) or 0)

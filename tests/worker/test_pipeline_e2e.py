@@ -86,7 +86,7 @@ def enqueue_all(client: MemoryClient, end: bool = True) -> int:
 
 
 def active_contents(settings: Settings) -> dict[str, set[str]]:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         rows = session.execute(
             select(Memory.user_id, Memory.content).where(Memory.status == MemoryStatus.ACTIVE)
         ).all()
@@ -97,7 +97,7 @@ def active_contents(settings: Settings) -> dict[str, set[str]]:
 
 
 def memory_rows(settings: Settings) -> list[tuple[str, str, int]]:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         return sorted(
             (m.user_id, m.content, m.evidence_count) for m in session.scalars(select(Memory)).all()
         )
@@ -122,7 +122,7 @@ def test_users_and_sessions_end_to_end(llm_settings: Settings, tmp_path: Path) -
         )
     finally:
         worker.stop()
-    with session_scope(llm_settings) as session:
+    with session_scope(llm_settings.storage) as session:
         done = session.scalar(select(func.count()).where(Turn.status == TurnStatus.DONE))
     assert done == enqueued == 2 * sum(2 * len(v) for v in USERS.values())
     assert active_contents(llm_settings) == EXPECTED  # per-scope: nothing crossed users
@@ -162,7 +162,7 @@ def test_worker_killed_mid_llm_call_loses_nothing(
     finally:
         worker2.stop()
         beat.stop()
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         statuses = dict(
             session.execute(select(Turn.status, func.count()).group_by(Turn.status)).all()
         )
@@ -183,11 +183,11 @@ def test_dropped_broker_messages_are_recovered_by_the_sweep(
     client.flush()
     # Every message the client sent is lost before any worker runs.
     if backend == "postgres":
-        redis.Redis.from_url(settings.broker_url).flushdb()
+        redis.Redis.from_url(settings.storage.broker_url).flushdb()
     elif backend == "rabbitmq":
-        purge_queues(settings.broker_url)
+        purge_queues(settings.storage.broker_url)
     else:
-        for f in (settings.broker_folder / "queue").glob("*"):
+        for f in (settings.storage.broker_folder / "queue").glob("*"):
             f.unlink()
     assert turns_left(settings) > 0
     worker = start_worker(settings, tmp_path)
@@ -249,7 +249,7 @@ def test_two_workers_same_fact_at_once_leave_one_memory(
     # hands the second worker its message a second or two late.
     with FakeLLM(delay=3.0) as slow_llm:
         settings = with_llm(make_settings(backend, tmp_path, request), slow_llm)
-        settings = settings.model_copy(update={"llm_timeout_seconds": 10.0})
+        settings = settings.updated(**{"llm_timeout_seconds": 10.0})
         client = MemoryClient(settings)
         w1 = start_worker(settings, tmp_path, name="w1", concurrency=1)
         w2 = start_worker(settings, tmp_path, name="w2", concurrency=1)
@@ -263,7 +263,7 @@ def test_two_workers_same_fact_at_once_leave_one_memory(
         finally:
             w1.stop()
             w2.stop()
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         batches = session.scalars(select(ExtractionBatch)).all()
     assert len(batches) == 2
     first, second = sorted(batches, key=lambda b: b.started_at)

@@ -49,7 +49,7 @@ def pooled(
 
 
 def statuses(settings: Settings) -> dict[str, int]:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         counted = select(Turn.status, func.count()).group_by(Turn.status)
         return {str(status): n for status, n in session.execute(counted).all()}
 

@@ -128,7 +128,7 @@ def test_a_starting_worker_removes_the_bindings_older_versions_left(
 
 
 def stored(settings: Settings) -> int:
-    with session_scope(settings) as session:
+    with session_scope(settings.storage) as session:
         return count_turns(session)
 
 
@@ -138,7 +138,7 @@ def test_a_fresh_filesystem_broker_has_each_exchange_file_whole(tmp_path: Path) 
     The configuration makes every queue's exchange file whole before any worker binds."""
     settings = Settings(data_dir=tmp_path, broker_url="filesystem://")
     make_celery(settings)
-    control = settings.broker_folder.resolve() / "control"
+    control = settings.storage.broker_folder.resolve() / "control"
     assert {p.name: p.read_text() for p in control.glob("*.exchange")} == {
         f"{name}.exchange": "[]" for name in QUEUES
     }
@@ -161,7 +161,7 @@ def test_workers_binding_to_a_fresh_filesystem_exchange_at_once_leave_its_table_
     finished = threading.Event()
 
     def bind_each(queue: str) -> None:
-        with Connection(settings.broker_url, transport_options=options) as conn:
+        with Connection(settings.storage.broker_url, transport_options=options) as conn:
             channel = conn.channel()
             try:
                 for exchange in exchanges:
@@ -172,7 +172,7 @@ def test_workers_binding_to_a_fresh_filesystem_exchange_at_once_leave_its_table_
                 problems.append(exc)
 
     def read_all() -> None:
-        with Connection(settings.broker_url, transport_options=options) as conn:
+        with Connection(settings.storage.broker_url, transport_options=options) as conn:
             channel = conn.channel()
             try:
                 while not finished.is_set():
@@ -190,7 +190,7 @@ def test_workers_binding_to_a_fresh_filesystem_exchange_at_once_leave_its_table_
     finished.set()
     reader.join(timeout=30)
     assert not problems, problems[:3]
-    with Connection(settings.broker_url, transport_options=options) as conn:
+    with Connection(settings.storage.broker_url, transport_options=options) as conn:
         channel = conn.channel()
         tables = {e: sorted(row.queue for row in channel.get_table(e)) for e in exchanges}
     assert tables == {e: [] if i % 2 == 0 else queues for i, e in enumerate(exchanges)}
@@ -209,7 +209,7 @@ def test_a_filesystem_message_is_read_whole_while_it_is_written(tmp_path: Path) 
     errors: list[BaseException] = []
 
     def consume() -> None:
-        with Connection(settings.broker_url, transport_options=options) as conn:
+        with Connection(settings.storage.broker_url, transport_options=options) as conn:
             queue = conn.SimpleQueue("whole")
             try:
                 while len(received) < len(sent):
@@ -220,12 +220,12 @@ def test_a_filesystem_message_is_read_whole_while_it_is_written(tmp_path: Path) 
                 errors.append(exc)
 
     def publish(share: list[str]) -> None:
-        with Connection(settings.broker_url, transport_options=options) as conn:
+        with Connection(settings.storage.broker_url, transport_options=options) as conn:
             queue = conn.SimpleQueue("whole")
             for body in share:
                 queue.put(body)
 
-    with Connection(settings.broker_url, transport_options=options) as conn:
+    with Connection(settings.storage.broker_url, transport_options=options) as conn:
         conn.SimpleQueue("whole").close()  # its exchange's file, before the threads race
     reader = threading.Thread(target=consume)
     writers = [threading.Thread(target=publish, args=(sent[i::4],)) for i in range(4)]

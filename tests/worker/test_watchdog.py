@@ -92,7 +92,7 @@ def test_a_worker_whose_every_slot_is_busy_longer_than_the_watchdog_stays(
 
 
 def _turns_done(settings: Settings) -> int:
-    with session_scope(settings, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True) as session:
         return count_turns(session, "done")
 
 

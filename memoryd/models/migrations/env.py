@@ -24,7 +24,7 @@ def include_object(
 
 config = context.config
 settings = config.attributes.get("settings") or Settings()
-engine = get_engine(settings)
+engine = get_engine(settings.storage)
 
 with engine.connect() as connection:
     if connection.dialect.name == "postgresql":

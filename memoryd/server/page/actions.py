@@ -94,8 +94,8 @@ def keep(
     memory_id: MemoryIdPath,
     side: Literal["old", "new"],
 ) -> HTMLResponse:
-    with session_scope(state.settings) as session:
-        conflicts.resolve(session, state.settings, memory_id, side, utcnow())
+    with session_scope(state.settings.storage) as session:
+        conflicts.resolve(session, state.settings.memories, memory_id, side, utcnow())
     return Page(request).render("_message.html", message_key="conflicts.done")
 
 
@@ -107,7 +107,7 @@ def decide(
     memory_id: MemoryIdPath,
     decision: Literal["approve", "decline"],
 ) -> HTMLResponse:
-    with session_scope(state.settings) as session:
+    with session_scope(state.settings.storage) as session:
         if decision == "approve":
             review.approve(session, state.settings, memory_id, utcnow())
         else:
@@ -117,7 +117,7 @@ def decide(
 
 @router.post("/clean-up", response_class=HTMLResponse)
 def clean_up(request: Request, state: State, _admin: PageAdmin) -> HTMLResponse:
-    with session_scope(state.settings) as session:
+    with session_scope(state.settings.storage) as session:
         count = review.expire_soon(session, utcnow())
     return Page(request).render("_message.html", message_key="panel.cleaned", count=count)
 
@@ -137,7 +137,7 @@ def settle_dead_letters(
     session_id: Annotated[str, Form(max_length=200)] = "",
 ) -> HTMLResponse:
     """Retry, skip or delete the dead letters of a session (or all of them)."""
-    with session_scope(state.settings) as session:
+    with session_scope(state.settings.storage) as session:
         count = settle_failed(
             session,
             action,
@@ -187,6 +187,6 @@ def save_agent(
         values = AgentSettings.model_validate(raw)
     except ValidationError as exc:
         return Page(request).invalid(exc)
-    with session_scope(state.settings) as session:
+    with session_scope(state.settings.storage) as session:
         config.put(session, agent_id, values, utcnow())
     return Page(request).render("_message.html", message_key="agents.saved")

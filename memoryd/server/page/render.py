@@ -40,7 +40,7 @@ NAV: list[tuple[str, str]] = [
 
 def memory_by_id(state: State, memory_id: int) -> MemoryOut:
     """Any memory (the page is for admins), with its scope for the calls that need one."""
-    with session_scope(state.settings, readonly=True) as session:
+    with session_scope(state.settings.storage, readonly=True) as session:
         return get_any(session, memory_id)
 
 

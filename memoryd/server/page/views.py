@@ -48,8 +48,8 @@ def login(request: Request, state: State, key: Annotated[str, Form(max_length=20
     if principal is None or not principal.admin:
         state.throttle.failed(address)
         return Page(request).render("login.html", status=401, failed=True)
-    hours = state.settings.page_session_hours
-    with session_scope(state.settings) as session:
+    hours = state.settings.server.page_session_hours
+    with session_scope(state.settings.storage) as session:
         token = open_session(session, principal, utcnow(), hours)
     response = RedirectResponse("/", status_code=303)
     response.delete_cookie(OLD_COOKIE)  # before 0019 the cookie held the key itself
@@ -61,7 +61,7 @@ def login(request: Request, state: State, key: Annotated[str, Form(max_length=20
         samesite="strict",
         # Behind a TLS proxy the request arrives as plain HTTP: Secure unless told that
         # this is a development server.
-        secure=not state.settings.dev_mode,
+        secure=not state.settings.server.dev_mode,
     )
     return response
 
@@ -69,10 +69,10 @@ def login(request: Request, state: State, key: Annotated[str, Form(max_length=20
 @router.post("/logout")
 def logout(request: Request, state: State) -> Response:
     if token := request.cookies.get(PAGE_COOKIE):
-        with session_scope(state.settings) as session:
+        with session_scope(state.settings.storage) as session:
             close_session(session, token)
     response = RedirectResponse("/login", status_code=303)
-    secure = not state.settings.dev_mode
+    secure = not state.settings.server.dev_mode
     for name in (PAGE_COOKIE, OLD_COOKIE):
         response.delete_cookie(name, secure=secure, httponly=True, samesite="strict")
     return response
@@ -99,7 +99,7 @@ def memories(
     except ValidationError:
         filters = BrowseFilter()
     filters = filters.model_copy(update={"offset": offset, "limit": limit})
-    with session_scope(state.settings, readonly=True) as session:
+    with session_scope(state.settings.storage, readonly=True) as session:
         panel = health_panel(session, state.settings, utcnow())
         found = browse(session, filters)
         total = count_browse(session, filters, count_cap(offset))
@@ -138,7 +138,7 @@ def history(
 def conflicts(
     request: Request, state: State, _admin: PageAdmin, offset: Offset = 0, limit: Limit = PAGE_SIZE
 ) -> HTMLResponse:
-    with session_scope(state.settings, readonly=True) as session:
+    with session_scope(state.settings.storage, readonly=True) as session:
         pairs = open_conflicts(session, limit=limit, offset=offset)
         total = count_open(session, cap=count_cap(offset))
     pager = Pager(request, offset, limit, len(pairs), total)
@@ -149,9 +149,9 @@ def conflicts(
 def review(
     request: Request, state: State, _admin: PageAdmin, offset: Offset = 0, limit: Limit = PAGE_SIZE
 ) -> HTMLResponse:
-    with session_scope(state.settings, readonly=True) as session:
-        queue = review_queue(session, state.settings, limit=limit, offset=offset)
-        total = count_queue(session, state.settings, count_cap(offset))
+    with session_scope(state.settings.storage, readonly=True) as session:
+        queue = review_queue(session, state.settings.extraction, limit=limit, offset=offset)
+        total = count_queue(session, state.settings.extraction, count_cap(offset))
     pager = Pager(request, offset, limit, len(queue), total)
     return Page(request).render("review.html", memories=queue, pager=pager)
 
@@ -168,7 +168,7 @@ def batches(
 ) -> HTMLResponse:
     """Dead letters first (what needs a person), then the batches, each list paged on
     its own; `status` keeps only the batches in that state."""
-    with session_scope(state.settings, readonly=True) as session:
+    with session_scope(state.settings.storage, readonly=True) as session:
         dead = dead_letters(session, limit=limit, offset=dead_offset)
         dead_total = count_dead_letters(session, cap=count_cap(dead_offset))
         rows = list_batches(session, status=status or None, limit=limit, offset=offset)
@@ -191,7 +191,7 @@ def agents(
     _admin: PageAdmin,
     agent: Annotated[str, Query(max_length=200)] = "",
 ) -> HTMLResponse:
-    with session_scope(state.settings, readonly=True) as session:
+    with session_scope(state.settings.storage, readonly=True) as session:
         known = config.known_agents(session)
         chosen = config.describe(session, state.settings, agent.strip()) if agent.strip() else None
     return Page(request).render("agents.html", agents=known, chosen=chosen)

@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1/agents/{agent_id}/settings", tags=["agents"], rou
 @router.get("", response_model=AgentSettingsOut, summary="An agent's memory settings")
 def get_settings(state: State, principal: Caller, agent_id: AgentPath) -> AgentSettingsOut:
     check_scope(principal, agent_id, None, write=False)
-    with session_scope(state.settings, readonly=True) as session:
+    with session_scope(state.settings.storage, readonly=True) as session:
         return config.describe(session, state.settings, agent_id)
 
 
@@ -30,6 +30,6 @@ def put_settings(
     check_scope(principal, agent_id, None, write=False)
     if principal.user_id is not None and not principal.admin:
         raise ProblemError(403, "forbidden", "a key bound to one user may not change its agent")
-    with session_scope(state.settings) as session:
+    with session_scope(state.settings.storage) as session:
         config.put(session, agent_id, body, utcnow())
         return config.describe(session, state.settings, agent_id)

@@ -50,7 +50,7 @@ DeadLetterAction = Literal["retry", "skip", "purge"]
 )
 def health(state: State) -> HealthOut | JSONResponse:
     try:
-        with get_engine(state.settings).connect() as conn:
+        with get_engine(state.settings.storage).connect() as conn:
             conn.execute(text("SELECT 1"))
     except SQLAlchemyError as exc:
         # A keyless caller learns up or down; the reason goes to the server's log only.
@@ -62,7 +62,7 @@ def health(state: State) -> HealthOut | JSONResponse:
 
 @router.get("/v1/stats", response_model=StatsOut, summary="Pipeline figures and memory health")
 def stats(state: State, _admin: Admin) -> StatsOut:
-    with session_scope(state.settings, readonly=True) as session:
+    with session_scope(state.settings.storage, readonly=True) as session:
         health = memory_health(session, utcnow())
     return StatsOut(pipeline=pipeline_stats(state.settings), health=health.model_dump(mode="json"))
 
@@ -78,7 +78,7 @@ def batches(
     before_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
 ) -> list[BatchOut]:
-    with session_scope(state.settings, readonly=True) as session:
+    with session_scope(state.settings.storage, readonly=True) as session:
         return list_batches(
             session, status=status, agent_id=agent_id, before_id=before_id, limit=limit
         )
@@ -94,7 +94,7 @@ def list_dead_letters(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
 ) -> list[DeadLetter]:
     _check_filter(principal, agent_id, user_id)
-    with session_scope(state.settings, readonly=True) as session:
+    with session_scope(state.settings.storage, readonly=True) as session:
         return dead_letters(
             session, agent_id=agent_id, user_id=user_id, session_id=session_id, limit=limit
         )
@@ -150,7 +150,7 @@ def _settle(
 ) -> int:
     """The key's right to these dead letters checked, then one transaction settles them."""
     _check_filter(principal, body.agent_id, body.user_id)
-    with session_scope(state.settings) as session:
+    with session_scope(state.settings.storage) as session:
         return settle_failed(
             session,
             action,

@@ -48,7 +48,7 @@ def upgrade() -> None:
                   AND t.id > coalesce(sessions.summary_upto, 0)
               ) > :trigger
             """
-        ).bindparams(trigger=settings.compress_trigger_tokens)
+        ).bindparams(trigger=settings.maintenance.compress_trigger_tokens)
     )
 
 
