@@ -80,8 +80,8 @@ class AgentSettingsOut(BaseModel):
     effective: dict[str, object]
 
 
-# Every recall reads its agent's row: the statement is built once and the row read
-# plain, not loaded as an ORM object (about 1 ms a recall less).
+# Every recall reads its agent's row: the statement is built once and run on the
+# connection, without the ORM's work per statement (about 1 ms a recall less).
 _STORED = select(*(getattr(AgentConfig, name) for name in FIELDS)).where(
     AgentConfig.agent_id == bindparam("agent_id")
 )
@@ -92,7 +92,7 @@ def stored(session: Session, agent_id: str) -> AgentSettings:
 
 
 def _stored(session: Session, agent_id: str) -> AgentSettings | None:
-    row = session.execute(_STORED, {"agent_id": agent_id}).first()
+    row = session.connection().execute(_STORED, {"agent_id": agent_id}).first()
     return None if row is None else AgentSettings.model_validate(row._asdict())
 
 

@@ -51,6 +51,11 @@ class ScopeLike(Protocol):
     def user_id(self) -> str: ...
 
 
+def scope_params(scope: ScopeLike) -> dict[str, str]:
+    """The values of Scoped.of_bound's parameters."""
+    return {"agent_id": scope.agent_id, "user_id": scope.user_id}
+
+
 def readable_users(scope: ScopeLike) -> list[str]:
     """The user ids whose memories a scope reads: its own and the agent's shared `*`."""
     return [scope.user_id] if scope.user_id == SHARED_USER else [scope.user_id, SHARED_USER]
@@ -69,6 +74,12 @@ class Scoped:
     def of(cls, scope: ScopeLike) -> ColumnElement[bool]:
         """The scope's own rows: what it writes, erases and counts."""
         return and_(cls.agent_id == scope.agent_id, cls.user_id == scope.user_id)
+
+    @classmethod
+    def of_bound(cls) -> ColumnElement[bool]:
+        """`of` with the scope given at execution, as {"agent_id": …, "user_id": …}:
+        for a statement built once and run often (scope_params gives the values)."""
+        return and_(cls.agent_id == bindparam("agent_id"), cls.user_id == bindparam("user_id"))
 
     @classmethod
     def readable_by(cls, scope: ScopeLike) -> ColumnElement[bool]:
