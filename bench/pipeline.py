@@ -6,7 +6,7 @@ OpenAI server, answering at once or after 500 ms per call.
 
 Worker choice: an extraction task spends almost all its time waiting on the LLM (and a
 little on PostgreSQL), so each worker uses the threads pool with high concurrency
-(`--pool=threads -c 16`, Settings.worker_concurrency's default): threads are cheap, share
+(`--pool=threads -c 16`, settings.worker.worker_concurrency's default): threads are cheap, share
 one engine pool, and release the GIL while they wait. Prefork would need one process per
 concurrent call. Two worker processes use both cores for the CPU part (prompt rendering,
 JSON parsing, reconcile) despite the GIL. With 32 calls in flight, a 500 ms LLM and 20

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pydantic import AliasChoices
 from pydantic.fields import FieldInfo
 
-# Settings.model_fields, passed in: this module and memoryd/settings, which calls it, do not
+# memoryd.settings.FIELDS, passed in: this module and memoryd/settings, which calls it, do not
 # import each other.
 Fields = Mapping[str, FieldInfo]
 

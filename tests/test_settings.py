@@ -29,6 +29,20 @@ def test_openai_variables_configure_the_llm(monkeypatch: pytest.MonkeyPatch) -> 
     assert not Settings().llm.llm_configured
 
 
+def test_a_setting_given_in_code_wins_over_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The LLM's settings have aliases: the code's value must still win over any of them.
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://elsewhere/v1")
+    monkeypatch.setenv("MEMORYD_LLM_API_KEY", "sk-environment")
+    monkeypatch.setenv("MEMORYD_BATCH_SIZE", "9")
+    given = Settings(llm_base_url="http://fake/v1", llm_api_key="sk-code", batch_size=3)
+    assert (given.llm.llm_base_url, given.llm.llm_api_key) == ("http://fake/v1", "sk-code")
+    assert given.extraction.batch_size == 3
+    assert Settings(OPENAI_API_KEY="sk-alias").llm.llm_api_key == "sk-alias"
+    assert Settings().llm.llm_base_url == "http://elsewhere/v1"
+
+
 def test_memoryd_variables_win_and_field_names_work(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
     monkeypatch.setenv("MEMORYD_LLM_API_KEY", "sk-memoryd")
@@ -102,6 +116,7 @@ def test_an_empty_variable_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"MEMORYD_DATABASE_URL": "mysql://h/db"}, "MEMORYD_DATABASE_URL: 'mysql' is not"),
         ({"MEMORYD_BROKER_URL": "localhost:6379"}, "MEMORYD_BROKER_URL: not a broker URL"),
         ({"MEMORYD_LEASE_SECONDS": "-1"}, "MEMORYD_LEASE_SECONDS: Input should be greater"),
+        ({"MEMORYD_INJECT_TIERS": '["long", 3]'}, "MEMORYD_INJECT_TIERS.1: Input should be"),
     ],
 )
 def test_a_settings_mistake_is_one_line_naming_the_variable(

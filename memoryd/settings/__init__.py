@@ -115,6 +115,29 @@ class _FlatEnvironment(EnvSettingsSource):
     def __init__(self, settings_cls: type[BaseSettings]) -> None:
         super().__init__(_Flat)
 
+    def __call__(self) -> dict[str, Any]:
+        return _by_field_name(super().__call__())
+
+
+class _NamedArguments(PydanticBaseSettingsSource):
+    """The arguments given in code, an alias (OPENAI_API_KEY=…) under its field's name:
+    merged over the environment's values key by key, they must share its keys to win."""
+
+    def __init__(self, arguments: PydanticBaseSettingsSource) -> None:
+        super().__init__(arguments.settings_cls)
+        self.arguments = arguments
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # __call__ reads them all at once
+
+    def __call__(self) -> dict[str, Any]:
+        return _by_field_name(self.arguments())
+
+
+def _by_field_name(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` keyed by field name, whichever alias or case named a setting."""
+    return {_NAMES.get(key.lower(), key): value for key, value in values.items()}
+
 
 class Settings(BaseSettings):
     """Defaults run embedded (SQLite file + filesystem broker); production sets the two URLs."""
@@ -142,7 +165,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, _FlatEnvironment(settings_cls)
+        return _NamedArguments(init_settings), _FlatEnvironment(settings_cls)
 
     @model_validator(mode="before")
     @classmethod
@@ -201,8 +224,10 @@ def explain(exc: ValidationError) -> list[str]:
     """One line per mistake, named as the environment variable a person sets."""
     lines = []
     for where, message in field_errors(exc):
-        name = where.rpartition(".")[2]
-        lines.append(f"MEMORYD_{name.upper()}: {message}" if name in FIELDS else message)
+        part, _, within = where.partition(".")
+        named = within if part in _PART_NAMES else where  # e.g. memory_categories.0
+        known = named.partition(".")[0] in FIELDS
+        lines.append(f"MEMORYD_{named.upper()}: {message}" if known else message)
     return lines
 
 
