@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -33,7 +34,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
             continue
         if name == "data_dir":
             value = Path(value).resolve()
-        env[f"MEMORYD_{name.upper()}"] = str(value)
+        # A list setting is read from the environment as JSON.
+        shown = json.dumps(list(value)) if isinstance(value, tuple) else str(value)
+        env[f"MEMORYD_{name.upper()}"] = shown
     env["MEMORYD_DATABASE_URL"] = settings.storage.resolved_database_url
     env["PYTHONPATH"] = str(REPO_ROOT)
     return env
