@@ -18,7 +18,7 @@ import logging
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from memoryd.models.db import is_sqlite
+from memoryd.models.dialect import keeps_planner_statistics
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def due_tables(session: Session) -> list[str]:
 
 def analyze_changed(session: Session) -> list[str]:
     """ANALYZE the tables due (PostgreSQL; nothing on SQLite): the ones analysed."""
-    if is_sqlite(session):
+    if not keeps_planner_statistics(session):
         return []
     tables = due_tables(session)
     for table in tables:  # names from TABLES only, never from input

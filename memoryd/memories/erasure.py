@@ -32,8 +32,8 @@ from sqlalchemy.orm import Session
 from memoryd.errors import error_text
 from memoryd.models import batch_totals
 from memoryd.models.coordination import lock_scope
-from memoryd.models.db import checkpoint_sqlite, is_sqlite, rowcount, session_scope, utcnow
-from memoryd.models.dialect import for_update
+from memoryd.models.db import checkpoint_sqlite, rowcount, session_scope, utcnow
+from memoryd.models.dialect import for_update, one_writer_at_a_time
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import Ident
 from memoryd.models.tables import (
@@ -181,7 +181,7 @@ def _drain(settings: Settings, erasure_id: int, target: Target, name: str, pick:
             session.connection()  # BEGIN: on SQLite, the wait for the write lock
             started = time.perf_counter()
             count = _chunk(session, erasure_id, target, name, pick)
-            yields = is_sqlite(session)
+            yields = one_writer_at_a_time(session)
         if count is None:
             return removed
         removed += count

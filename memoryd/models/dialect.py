@@ -1,7 +1,8 @@
 """The differences between SQLite and PostgreSQL that the stages meet, one function per
 concern, so no stage asks which database it runs on: row locks, upserts, the larger of
-two values. (Many rows written at once: models/bulk.py; the turn insert:
-ingest/rows.py; search statements: recall/search.py and recall/trigrams.py.)"""
+two values, one writer at a time, planner statistics. (Many rows written at once:
+models/bulk.py; the turn insert: ingest/rows.py; search statements: recall/search.py
+and recall/trigrams.py; recall's usage append: recall/usage.py.)"""
 
 from __future__ import annotations
 
@@ -45,4 +46,16 @@ def greatest(session: Session, *values: Any) -> Function[Any]:
 def locks_rows(session: Session) -> bool:
     """Whether locks are taken row by row (PostgreSQL); SQLite's write transaction holds
     the whole database, so there is no row to lock first."""
+    return not is_sqlite(session)
+
+
+def one_writer_at_a_time(session: Session) -> bool:
+    """Whether a write transaction holds the whole database (SQLite): long work done in
+    chunks pauses between them, so that other writers get their turn."""
+    return is_sqlite(session)
+
+
+def keeps_planner_statistics(session: Session) -> bool:
+    """Whether the planner works from statistics that ANALYZE refreshes (PostgreSQL;
+    memoryd's SQLite statements do not depend on them)."""
     return not is_sqlite(session)
