@@ -326,7 +326,7 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
         to run while workers run. `actor` is recorded in the audit row."""
         scope = Scope(agent_id, user_id)
         erased = erasure.erase(self.settings, scope, actor=actor, session_id=session_id)
-        forget_scope(self.settings, scope)  # this process's cached vectors of the scope
+        forget_scope(self.settings.storage, scope)  # this process's cached vectors of the scope
         return erased
 
     def get(self, agent_id: str, user_id: str, memory_id: int) -> MemoryOut:

@@ -24,7 +24,7 @@ from memoryd.client import MemoryClient
 from memoryd.models.db import dispose_engines, session_scope
 from memoryd.models.migrate import upgrade
 from memoryd.models.tables import ExtractionBatch, Memory, Turn, TurnStatus
-from memoryd.settings import Settings, masked_url
+from memoryd.settings import Settings, StorageSettings, masked_url
 from memoryd.worker.config import QUEUES
 
 DEMO_DIR = Path(".memoryd-demo")
@@ -82,10 +82,10 @@ def load_sample() -> dict[str, Any]:
     return data
 
 
-def wait_for(settings: Settings, session_id: str, worker: subprocess.Popen[bytes]) -> None:
+def wait_for(settings: StorageSettings, session_id: str, worker: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
-        with session_scope(settings.storage, readonly=True) as session:
+        with session_scope(settings, readonly=True) as session:
             left = session.scalar(
                 select(func.count()).where(
                     Turn.session_id == session_id,
@@ -100,8 +100,8 @@ def wait_for(settings: Settings, session_id: str, worker: subprocess.Popen[bytes
     raise TimeoutError(f"session {session_id} was not extracted within {WAIT_SECONDS:.0f} s")
 
 
-def print_results(settings: Settings) -> None:
-    with session_scope(settings.storage, readonly=True) as session:
+def print_results(settings: StorageSettings) -> None:
+    with session_scope(settings, readonly=True) as session:
         memories = session.scalars(
             select(Memory).order_by(Memory.user_id, Memory.status, Memory.id)
         ).all()
@@ -157,7 +157,7 @@ def run_demo(base: Settings) -> int:
             worker.wait(timeout=15)
         except subprocess.TimeoutExpired:
             worker.kill()
-    print_results(settings)
+    print_results(settings.storage)
     print_read_side(settings)
     if not settings.llm.llm_configured:
         print(
@@ -216,4 +216,4 @@ def _chat(settings: Settings, worker: subprocess.Popen[bytes]) -> None:
             f"enqueued {result.accepted} turns of {conv['user_id']}/{conv['session_id']}; "
             "waiting for the worker …"
         )
-        wait_for(settings, conv["session_id"], worker)
+        wait_for(settings.storage, conv["session_id"], worker)

@@ -138,7 +138,7 @@ def cmd_embed(settings: Settings, ns: argparse.Namespace) -> int:
     if not settings.embeddings_on:
         raise ValueError("embeddings are off: set MEMORYD_EMBEDDING_MODEL (and a provider)")
     if ns.reset:
-        print(f"cleared {backfill.reset_vectors(settings)} vectors")
+        print(f"cleared {backfill.reset_vectors(settings.storage)} vectors")
     total = backfill.fill_missing(settings, limit=sys.maxsize)  # each memory tried once
     found = backfill.coverage(settings)
     _print_json(

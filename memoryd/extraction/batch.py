@@ -232,7 +232,7 @@ def apply_proposal(
     lock_scope(session, claim.key.scope)
     ensure_profiles(session, claim.key.scope, now)  # both documents, from the first batch on
     written = _write_memories(session, settings, prepared, proposal, now)
-    if finish_turns(session, settings, claim) != len(claim.turns):
+    if finish_turns(session, settings.maintenance, claim) != len(claim.turns):
         raise LeaseLost(f"batch {claim.batch_id}: its turns are no longer claimed by it")
     closed = used_llm and circuit.record_success(session, now)
     _record_done(session, claim, proposal, written.figures(), now)

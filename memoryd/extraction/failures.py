@@ -23,14 +23,14 @@ from memoryd.llm import circuit
 from memoryd.models.coordination import database_time
 from memoryd.models.db import session_scope
 from memoryd.models.tables import BatchStatus, ExtractionBatch, FailureKind
-from memoryd.settings import Settings
+from memoryd.settings import ExtractionSettings, Settings
 
 log = logging.getLogger(__name__)
 
 
 def fail_batch(
     session: Session,
-    settings: Settings,
+    settings: ExtractionSettings,
     claim: Claim,
     kind: FailureKind,
     error: str,
@@ -48,15 +48,13 @@ def fail_batch(
         return 0  # the lease was lost: its turns went back already
     transient = kind == FailureKind.TRANSIENT
     counted = not transient and not split_failed(session, claim)
-    dead = return_turns(
-        session, settings.extraction, claim.key, claim.batch_id, count_attempt=counted
-    )
+    dead = return_turns(session, settings, claim.key, claim.batch_id, count_attempt=counted)
     if dead:
         end_split(session, claim.key)
     if transient:
-        back_off(session, settings.extraction, claim.key, database_time(session))
+        back_off(session, settings, claim.key, database_time(session))
         if llm_down:
-            circuit.record_failure(session, settings.extraction, database_time(session))
+            circuit.record_failure(session, settings, database_time(session))
     session.execute(
         update(ExtractionBatch)
         .where(ExtractionBatch.id == claim.batch_id)
@@ -78,7 +76,7 @@ def record_failure(
     returns the turns, so nothing is lost either way."""
     try:
         with session_scope(settings.storage) as session:
-            dead = fail_batch(session, settings, claim, kind, error, now, llm_down)
+            dead = fail_batch(session, settings.extraction, claim, kind, error, now, llm_down)
     except Exception as exc:
         log_failure(log, f"could not record the failure of batch {claim.batch_id}", exc)
         return None

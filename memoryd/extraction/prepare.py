@@ -73,7 +73,7 @@ def claim(settings: Settings, key: SessionKey, extractor: Extractor) -> Prepared
     with session_scope(settings.storage) as session:
         now = database_time(session)
         state = circuit.read(session) if extractor.uses_llm else None
-        if state is not None and state.is_open(now, settings):
+        if state is not None and state.is_open(now, settings.extraction):
             return Refusal(circuit_open=True)
         budget = turn_budget(settings)
         claimed = claim_batch(

@@ -34,7 +34,7 @@ from memoryd.models.db import rowcount
 from memoryd.models.dialect import for_update, greatest
 from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
 from memoryd.models.tables import BatchStatus, ChatSession, ExtractionBatch, Turn, TurnStatus
-from memoryd.settings import ExtractionSettings, MaintenanceSettings, Settings
+from memoryd.settings import ExtractionSettings, MaintenanceSettings
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ def release_lease(session: Session, claim: Claim) -> bool:
     return EXTRACTION_LEASE.release(session, claim.key, claim.batch_id)
 
 
-def finish_turns(session: Session, settings: Settings, claim: Claim) -> int:
+def finish_turns(session: Session, settings: MaintenanceSettings, claim: Claim) -> int:
     """The batch was applied: its turns are done, the session's back-off is over, and
     it is marked for compression if it has grown past the trigger. Returns how many
     turns."""
@@ -224,9 +224,7 @@ def finish_turns(session: Session, settings: Settings, claim: Claim) -> int:
         .where(*session_pk(claim.key))
         .values(
             pending_count=_less_pending(session, done),
-            compress_due=compress_due(
-                settings.maintenance, func.coalesce(ChatSession.summary_upto, 0)
-            ),
+            compress_due=compress_due(settings, func.coalesce(ChatSession.summary_upto, 0)),
             transient_failures=0,  # a batch went through: no back-off left
             retry_at=None,
         )

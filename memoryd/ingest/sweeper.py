@@ -59,7 +59,7 @@ def run_sweep(settings: Settings, now: datetime | None = None, limit: int = 1000
     with session_scope(settings.storage) as session:
         now = now or database_time(session)
         state = circuit.read(session) if settings.llm.llm_configured else None
-        if state is not None and state.is_open(now, settings):
+        if state is not None and state.is_open(now, settings.extraction):
             result.circuit_open = True
             return result
         result.due = sessions_due(session, settings.extraction, now, limit)

@@ -35,17 +35,13 @@ class CircuitState:
     def tripped(self, settings: ExtractionSettings) -> bool:
         return self.failures >= settings.circuit_failure_threshold
 
-    def is_open(self, now: datetime, settings: Settings) -> bool:
+    def is_open(self, now: datetime, settings: ExtractionSettings) -> bool:
         """No call may go out now."""
-        return (
-            self.tripped(settings.extraction)
-            and self.open_until is not None
-            and self.open_until > now
-        )
+        return self.tripped(settings) and self.open_until is not None and self.open_until > now
 
     def is_half_open(self, now: datetime, settings: Settings) -> bool:
         """One probe may go out now."""
-        return self.tripped(settings.extraction) and not self.is_open(now, settings)
+        return self.tripped(settings.extraction) and not self.is_open(now, settings.extraction)
 
 
 def read(session: Session, name: str = LLM) -> CircuitState:

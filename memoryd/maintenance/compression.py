@@ -36,7 +36,7 @@ from memoryd.models.tables import (
     SessionSegment,
     Turn,
 )
-from memoryd.settings import ExtractionSettings, Settings
+from memoryd.settings import ExtractionSettings, MaintenanceSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,10 @@ def compression_candidates(
     )
 
 
-def sessions_to_compress(session: Session, settings: Settings, now: datetime) -> list[SessionKey]:
-    return [
-        SessionKey(*r) for r in session.execute(compression_candidates(settings.extraction, now))
-    ]
+def sessions_to_compress(
+    session: Session, settings: ExtractionSettings, now: datetime
+) -> list[SessionKey]:
+    return [SessionKey(*r) for r in session.execute(compression_candidates(settings, now))]
 
 
 @dataclass
@@ -85,11 +85,11 @@ def claim_compression(
     chat = session.scalars(select(ChatSession).where(*session_pk(key))).first()
     if chat is None:
         return None
-    older = _turns_to_summarise(session, settings, chat, key)
+    older = _turns_to_summarise(session, settings.maintenance, chat, key)
     if not older:
         return None
     batch = open_batch(session, key, "compress", [r.id for r in older], now)
-    if not _take_lease(session, settings, key, batch.id, chat.summary_upto, now):
+    if not _take_lease(session, settings.extraction, key, batch.id, chat.summary_upto, now):
         session.rollback()
         return None
     return CompressionWork(
@@ -102,7 +102,7 @@ def claim_compression(
 
 
 def _turns_to_summarise(
-    session: Session, settings: Settings, chat: ChatSession, key: SessionKey
+    session: Session, settings: MaintenanceSettings, chat: ChatSession, key: SessionKey
 ) -> list[Any]:
     """The unsummarised turns but the newest keep_recent_turns, when all of them pass
     the trigger; otherwise none, and the session's mark is set right: measured again in
@@ -115,10 +115,10 @@ def _turns_to_summarise(
         .where(*turns_of(key), Turn.id > upto)
         .order_by(Turn.id)
     ).all()
-    older = rows[: max(len(rows) - settings.maintenance.keep_recent_turns, 0)]
-    if older and sum(r.token_count for r in rows) > settings.maintenance.compress_trigger_tokens:
+    older = rows[: max(len(rows) - settings.keep_recent_turns, 0)]
+    if older and sum(r.token_count for r in rows) > settings.compress_trigger_tokens:
         return list(older)
-    due = compress_due(settings.maintenance, upto)
+    due = compress_due(settings, upto)
     if not older:
         due = and_(exists().where(*turns_of(key), Turn.id > (rows[-1].id if rows else upto)), due)
     session.execute(update(ChatSession).where(*session_pk(key)).values(compress_due=due))
@@ -127,7 +127,7 @@ def _turns_to_summarise(
 
 def _take_lease(
     session: Session,
-    settings: Settings,
+    settings: ExtractionSettings,
     key: SessionKey,
     batch_id: int,
     upto: int | None,
@@ -138,7 +138,7 @@ def _take_lease(
     lease names its batch, so a run that outlived its lease and was overtaken can tell
     (see _still_ours)."""
     unchanged = ChatSession.summary_upto.is_not_distinct_from(upto)
-    return COMPRESSION_LEASE.take(session, settings.extraction, key, batch_id, now, unchanged)
+    return COMPRESSION_LEASE.take(session, settings, key, batch_id, now, unchanged)
 
 
 def _still_ours(work: CompressionWork) -> tuple[ColumnElement[bool], ...]:
@@ -148,9 +148,9 @@ def _still_ours(work: CompressionWork) -> tuple[ColumnElement[bool], ...]:
 
 
 def renew_compression(
-    session: Session, settings: Settings, work: CompressionWork, now: datetime
+    session: Session, settings: ExtractionSettings, work: CompressionWork, now: datetime
 ) -> bool:
-    return COMPRESSION_LEASE.renew(session, settings.extraction, work.key, work.batch_id, now)
+    return COMPRESSION_LEASE.renew(session, settings, work.key, work.batch_id, now)
 
 
 def _abandon(session: Session, work: CompressionWork, now: datetime) -> None:
@@ -168,7 +168,7 @@ def _abandon(session: Session, work: CompressionWork, now: datetime) -> None:
 
 def _finish(
     session: Session,
-    settings: Settings,
+    settings: MaintenanceSettings,
     work: CompressionWork,
     segments: list[tuple[list[int], Summary]],
     synopsis: Summary,
@@ -181,7 +181,7 @@ def _finish(
         .values(
             summary=synopsis.text,
             summary_upto=work.turns[-1][0],
-            compress_due=compress_due(settings.maintenance, work.turns[-1][0]),
+            compress_due=compress_due(settings, work.turns[-1][0]),
             compressed_at=now,
             **COMPRESSION_LEASE.released(),
             compress_attempts=0,
@@ -247,7 +247,7 @@ def _record_run(
 
 def _fail(
     session: Session,
-    settings: Settings,
+    settings: ExtractionSettings,
     work: CompressionWork,
     kind: FailureKind,
     error: str,
@@ -270,7 +270,7 @@ def _fail(
         _abandon(session, work, now)
         return
     if kind == FailureKind.TRANSIENT and used_llm:
-        circuit.record_failure(session, settings.extraction, database_time(session))
+        circuit.record_failure(session, settings, database_time(session))
     session.execute(
         update(ExtractionBatch)
         .where(ExtractionBatch.id == work.batch_id)
@@ -297,7 +297,7 @@ def compress_session(
     summarizer = summarizer or get_summarizer(settings)
     with session_scope(settings.storage) as session:
         now = database_time(session)
-        if summarizer.uses_llm and circuit.read(session).is_open(now, settings):
+        if summarizer.uses_llm and circuit.read(session).is_open(now, settings.extraction):
             return False  # the LLM is down: the next run tries again
         work = claim_compression(session, settings, key, now)
         if work is None:
@@ -305,7 +305,7 @@ def compress_session(
     started = time.perf_counter()
 
     def renew(session: Session, now: datetime) -> bool:
-        return renew_compression(session, settings, work, now)
+        return renew_compression(session, settings.extraction, work, now)
 
     try:
         with kept_alive(settings, renew, f"compress-{work.batch_id}"):
@@ -320,12 +320,14 @@ def compress_session(
         error = str(exc) if kind != FailureKind.BUG else f"unexpected {error_text(exc)}"
         log.warning("compression of %s failed (%s): %s", key, kind, error)
         with session_scope(settings.storage) as session:
-            _fail(session, settings, work, kind, error, utcnow(), summarizer.uses_llm)
+            _fail(session, settings.extraction, work, kind, error, utcnow(), summarizer.uses_llm)
         if kind == FailureKind.BUG:
             raise
         return False
     with session_scope(settings.storage) as session:
-        written = _finish(session, settings, work, segments, synopsis, utcnow(), started)
+        written = _finish(
+            session, settings.maintenance, work, segments, synopsis, utcnow(), started
+        )
         if written and summarizer.uses_llm:
             circuit.record_success(session, utcnow())
         return written
@@ -335,7 +337,7 @@ def compress_due_sessions(settings: Settings) -> dict[str, int]:
     """Compress every due session. A session that fails does not stop the others; the
     run raises at the end if any failed on a bug, so the task shows FAILURE."""
     with session_scope(settings.storage) as session:
-        due = sessions_to_compress(session, settings, database_time(session))
+        due = sessions_to_compress(session, settings.extraction, database_time(session))
     done = bugs = 0
     for key in due:
         try:

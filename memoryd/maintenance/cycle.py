@@ -28,7 +28,7 @@ from memoryd.models import key_index, tallies
 from memoryd.models.db import checkpoint_sqlite, session_scope, utcnow
 from memoryd.models.dialect import for_update
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryEvent, MemoryStatus, Tier
-from memoryd.settings import MemorySettings, Settings
+from memoryd.settings import MemorySettings, Settings, StorageSettings
 
 log = logging.getLogger(__name__)
 
@@ -249,9 +249,9 @@ def _fold_keys(session: Session, settings: MemorySettings, now: datetime, limit:
     return key_index.fold(session, limit)
 
 
-def _analyze(settings: Settings) -> int:
+def _analyze(settings: StorageSettings) -> int:
     """Last, so the statistics see what the steps above changed."""
-    with session_scope(settings.storage) as session:
+    with session_scope(settings) as session:
         return len(analyze_changed(session))
 
 
@@ -282,7 +282,7 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
         erasures_resumed=resume_interrupted(settings, now),
         tallies_folded=_run_step(settings, _counted(_fold_tallies), now, chunk),
         keys_folded=_run_step(settings, _counted(_fold_keys), now, chunk),
-        tables_analyzed=_analyze(settings),
+        tables_analyzed=_analyze(settings.storage),
     )
     if any(getattr(counts, name) for name in RETENTION_STEPS):
         checkpoint_sqlite(settings.storage)  # purged text leaves the WAL too (erasure does its own)

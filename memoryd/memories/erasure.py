@@ -48,7 +48,7 @@ from memoryd.models.tables import (
     SubjectKey,
     Turn,
 )
-from memoryd.settings import Settings
+from memoryd.settings import Settings, StorageSettings
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,9 @@ def _run(settings: Settings, erasure_id: int, target: Target) -> ErasureOut:
     steps = SCOPE_STEPS if target.session_id is None else SESSION_STEPS
     settled = False
     for _ in range(MAX_PASSES):
-        removed = sum(_drain(settings, erasure_id, target, name, pick) for name, pick in steps)
+        removed = sum(
+            _drain(settings.storage, erasure_id, target, name, pick) for name, pick in steps
+        )
         if not removed:
             settled = True
             break
@@ -172,12 +174,14 @@ def _run(settings: Settings, erasure_id: int, target: Target) -> ErasureOut:
 Pick = Callable[[Session, Target], list[Any]]
 
 
-def _drain(settings: Settings, erasure_id: int, target: Target, name: str, pick: Pick) -> int:
+def _drain(
+    settings: StorageSettings, erasure_id: int, target: Target, name: str, pick: Pick
+) -> int:
     """Delete what `pick` finds, CHUNK rows per transaction, until nothing is left: the
     rows removed."""
     removed = 0
     while True:
-        with session_scope(settings.storage) as session:
+        with session_scope(settings) as session:
             session.connection()  # BEGIN: on SQLite, the wait for the write lock
             started = time.perf_counter()
             count = _chunk(session, erasure_id, target, name, pick)

@@ -28,7 +28,7 @@ from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embedders import MAX_INPUT_CHARS, Vectors, embedder, to_bytes
-from memoryd.settings import RecallSettings, Settings
+from memoryd.settings import RecallSettings, Settings, StorageSettings
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def _fill(settings: Settings, scope: Scope | None, limit: int) -> int:
         except _EndpointDown as exc:
             log.warning("embedding %d memories failed, next fill retries: %s", len(rows), exc)
             break
-        filled += _store(settings, rows, vectors)
+        filled += _store(settings.storage, rows, vectors)
     return filled
 
 
@@ -135,12 +135,12 @@ def _embed_rows(settings: Settings, rows: list[Pending]) -> list[Vectors | None]
     return vectors
 
 
-def _store(settings: Settings, rows: list[Pending], vectors: list[Vectors | None]) -> int:
+def _store(settings: StorageSettings, rows: list[Pending], vectors: list[Vectors | None]) -> int:
     """Write the vectors and count a failure on each refused row. Only rows whose text is
     unchanged: an edit meanwhile cleared the vector and the count, and will refill them.
     The version tells every process's scope cache that a vector is new."""
     filled = 0
-    with session_scope(settings.storage) as session:
+    with session_scope(settings) as session:
         for row, vector in zip(rows, vectors, strict=True):
             unchanged = (
                 Memory.id == row.id,
@@ -157,10 +157,10 @@ def _store(settings: Settings, rows: list[Pending], vectors: list[Vectors | None
     return filled
 
 
-def reset_vectors(settings: Settings) -> int:
+def reset_vectors(settings: StorageSettings) -> int:
     """Drop every vector (after a model change); the next fill re-embeds them all, and
     memories an earlier model refused are tried again."""
-    with session_scope(settings.storage) as session:
+    with session_scope(settings) as session:
         session.execute(update(Memory).where(Memory.embed_failures > 0).values(embed_failures=0))
         result = session.execute(
             update(Memory)

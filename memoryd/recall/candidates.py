@@ -20,7 +20,7 @@ from memoryd.recall.embedders import Vectors
 from memoryd.recall.embeddings import embed_query
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.search import ScopeStats, bm25_ranked, reused_stats
-from memoryd.settings import Settings
+from memoryd.settings import Settings, StorageSettings
 from memoryd.text import content_hash, query_tokens
 
 # A batch's turns as a query: its most recent part, as long as recall ever reads.
@@ -101,7 +101,7 @@ def nearby(
 ) -> dict[str, list[int]]:
     """For each fact (by content hash), the memories where a near duplicate may be. The
     scope is counted once for the whole batch: its facts are searched in one snapshot."""
-    stats = _own_stats(session, settings, scope)
+    stats = _own_stats(session, settings.storage, scope)
     return {
         content_hash(fact.content): _near(session, scope, fact.content, stats) for fact in facts
     }
@@ -117,12 +117,12 @@ def near(session: Session, settings: Settings, scope: Scope, text: str) -> list[
     is Acme" among 50,000 memories; 7 ms from the postings alone)."""
     if not query_tokens(text):
         return []  # an exact duplicate is still found by its hash
-    return _near(session, scope, text, _own_stats(session, settings, scope))
+    return _near(session, scope, text, _own_stats(session, settings.storage, scope))
 
 
-def _own_stats(session: Session, settings: Settings, scope: Scope) -> ScopeStats:
+def _own_stats(session: Session, settings: StorageSettings, scope: Scope) -> ScopeStats:
     where = [Memory.readable_by(scope), Memory.status == MemoryStatus.ACTIVE]
-    key = ("near", settings.storage.resolved_database_url, scope.agent_id, scope.user_id)
+    key = ("near", settings.resolved_database_url, scope.agent_id, scope.user_id)
     return reused_stats(session, where, key)
 
 

@@ -28,7 +28,7 @@ from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall import search
 from memoryd.recall.embedders import MAX_INPUT_CHARS, Vectors, embedder
-from memoryd.settings import Settings
+from memoryd.settings import Settings, StorageSettings
 
 log = logging.getLogger(__name__)
 
@@ -221,11 +221,11 @@ def clear_caches() -> None:
     _texts_paused.clear()
 
 
-def forget_scope(settings: Settings, scope: Scope) -> None:
+def forget_scope(settings: StorageSettings, scope: Scope) -> None:
     """Drop the scope's vectors from this process (after it was erased). Other
     processes notice within STAMP_RECHECK_SECONDS; until then their ranking reads every
     candidate by id, and an erased one is found no more."""
-    _scopes.drop((settings.storage.resolved_database_url, scope.agent_id, scope.user_id))
+    _scopes.drop((settings.resolved_database_url, scope.agent_id, scope.user_id))
     _text_vectors.clear()
 
 

@@ -16,7 +16,7 @@ from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryUsage
 from memoryd.recall.rank import Hit
-from memoryd.settings import RecallSettings, Settings
+from memoryd.settings import MemorySettings, RecallSettings, Settings
 from memoryd.text import search_tokens
 
 MIN_TERM_CHARS = 3  # "to", "in", "a" say nothing about which memory was used
@@ -106,19 +106,18 @@ def _reinforce(
     each way."""
     fresh = locked_feedback(session, ids)
     if fresh:
-        write_rows(session, _MEMORIES, _reinforced(settings, fresh, amount, now), key="id")
+        write_rows(session, _MEMORIES, _reinforced(settings.memories, fresh, amount, now), key="id")
 
 
 def _reinforced(
-    settings: Settings, fresh: Sequence[Any], amount: float, now: datetime
+    settings: MemorySettings, fresh: Sequence[Any], amount: float, now: datetime
 ) -> dict[str, list[Any]]:
     """The new weight columns (one list per column, "id" first) of rows read under their
     locks: computed from what was read under the lock, so a concurrent change is never
     lost or overwritten. Only unindexed columns change, so the row is rewritten in place
     (see tables.Memory)."""
     changes = [
-        reinforced(row.tier, row.weight, row.weight_at, amount, now, settings.memories)
-        for row in fresh
+        reinforced(row.tier, row.weight, row.weight_at, amount, now, settings) for row in fresh
     ]
     columns = {"id": [row.id for row in fresh]}
     columns.update({c: [change[c] for change in changes] for c in changes[0]})

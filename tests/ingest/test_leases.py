@@ -96,7 +96,7 @@ def test_a_claim_over_an_expired_lease_returns_the_stranded_turns_first(
         assert release_lease(session, dead) is False
     with session_scope(small.storage) as session:
         assert release_lease(session, second)
-        assert finish_turns(session, small, second) == 2
+        assert finish_turns(session, small.maintenance, second) == 2
     third = claim(small)
     assert third is not None and [t.id for t in third.turns] == ids[2:]
 
@@ -217,7 +217,7 @@ def test_racing_claimers_with_expiring_leases_finish_every_turn_exactly_once(
                 time.sleep(pause)  # 0.5 s: the lease runs out
                 with session_scope(racy.storage) as session:
                     if release_lease(session, taken):
-                        assert finish_turns(session, racy, taken) == len(taken.turns)
+                        assert finish_turns(session, racy.maintenance, taken) == len(taken.turns)
                         with lock:
                             finished.update(t.id for t in taken.turns)
                     else:

@@ -323,5 +323,7 @@ def test_a_claim_over_a_summary_that_moved_meanwhile_takes_no_lease(
     assert compress_due_sessions(s)["compressed"] == 1  # another run, to the end
     with session_scope(s.storage) as session:
         now = database_time(session)
-        assert not compression._take_lease(session, s, KEY, 999, read_upto, now)
-        assert compression._take_lease(session, s, KEY, 999, chat_row(db).summary_upto, now)
+        assert not compression._take_lease(session, s.extraction, KEY, 999, read_upto, now)
+        assert compression._take_lease(
+            session, s.extraction, KEY, 999, chat_row(db).summary_upto, now
+        )

@@ -135,7 +135,7 @@ def test_a_model_change_tries_refused_memories_again(
     assert backfill.fill_missing(s) == 0
     assert backfill.coverage(s).refused == 1
     fake_llm.refuse_embedding = lambda _text: False  # a model with a longer context
-    backfill.reset_vectors(s)
+    backfill.reset_vectors(s.storage)
     assert backfill.fill_missing(s) == 1
 
 

@@ -48,7 +48,7 @@ def test_vectors_of_a_new_model_are_used_after_a_reset(
     assert client.recall("vegetarian food", "bot", "ann")[0].parts.embedding is not None
 
     local = settings.updated(**LOCAL)
-    assert backfill.reset_vectors(local) == 2
+    assert backfill.reset_vectors(local.storage) == 2
     assert backfill.fill_missing(local) == 2
     hit = MemoryClient(local).recall("vegetarian food", "bot", "ann")[0]
     assert hit.id == veg.id
