@@ -278,7 +278,9 @@ def test_records_inside_records_are_fieldsets_too(
     numbers, clock times and choices are the browser's own inputs, and what they send is
     stored as the API stores it."""
     key = bearer(make_key(api_settings, "reader", admin=True))
-    api = httpx.Client(base_url=f"{live.url}/v1/profiles/bot/ann/", headers=key)
+    # A minute, as the page's other HTTP calls: httpx's 5 s default ran out once with
+    # the whole suite on two cores.
+    api = httpx.Client(base_url=f"{live.url}/v1/profiles/bot/ann/", headers=key, timeout=60)
     assert api.put("user", json={"content": USER_DOC}).is_success
     assert api.put("work", json={"content": {"current_projects": [PROJECT]}}).is_success
     before = {kind: api.get(kind).json() for kind in ("user", "work")}
