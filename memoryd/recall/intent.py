@@ -94,7 +94,10 @@ def key_rows(session: Session, where: list[Any], terms: Sequence[str]) -> list[A
     keys = asked_slot_keys(frozenset(terms))
     if not keys:
         return []
-    read = select(*SCORING_COLUMNS).where(*where, Memory.name_key.in_(keys)).limit(LIST_LIMIT)
+    # `<> ''` stated, or SQLite's planner, which cannot infer it from the IN list, does
+    # not use the partial key index and reads the whole scope (4 ms at 5,000 memories).
+    keyed = (Memory.name_key.in_(keys), Memory.name_key != "")
+    read = select(*SCORING_COLUMNS).where(*where, *keyed).limit(LIST_LIMIT)
     return list(session.connection().execute(read).all())
 
 

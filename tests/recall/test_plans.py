@@ -73,3 +73,29 @@ def test_recall_reads_by_index_in_a_new_users_scope(
     feedback_plan = plan_of("INSERT INTO memory_usage")
     assert "Seq Scan on memories" not in feedback_plan, feedback_plan
     assert "pk_memories" in feedback_plan, feedback_plan
+
+
+def test_a_question_naming_a_slot_reads_its_keys_by_index_on_sqlite(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The subject keys a question names ("diet") are read through the partial key
+    index, not by reading every memory of the scope: SQLite's planner uses that index
+    only when the statement states the index's own condition."""
+    settings = make_settings("sqlite", tmp_path, request)
+    client = MemoryClient(settings, dispatch=False)
+    store_filler(settings, Scope("bench", "ann"), search.SCAN_LIMIT + 300, seed=7)
+    sent: list[tuple[str, Any]] = []
+    engine = get_engine(settings.storage)
+
+    def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        sent.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", keep)
+    try:
+        client.recall("what diet does she follow", "bench", "ann")
+    finally:
+        event.remove(engine, "before_cursor_execute", keep)
+    (statement, parameters), *_ = [(s, p) for s, p in sent if "memories.name_key IN" in s]
+    with engine.connect() as conn:
+        plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
+    assert "USING INDEX ix_memories_scope_key" in str(plan), plan
