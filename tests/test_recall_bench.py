@@ -1,6 +1,7 @@
-"""bench/recall.py end to end at a small size, on the suite's PostgreSQL server: it loads
-its scopes (heavy ones past SCAN_LIMIT, so through the postings), drops the scope
-indexes for its baseline, and ends with a JSON line of its figures."""
+"""bench/recall.py end to end at a small size, on the suite's PostgreSQL server and on
+SQLite: it loads its scopes (heavy ones past SCAN_LIMIT, so through the postings), drops
+the scope indexes for its baseline, and ends with a JSON line of both databases'
+figures."""
 
 from __future__ import annotations
 
@@ -33,5 +34,8 @@ def test_recall_bench_runs_at_a_small_size(pg_server: str) -> None:
     )
     assert run.returncode == 0, run.stderr[-3000:]
     figures = json.loads(run.stdout.strip().splitlines()[-1])
-    for key in ("recall_p95_ms", "context_p95_ms", "heavy_recall_p95_ms", "baseline_p95_ms"):
-        assert figures[key] > 0, key
+    for database in ("", "sqlite_"):
+        for key in ("recall_p95_ms", "context_p95_ms", "heavy_recall_p95_ms", "baseline_p95_ms"):
+            assert figures[database + key] > 0, database + key
+        # Most sample queries name a subject of the heavy users' memories (25 of 30).
+        assert figures[database + "heavy_matched_share"] > 0.5, database

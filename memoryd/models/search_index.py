@@ -15,6 +15,10 @@ rebuilds drop its triggers).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -161,17 +165,38 @@ def pg_postings_rebuild(lengths: bool = True, where: str = "TRUE") -> str:
        GROUP BY m.agent_id, m.user_id, t, m.id"""
 
 
-def _sqlite_rebuild(lengths: bool, trigrams: bool) -> list[str]:
+def sqlite_postings_rebuild(lengths: bool = True, where: str = "1") -> str:
+    """pg_postings_rebuild's statement for SQLite."""
     columns, length = _postings(lengths, "m")
-    postings = [
-        "DELETE FROM memory_terms",
-        f"""INSERT INTO memory_terms ({columns})
-           SELECT m.agent_id, m.user_id, j.value, m.id, count(*){length}
-           FROM memories AS m,
-                json_each('["' || replace(m.search_text, ' ', '","') || '"]') AS j
-           WHERE m.status = 'active' AND j.value <> '' GROUP BY m.id, j.value""",
-    ]
+    return f"""INSERT INTO memory_terms ({columns})
+       SELECT m.agent_id, m.user_id, j.value, m.id, count(*){length}
+       FROM memories AS m,
+            json_each('["' || replace(m.search_text, ' ', '","') || '"]') AS j
+       WHERE m.status = 'active' AND j.value <> '' AND ({where}) GROUP BY m.id, j.value"""
+
+
+def _sqlite_rebuild(lengths: bool, trigrams: bool) -> list[str]:
+    postings = ["DELETE FROM memory_terms", sqlite_postings_rebuild(lengths)]
     return postings + (SQLITE_TRIGRAM_FILL if trigrams else [])
+
+
+@contextmanager
+def postings_deferred(bind: Connection, where: str, params: Mapping[str, Any]) -> Iterator[None]:
+    """For a bulk load of memories in current schema: the rows inserted inside get their
+    postings at the end, from one statement over the memories `where` (SQL over `m`,
+    with `params`) selects, not from the insert trigger row by row."""
+    postgres = bind.dialect.name == "postgresql"
+    if postgres:
+        bind.execute(text("ALTER TABLE memories DISABLE TRIGGER memories_terms_insert"))
+    else:
+        bind.execute(text("DROP TRIGGER memories_search_insert"))
+    yield
+    if postgres:
+        bind.execute(text("ALTER TABLE memories ENABLE TRIGGER memories_terms_insert"))
+        bind.execute(text(pg_postings_rebuild(where=where)), params)
+    else:
+        bind.execute(text(sqlite_postings_rebuild(where=where)), params)
+        _run(bind, _sqlite_install(True, trigrams=False))  # the triggers, as they were
 
 
 SQLITE_TRIGRAM_FILL = [
