@@ -15,11 +15,10 @@ from sqlalchemy.orm import Session
 from memoryd.memories.proposals import Fact
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.embedders import Vectors
 from memoryd.recall.embeddings import embed_query
 from memoryd.recall.rank import Hit, recall
-from memoryd.recall.search import ScopeStats, bm25_ranked, reused_stats
+from memoryd.recall.search import ScopeStats, bm25_ranked, reused_stats, search_params
 from memoryd.settings import Settings, StorageSettings
 from memoryd.text import content_hash, query_tokens
 
@@ -121,9 +120,8 @@ def near(session: Session, settings: Settings, scope: Scope, text: str) -> list[
 
 
 def _own_stats(session: Session, settings: StorageSettings, scope: Scope) -> ScopeStats:
-    where = [Memory.readable_by(scope), Memory.status == MemoryStatus.ACTIVE]
     key = ("near", settings.resolved_database_url, scope.agent_id, scope.user_id)
-    return reused_stats(session, where, key)
+    return reused_stats(session, search_params(scope, None, None), key)
 
 
 def _near(session: Session, scope: Scope, text: str, stats: ScopeStats) -> list[int]:

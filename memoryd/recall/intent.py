@@ -17,18 +17,19 @@ to the question). Rules, each measured by bench/extraction.py's recall@1:
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import Executable, bindparam, select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.synonyms import asked_slot_keys
 from memoryd.models.tables import Category, Memory
-from memoryd.recall.search import LIST_LIMIT, SCORING_COLUMNS
+from memoryd.recall.search import LIST_LIMIT, SCORING_COLUMNS, filters
 from memoryd.text import RELATIONS_EN, RELATIONS_ZH
 
 _PRESENT = re.compile(
@@ -88,17 +89,23 @@ def intent_of(query: str) -> Intent:
     return Intent(bool(_WHEN.search(query)), bool(_GUIDANCE.search(query)), persons)
 
 
-def key_rows(session: Session, where: list[Any], terms: Sequence[str]) -> list[Any]:
-    """SCORING_COLUMNS of the active memories stored under a key of a slot the question
-    names (the partial index on the scope's keys)."""
+def key_rows(session: Session, params: Mapping[str, Any], terms: Sequence[str]) -> list[Any]:
+    """SCORING_COLUMNS of the memories search_params' `params` select that are stored
+    under a key of a slot the question names (the partial index on the scope's keys)."""
     keys = asked_slot_keys(frozenset(terms))
     if not keys:
         return []
-    # `<> ''` stated, or SQLite's planner, which cannot infer it from the IN list, does
-    # not use the partial key index and reads the whole scope (4 ms at 5,000 memories).
-    keyed = (Memory.name_key.in_(keys), Memory.name_key != "")
-    read = select(*SCORING_COLUMNS).where(*where, *keyed).limit(LIST_LIMIT)
-    return list(session.connection().execute(read).all())
+    read = _keyed(bool(params["categories"]), bool(params["tiers"]))
+    return list(session.connection().execute(read, {**params, "keys": list(keys)}).all())
+
+
+@functools.cache
+def _keyed(categories: bool, tiers: bool) -> Executable:
+    """key_rows' statement, built once per shape. `<> ''` stated, or SQLite's planner,
+    which cannot infer it from the IN list, does not use the partial key index and reads
+    the whole scope (4 ms at 5,000 memories)."""
+    keyed = (Memory.name_key.in_(bindparam("keys", expanding=True)), Memory.name_key != "")
+    return select(*SCORING_COLUMNS).where(*filters(categories, tiers), *keyed).limit(LIST_LIMIT)
 
 
 def asks_about_now(query: str) -> bool:

@@ -9,6 +9,7 @@ ORM's work per statement (about 0.2 ms each; recall has no pending objects to fl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -16,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
-from sqlalchemy import bindparam, select
+from sqlalchemy import Executable, bindparam, select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.synonyms import key_asked
@@ -38,9 +39,10 @@ from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
     bm25_ranked,
+    filters,
     narrowing,
     read_scope,
-    row_filters,
+    search_params,
 )
 from memoryd.recall.trigrams import trigram_ranked
 from memoryd.settings import RecallSettings, Settings
@@ -104,7 +106,7 @@ def recall(
     if search.terms or lists.nearest:
         rows = _matched_rows(session, search, lists)
         found = {row.id for row in rows}
-        rows += [r for r in key_rows(session, search.where, search.terms) if r.id not in found]
+        rows += [r for r in key_rows(session, search.params, search.terms) if r.id not in found]
     else:  # nothing to match on: the most recent memories, re-scored below
         rows = _recent_rows(session, search, k)
     by_id = {row.id: row for row in rows}
@@ -144,7 +146,7 @@ class _Search:
         self.categories = categories
         self.tiers = tiers
         self.terms = terms
-        self.where = [Memory.readable_by(scope), *row_filters(categories, tiers)]
+        self.params = search_params(scope, categories, tiers)
 
 
 class _Lists:
@@ -194,7 +196,7 @@ def _ranked_lists(
         tuple(categories or ()),
         tuple(tiers or ()),
     )
-    stats, scope_rows = read_scope(session, search.where, stats_key)
+    stats, scope_rows = read_scope(session, search.params, stats_key)
     # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
     lists = _Lists(settings.recall, {row.id: row for row in scope_rows or ()})
     lists.keyword = bm25_ranked(
@@ -245,13 +247,20 @@ def _matched_rows(session: Session, search: _Search, lists: _Lists) -> list[Any]
 
 
 def _recent_rows(session: Session, search: _Search, k: int) -> list[Any]:
-    recent = (
+    recent = _recent(bool(search.categories), bool(search.tiers))
+    limit = max(k * 4, LIST_LIMIT)
+    return list(session.connection().execute(recent, {**search.params, "limit": limit}).all())
+
+
+@functools.cache
+def _recent(categories: bool, tiers: bool) -> Executable:
+    """The most recently updated memories a search may return, built once per shape."""
+    return (
         select(*SCORING_COLUMNS)
-        .where(*search.where)
+        .where(*filters(categories, tiers))
         .order_by(Memory.updated_at.desc(), Memory.id.desc())
-        .limit(max(k * 4, LIST_LIMIT))
+        .limit(bindparam("limit"))
     )
-    return list(session.connection().execute(recent).all())
 
 
 def _scored(

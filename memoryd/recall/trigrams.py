@@ -47,8 +47,8 @@ from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
     ScopeStats,
+    filters_of,
     narrowing_parameters,
-    row_filters,
 )
 from memoryd.text import content_words, search_tokens, word_trigrams
 
@@ -120,9 +120,9 @@ def trigram_ranked(
         scored = [(round(r.prefixes / len(chosen), 6), r) for r in rows]
     else:
         if scope_rows is None:
-            where = [Memory.readable_by(scope), *row_filters(categories, tiers)]
-            in_scope = select(*SCORING_COLUMNS, BODY.label("body")).where(*where)
-            scope_rows = session.connection().execute(in_scope).all()
+            params = search.search_params(scope, categories, tiers)
+            in_scope = select(*SCORING_COLUMNS, BODY.label("body")).where(*filters_of(params))
+            scope_rows = session.connection().execute(in_scope, params).all()
         share_of = TrigramShare(words)
         scored = [(share, r) for r in scope_rows if (share := share_of(r.body)) >= min_similarity]
     ranked = sorted(

@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
-from memoryd.models.tables import Category, Memory, MemoryTerm, Tier
+from memoryd.models.tables import Category, MemoryTerm, Tier
 from memoryd.recall import search
-from memoryd.recall.search import bm25_ranked, row_filters, scope_stats
+from memoryd.recall.search import bm25_ranked, scope_stats, search_params
 from memoryd.recall.trigrams import trigram_ranked
 from memoryd.settings import Settings
 from memoryd.text import query_tokens, search_tokens
@@ -59,7 +59,7 @@ QUERIES = [
 
 
 ANN = Scope("bot", "ann")
-ANNS_MEMORIES = [Memory.readable_by(ANN), *row_filters(None, None)]
+ANNS_MEMORIES = search_params(ANN, None, None)
 
 
 def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:

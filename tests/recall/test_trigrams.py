@@ -15,7 +15,6 @@ from bench.replacement import store_filler
 from memoryd.client import MemoryClient
 from memoryd.models.db import get_engine, session_scope
 from memoryd.models.keys import Scope
-from memoryd.models.tables import Memory
 from memoryd.recall import search
 from memoryd.recall.trigrams import MAX_PREFIXES, TrigramShare, prefixes, trigram_ranked
 from memoryd.text import word_trigrams
@@ -63,8 +62,7 @@ def test_a_large_scope_finds_partial_words_alike_on_both_databases(
         store_filler(settings, ANN, search.SCAN_LIMIT + 200, seed=11)
         ranking = {}
         with session_scope(settings.storage, readonly=True) as session:
-            where = [Memory.readable_by(ANN), *search.row_filters(None, None)]
-            stats = search.scope_stats(session, where)
+            stats = search.scope_stats(session, search.search_params(ANN, None, None))
             assert stats.docs > search.SCAN_LIMIT  # the indexed path, not the scan
             for query in PARTIAL:
                 found = trigram_ranked(session, ANN, None, None, query, 0.3, stats)
