@@ -40,7 +40,7 @@ from memoryd.recall.search import (
     SCORING_COLUMNS,
     bm25_ranked,
     filters,
-    narrowing,
+    narrowing_parameters,
     read_scope,
     search_params,
 )
@@ -235,15 +235,19 @@ def _matched_rows(session: Session, search: _Search, lists: _Lists) -> list[Any]
         # whole scope instead. The check still matters: the vectors come from a
         # cache, which a database restored under it would make stale.
         users = readable_users(search.scope)
-        read = UNREAD_CANDIDATES
-        if search.categories or search.tiers:
-            read = read.where(*narrowing(search.categories, search.tiers))
+        read = _unread(bool(search.categories), bool(search.tiers))
         rows += [
             row
-            for row in session.connection().execute(read, {"ids": list(unread)}).all()
+            for row in session.connection().execute(read, {**search.params, "ids": list(unread)})
             if row.agent_id == search.scope.agent_id and row.user_id in users
         ]
     return rows
+
+
+@functools.cache
+def _unread(categories: bool, tiers: bool) -> Executable:
+    """UNREAD_CANDIDATES of those categories and tiers, built once per shape."""
+    return UNREAD_CANDIDATES.where(*narrowing_parameters(categories, tiers))
 
 
 def _recent_rows(session: Session, search: _Search, k: int) -> list[Any]:
