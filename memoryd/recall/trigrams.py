@@ -37,7 +37,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from memoryd.models.base import readable_users
 from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryTerm
@@ -166,13 +165,7 @@ def _prefix_candidates(
     terms), with their SCORING_COLUMNS and how many of the prefixes they hold."""
     if not prefixes:
         return []
-    params: dict[str, Any] = {
-        "agent": scope.agent_id,
-        "users": readable_users(scope),
-        "categories": list(categories or ()),
-        "tiers": list(tiers or ()),
-        "limit": limit,
-    }
+    params = {**search.search_params(scope, categories, tiers), "limit": limit}
     # Terms are letters and digits, so [prefix, next prefix) holds exactly the terms
     # that start with it, in any collation that orders them letter by letter.
     highs = [prefix[:-1] + chr(ord(prefix[-1]) + 1) for prefix in prefixes]
