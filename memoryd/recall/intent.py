@@ -101,11 +101,17 @@ def key_rows(session: Session, params: Mapping[str, Any], terms: Sequence[str]) 
 
 @functools.cache
 def _keyed(categories: bool, tiers: bool) -> Executable:
-    """key_rows' statement, built once per shape. `<> ''` stated, or SQLite's planner,
-    which cannot infer it from the IN list, does not use the partial key index and reads
-    the whole scope (4 ms at 5,000 memories)."""
+    """key_rows' statement, built once per shape: the newest LIST_LIMIT, whichever index
+    the planner walks. `<> ''` stated, or SQLite's planner, which cannot infer it from
+    the IN list, does not use the partial key index and reads the whole scope (4 ms at
+    5,000 memories)."""
     keyed = (Memory.name_key.in_(bindparam("keys", expanding=True)), Memory.name_key != "")
-    return select(*SCORING_COLUMNS).where(*filters(categories, tiers), *keyed).limit(LIST_LIMIT)
+    return (
+        select(*SCORING_COLUMNS)
+        .where(*filters(categories, tiers), *keyed)
+        .order_by(Memory.updated_at.desc(), Memory.id.desc())
+        .limit(LIST_LIMIT)
+    )
 
 
 def asks_about_now(query: str) -> bool:
