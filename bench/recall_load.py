@@ -199,7 +199,7 @@ def load(url: str, rows: int, users: int, agent: str, vectors: list[bytes] | Non
                 for i, w in enumerate(words)
             ],
         )
-        with search_index.postings_deferred(conn, "m.agent_id = :agent", {"agent": agent}):
+        with search_index.postings_deferred(conn):
             conn.execute(
                 text(PG_LOAD if postgres else SQLITE_LOAD),
                 {"agent": agent, "users": users, "rows": rows, "vocab": len(words)},
@@ -209,13 +209,12 @@ def load(url: str, rows: int, users: int, agent: str, vectors: list[bytes] | Non
 
 
 def settle(settings: Settings, postgres: bool) -> None:
-    """Settle the tables as a long-running store would be: statistics fresh, and on
-    PostgreSQL no autovacuum due on the fresh rows in the middle of the measurement."""
-    engine = get_engine(settings.storage)
+    """On PostgreSQL, settle the tables as a long-running store would be: statistics
+    fresh, no autovacuum due on the fresh rows in the middle of the measurement. SQLite
+    is left as memoryd keeps it, without statistics."""
     if not postgres:
-        with engine.begin() as conn:
-            conn.execute(text("ANALYZE"))
         return
+    engine = get_engine(settings.storage)
     with engine.connect() as conn:
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         conn.execute(text("VACUUM (ANALYZE) memories"))

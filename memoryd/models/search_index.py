@@ -15,9 +15,8 @@ rebuilds drop its triggers).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -181,21 +180,24 @@ def _sqlite_rebuild(lengths: bool, trigrams: bool) -> list[str]:
 
 
 @contextmanager
-def postings_deferred(bind: Connection, where: str, params: Mapping[str, Any]) -> Iterator[None]:
-    """For a bulk load of memories in current schema: the rows inserted inside get their
-    postings at the end, from one statement over the memories `where` (SQL over `m`,
-    with `params`) selects, not from the insert trigger row by row."""
+def postings_deferred(bind: Connection) -> Iterator[None]:
+    """For a bulk load of memories in the current schema, inside the caller's
+    transaction (an error rolls the trigger change back with the rows): the memories
+    inserted inside get their postings at the end, from one statement, not from the
+    insert trigger row by row."""
     postgres = bind.dialect.name == "postgresql"
+    loaded_after = bind.execute(text("SELECT coalesce(max(id), 0) FROM memories")).scalar_one()
     if postgres:
         bind.execute(text("ALTER TABLE memories DISABLE TRIGGER memories_terms_insert"))
     else:
         bind.execute(text("DROP TRIGGER memories_search_insert"))
     yield
+    new_rows, params = "m.id > :loaded_after", {"loaded_after": loaded_after}
     if postgres:
         bind.execute(text("ALTER TABLE memories ENABLE TRIGGER memories_terms_insert"))
-        bind.execute(text(pg_postings_rebuild(where=where)), params)
+        bind.execute(text(pg_postings_rebuild(where=new_rows)), params)
     else:
-        bind.execute(text(sqlite_postings_rebuild(where=where)), params)
+        bind.execute(text(sqlite_postings_rebuild(where=new_rows)), params)
         _run(bind, _sqlite_install(True, trigrams=False))  # the triggers, as they were
 
 
