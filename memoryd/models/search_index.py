@@ -155,13 +155,16 @@ FTS_LEGACY_TRIGGERS = [
 def pg_postings_rebuild(lengths: bool = True, where: str = "TRUE") -> str:
     """The statement that writes the postings of the active memories `where` selects
     (SQL over `m`), for rows written while the triggers were off or did not exist.
-    Grouped by the memory's primary key, the posting may name its other columns."""
+    Grouped by the memory's primary key, the posting may name its other columns; written
+    in the postings' key order, so their index is built packed: in hashed groups' order,
+    bench/recall.py's store of 1M memories took 1,925 MB against 1,725 MB."""
     columns, length = _postings(lengths, "m")
     return f"""INSERT INTO memory_terms ({columns})
        SELECT m.agent_id, m.user_id, t, m.id, count(*){length}
        FROM memories AS m, regexp_split_to_table(m.search_text, ' ') AS t
        WHERE m.status = 'active' AND t <> '' AND ({where})
-       GROUP BY m.agent_id, m.user_id, t, m.id"""
+       GROUP BY m.agent_id, m.user_id, t, m.id
+       ORDER BY m.agent_id, m.user_id, t, m.id"""
 
 
 def sqlite_postings_rebuild(lengths: bool = True, where: str = "1") -> str:
