@@ -81,7 +81,7 @@ def claim(settings: Settings, key: SessionKey, extractor: Extractor) -> Prepared
         )
         if claimed is None:
             return Refusal()
-        if state is not None and state.is_half_open(now, settings):
+        if state is not None and state.is_half_open(now, settings.extraction):
             if not circuit.take_probe(session, settings.extraction, state, now):
                 session.rollback()  # another worker is probing the endpoint
                 return Refusal(circuit_open=True)

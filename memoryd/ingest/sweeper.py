@@ -63,7 +63,7 @@ def run_sweep(settings: Settings, now: datetime | None = None, limit: int = 1000
             result.circuit_open = True
             return result
         result.due = sessions_due(session, settings.extraction, now, limit)
-        if state is not None and state.is_half_open(now, settings):
+        if state is not None and state.is_half_open(now, settings.extraction):
             result.due = result.due[:1]
     if result.returned_turns:
         log.warning("sweep returned %d stranded turns", result.returned_turns)

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from memoryd.models.db import rowcount
 from memoryd.models.dialect import upsert
 from memoryd.models.tables import Circuit
-from memoryd.settings import ExtractionSettings, Settings
+from memoryd.settings import ExtractionSettings
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +39,9 @@ class CircuitState:
         """No call may go out now."""
         return self.tripped(settings) and self.open_until is not None and self.open_until > now
 
-    def is_half_open(self, now: datetime, settings: Settings) -> bool:
+    def is_half_open(self, now: datetime, settings: ExtractionSettings) -> bool:
         """One probe may go out now."""
-        return self.tripped(settings.extraction) and not self.is_open(now, settings.extraction)
+        return self.tripped(settings) and not self.is_open(now, settings)
 
 
 def read(session: Session, name: str = LLM) -> CircuitState:

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.memories.synonyms import asked_slot_keys
 from memoryd.models.tables import Category, Memory
-from memoryd.recall.search import LIST_LIMIT, SCORING_COLUMNS, filters
+from memoryd.recall.search import LIST_LIMIT, SCORING_COLUMNS, filters, shape
 from memoryd.text import RELATIONS_EN, RELATIONS_ZH
 
 _PRESENT = re.compile(
@@ -95,7 +95,7 @@ def key_rows(session: Session, params: Mapping[str, Any], terms: Sequence[str]) 
     keys = asked_slot_keys(frozenset(terms))
     if not keys:
         return []
-    read = _keyed(bool(params["categories"]), bool(params["tiers"]))
+    read = _keyed(*shape(params))
     return list(session.connection().execute(read, {**params, "keys": list(keys)}).all())
 
 

@@ -43,6 +43,7 @@ from memoryd.recall.search import (
     narrowing_parameters,
     read_scope,
     search_params,
+    shape,
 )
 from memoryd.recall.trigrams import trigram_ranked
 from memoryd.settings import RecallSettings, Settings
@@ -235,7 +236,7 @@ def _matched_rows(session: Session, search: _Search, lists: _Lists) -> list[Any]
         # whole scope instead. The check still matters: the vectors come from a
         # cache, which a database restored under it would make stale.
         users = readable_users(search.scope)
-        read = _unread(bool(search.categories), bool(search.tiers))
+        read = _unread(*shape(search.params))
         rows += [
             row
             for row in session.connection().execute(read, {**search.params, "ids": list(unread)})
@@ -251,7 +252,7 @@ def _unread(categories: bool, tiers: bool) -> Executable:
 
 
 def _recent_rows(session: Session, search: _Search, k: int) -> list[Any]:
-    recent = _recent(bool(search.categories), bool(search.tiers))
+    recent = _recent(*shape(search.params))
     limit = max(k * 4, LIST_LIMIT)
     return list(session.connection().execute(recent, {**search.params, "limit": limit}).all())
 

@@ -145,9 +145,10 @@ def filters(categories: bool, tiers: bool) -> tuple[ColumnElement[bool], ...]:
     )
 
 
-def filters_of(params: Mapping[str, Any]) -> tuple[ColumnElement[bool], ...]:
-    """The filters search_params' `params` are the values of."""
-    return filters(bool(params["categories"]), bool(params["tiers"]))
+def shape(params: Mapping[str, Any]) -> tuple[bool, bool]:
+    """The shape of search_params' `params` (whether categories, whether tiers), which
+    picks the statement built once for it: filters(*shape(params))."""
+    return bool(params["categories"]), bool(params["tiers"])
 
 
 @functools.cache
@@ -164,7 +165,7 @@ def _in_scope(categories: bool, tiers: bool) -> Executable:
 
 def scope_stats(session: Session, params: Mapping[str, Any]) -> ScopeStats:
     """The count and total length of the memories search_params' `params` select."""
-    statement = _counted(bool(params["categories"]), bool(params["tiers"]))
+    statement = _counted(*shape(params))
     docs, total_length = session.connection().execute(statement, params).one()
     return ScopeStats(int(docs), int(total_length))
 
@@ -193,7 +194,7 @@ def read_scope(
     shrink, and the other path is right for a small scope too, only slower."""
     if _recent_stats.get(("larger", key)) is not None:
         return reused_stats(session, params, key), None
-    statement = _in_scope(bool(params["categories"]), bool(params["tiers"]))
+    statement = _in_scope(*shape(params))
     rows = session.connection().execute(statement, params).all()
     if len(rows) <= SCAN_LIMIT:
         return ScopeStats(len(rows), sum(r.search_length for r in rows)), rows

@@ -174,7 +174,7 @@ def test_the_circuit_opens_on_an_outage_and_one_probe_closes_it(
     with session_scope(s.storage) as session:
         now = database_time(session)
         state = circuit.read(session)
-        assert state.is_half_open(now, s)
+        assert state.is_half_open(now, s.extraction)
         assert circuit.take_probe(session, s.extraction, state, now)
     assert extract_session(s, keys[3]).circuit_open  # the probe slot is taken
     close_in_time(s)
