@@ -3,7 +3,7 @@
 Single turns go through MemoryClient.enqueue_turn exactly as a chat backend calls it:
 validation, the turn insert, the session upsert, the commit, and a Celery message to
 Redis whenever a session fills a batch. The baseline is a bare psycopg INSERT + COMMIT
-of the same row on its own connection, measured in the same run. Bulk calls of 1,000
+of the same row on its own connection, alternating with the enqueues. Bulk calls of 1,000
 are set against a bare COPY of the same rows into the same table; SQLite's bulk rate is
 reported beside them.
 
@@ -39,45 +39,48 @@ from memoryd.settings import Settings
 WARMUP = 200
 
 
-def bare_insert_latencies(url: str, n: int) -> list[float]:
+def single_latencies(
+    url: str, client: MemoryClient, n: int
+) -> tuple[list[float], list[float], int]:
+    """Latencies in ms of a bare INSERT+COMMIT and of enqueue_turn, one of each in turn,
+    which goes first alternating: both meet the same disk and host (a commit's fsync
+    time drifts over seconds on a shared machine, and measured one run after the other,
+    the p99s followed that drift). Also how many enqueues sent an extract trigger."""
     dsn = url.replace("postgresql+psycopg://", "postgresql://")
-    latencies = []
+    bare, enqueued = [], []
+    dispatched = 0
     with psycopg.connect(dsn) as conn:
-        for i in range(n + WARMUP):
-            t = bench_turn(i)
+
+        def insert(t: dict[str, str]) -> float:
             start = time.perf_counter()
             conn.execute(
                 "INSERT INTO turns (agent_id, user_id, session_id, role, content, created_at,"
                 " status, attempts, token_count) VALUES (%s, %s, %s, %s, %s, %s, 'pending', 0, 0)",
-                (
-                    t["agent_id"],
-                    t["user_id"],
-                    t["session_id"],
-                    t["role"],
-                    t["content"],
-                    datetime.now(UTC),
-                ),
+                (t["agent_id"], t["user_id"], "bare", t["role"], t["content"], datetime.now(UTC)),
             )
             conn.commit()
+            return (time.perf_counter() - start) * 1000
+
+        def enqueue(t: dict[str, str]) -> float:
+            nonlocal dispatched
+            start = time.perf_counter()
+            result = client.enqueue_turn(t)
+            took = (time.perf_counter() - start) * 1000
+            dispatched += result.dispatched_sessions if i >= WARMUP else 0
+            return took
+
+        for i in range(n + WARMUP):
+            t = bench_turn(i)
+            if i % 2:
+                took_bare, took = insert(t), enqueue(t)
+            else:
+                took, took_bare = enqueue(t), insert(t)
             if i >= WARMUP:
-                latencies.append((time.perf_counter() - start) * 1000)
-        conn.execute("TRUNCATE turns")
+                bare.append(took_bare)
+                enqueued.append(took)
+        conn.execute("DELETE FROM turns WHERE session_id = 'bare'")
         conn.commit()
-    return latencies
-
-
-def enqueue_latencies(client: MemoryClient, n: int) -> tuple[list[float], int]:
-    """Latencies in ms, and how many calls sent an extract trigger to the broker."""
-    latencies = []
-    dispatched = 0
-    for i in range(n + WARMUP):
-        t = bench_turn(i)
-        start = time.perf_counter()
-        result = client.enqueue_turn(t)
-        if i >= WARMUP:
-            latencies.append((time.perf_counter() - start) * 1000)
-            dispatched += result.dispatched_sessions
-    return latencies, dispatched
+    return bare, enqueued, dispatched
 
 
 def bulk_rate(client: MemoryClient, calls: int, size: int = 1000) -> float:
@@ -131,9 +134,8 @@ def main() -> None:
     with scratch_database("memoryd_bench_ingest") as url:
         settings = Settings(database_url=url, broker_url=REDIS_URL)
         client = MemoryClient(settings)
-        base = bare_insert_latencies(url, args.single)
+        base, single, dispatched = single_latencies(url, client, args.single)
         copy_rate = bare_copy_rate(url, args.bulk_calls)
-        single, dispatched = enqueue_latencies(client, args.single)
         rate = bulk_rate(client, args.bulk_calls)
         client.flush()  # triggers reach Redis before its db is flushed
         bare_rate = 1000 / (sum(base) / len(base))

@@ -23,10 +23,8 @@ from memoryd.models.keys import SessionKey, session_pk
 from memoryd.models.schemas import IngestResult, TurnIn
 from memoryd.models.tables import (
     ChatSession,
-    TurnStatus,
 )
 from memoryd.settings import ExtractionSettings, IngestSettings, Settings
-from memoryd.text import estimate_tokens
 
 log = logging.getLogger(__name__)
 
@@ -158,27 +156,10 @@ def store_turns(
     result = IngestResult()
     if not turns:
         return result, []
-    rows = [
-        {
-            "turn_key": t.turn_key,
-            "agent_id": t.agent_id,
-            "user_id": t.user_id,
-            "session_id": t.session_id,
-            "role": t.role,
-            "content": t.content,
-            "metadata": t.metadata,
-            "created_at": t.timestamp or now,
-            "received_at": now,
-            "status": TurnStatus.PENDING,
-            "attempts": 0,
-            "token_count": estimate_tokens(t.content),
-        }
-        for t in turns
-    ]
     conn = db.connection() if isinstance(db, Session) else db
-    ids, touched = rows_sql.store(conn, rows, now)
+    ids, touched = rows_sql.store(conn, turns, now)
     result.accepted = len(ids)
-    result.duplicates = len(rows) - len(ids)
+    result.duplicates = len(turns) - len(ids)
     result.turn_ids = sorted(ids)
     size = settings.batch_size
     due = [key for key, before, added in touched if (before + added) // size > before // size]

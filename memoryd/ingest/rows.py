@@ -1,22 +1,48 @@
 """Writing turns and their sessions' counters, one way per database: the ingest hot path.
 
-`store` takes the rows buffer.store_turns built and returns the new turn ids and, per
-touched session, (key, pending before, added), through the database's own way
-(store_pg, store_sqlite).
+`store` takes validated turns and returns the new turn ids and, per touched session,
+(key, pending before, added), through the database's own way (store_pg, store_sqlite).
+Each turn becomes one tuple of its column values (`Values`), built once: a dict per
+turn, then lists or COPY rows made from it, cost a bulk call more than its validation.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, exc
 from sqlalchemy.dialects import sqlite
 
 from memoryd.models.keys import SessionKey
-from memoryd.models.tables import Base
+from memoryd.models.schemas import TurnIn
+from memoryd.models.tables import Base, TurnStatus
+from memoryd.text import estimate_tokens
+
+
+class Values(NamedTuple):
+    """One turn's column values, in the order of the COPY and the arrays below."""
+
+    turn_key: str | None
+    agent_id: str
+    user_id: str
+    session_id: str
+    role: str
+    content: str
+    metadata: dict[str, Any] | None
+    created_at: datetime
+    token_count: int
+
+
+def turn_values(turn: TurnIn, now: datetime) -> Values:
+    return Values(
+        turn.turn_key, turn.agent_id, turn.user_id, turn.session_id, turn.role, turn.content,
+        turn.metadata, turn.timestamp or now, estimate_tokens(turn.content),
+    )  # fmt: skip
+
 
 # PostgreSQL: turns and their session's counters in ONE statement, so an enqueue on an
 # autocommit connection is a single round trip. Arrays carry any number of turns.
@@ -50,11 +76,11 @@ UNION ALL
 SELECT NULL, b.agent_id, b.user_id, b.session_id, b.pending_count - p.added, p.added
 FROM bumped b JOIN per_session p USING (agent_id, user_id, session_id)
 """
-_FROM_ARRAYS = """unnest(CAST(%(keys)s AS text[]), CAST(%(agents)s AS text[]),
-                CAST(%(users)s AS text[]), CAST(%(sessions)s AS text[]),
-                CAST(%(roles)s AS text[]), CAST(%(contents)s AS text[]),
-                CAST(%(metas)s AS text[]), CAST(%(times)s AS timestamptz[]),
-                CAST(%(tokens)s AS int[]))
+_FROM_ARRAYS = """unnest(CAST(%(turn_key)s AS text[]), CAST(%(agent_id)s AS text[]),
+                CAST(%(user_id)s AS text[]), CAST(%(session_id)s AS text[]),
+                CAST(%(role)s AS text[]), CAST(%(content)s AS text[]),
+                CAST(%(metadata)s AS text[]), CAST(%(created_at)s AS timestamptz[]),
+                CAST(%(token_count)s AS int[]))
          AS x(k, a, u, s, r, c, m, t, n)"""
 _PG_STORE_ARRAYS = _PG_STORE_TURNS.format(source=_FROM_ARRAYS)
 
@@ -77,8 +103,8 @@ _PG_STORE_ONE_TURN = """
 WITH new_turn AS (
     INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
                        created_at, received_at, status, attempts, token_count)
-    VALUES (%(key)s, %(agent)s, %(user)s, %(session)s, %(role)s, %(content)s,
-            CAST(%(meta)s AS json), %(time)s, %(now)s, 'pending', 0, %(tokens)s)
+    VALUES (%(turn_key)s, %(agent_id)s, %(user_id)s, %(session_id)s, %(role)s, %(content)s,
+            CAST(%(metadata)s AS json), %(created_at)s, %(now)s, 'pending', 0, %(token_count)s)
     ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
     RETURNING id, agent_id, user_id, session_id
 )
@@ -93,12 +119,13 @@ RETURNING (SELECT id FROM new_turn), s.pending_count
 
 
 def store(
-    conn: Connection, rows: list[dict[str, Any]], now: datetime
+    conn: Connection, turns: Sequence[TurnIn], now: datetime
 ) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
     """Store the turns and bump their sessions' counters, the way this database does it
     fastest."""
+    values = [turn_values(turn, now) for turn in turns]
     chosen = store_sqlite if conn.dialect.name == "sqlite" else store_pg
-    return chosen(conn, rows, now)
+    return chosen(conn, values, now)
 
 
 def meta_json(meta: dict[str, Any] | None) -> str | None:
@@ -106,14 +133,14 @@ def meta_json(meta: dict[str, Any] | None) -> str | None:
 
 
 def store_pg(
-    conn: Connection, rows: list[dict[str, Any]], now: datetime
+    conn: Connection, values: list[Values], now: datetime
 ) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
     """Returns the new turn ids and, per touched session, (key, pending before, added)."""
     import psycopg  # loaded with the PostgreSQL engine anyway; SQLite users skip it
 
     psycopg_conn: Any = conn.connection.driver_connection
     try:
-        return _run_pg_store(psycopg_conn, rows, now)
+        return _run_pg_store(psycopg_conn, values, now)
     except (psycopg.DataError, psycopg.IntegrityError) as error:
         # The cursor is psycopg's own: report it as SQLAlchemy would have.
         wrapped = exc.DataError if isinstance(error, psycopg.DataError) else exc.IntegrityError
@@ -126,37 +153,17 @@ def store_pg(
 
 
 def _run_pg_store(
-    psycopg_conn: Any, rows: list[dict[str, Any]], now: datetime
+    psycopg_conn: Any, values: list[Values], now: datetime
 ) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
     with psycopg_conn.cursor() as cursor:
-        if len(rows) == 1:
-            r = rows[0]
-            cursor.execute(
-                _PG_STORE_ONE_TURN,
-                {
-                    "key": r["turn_key"],
-                    "agent": r["agent_id"],
-                    "user": r["user_id"],
-                    "session": r["session_id"],
-                    "role": r["role"],
-                    "content": r["content"],
-                    "meta": meta_json(r["metadata"]),
-                    "time": r["created_at"],
-                    "tokens": r["token_count"],
-                    "now": now,
-                },
-            )
-            one = cursor.fetchone()
-            if one is None:
-                return [], []
-            key = SessionKey(r["agent_id"], r["user_id"], r["session_id"])
-            return [one[0]], [(key, one[1] - 1, 1)]
-        if len(rows) >= COPY_FROM:
+        if len(values) == 1:
+            return _store_one(cursor, values[0], now)
+        if len(values) >= COPY_FROM:
             with psycopg_conn.transaction():  # the autocommit connection's; drops the table
-                _copy_incoming(cursor, rows)
+                _copy_incoming(cursor, values)
                 cursor.execute(_PG_STORE_INCOMING, {"now": now})
         else:
-            cursor.execute(_PG_STORE_ARRAYS, _arrays(rows, now))
+            cursor.execute(_PG_STORE_ARRAYS, _arrays(values, now))
         ids: list[int] = []
         touched: list[tuple[SessionKey, int, int]] = []
         for turn_id, agent, user, chat, before, added in cursor.fetchall():
@@ -167,42 +174,43 @@ def _run_pg_store(
         return ids, touched
 
 
-def _arrays(rows: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
-    return {
-        "keys": [r["turn_key"] for r in rows],
-        "agents": [r["agent_id"] for r in rows],
-        "users": [r["user_id"] for r in rows],
-        "sessions": [r["session_id"] for r in rows],
-        "roles": [r["role"] for r in rows],
-        "contents": [r["content"] for r in rows],
-        "metas": [meta_json(r["metadata"]) for r in rows],
-        "times": [r["created_at"] for r in rows],
-        "tokens": [r["token_count"] for r in rows],
-        "now": now,
-    }
+def _store_one(
+    cursor: Any, turn: Values, now: datetime
+) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
+    cursor.execute(
+        _PG_STORE_ONE_TURN, {**turn._asdict(), "metadata": meta_json(turn.metadata), "now": now}
+    )
+    one = cursor.fetchone()
+    if one is None:  # the turn_key was stored before
+        return [], []
+    return [one[0]], [(SessionKey(turn.agent_id, turn.user_id, turn.session_id), one[1] - 1, 1)]
 
 
-def _copy_incoming(cursor: Any, rows: list[dict[str, Any]]) -> None:
+def _arrays(values: list[Values], now: datetime) -> dict[str, Any]:
+    """One list per column, named as the column."""
+    columns = dict(zip(Values._fields, map(list, zip(*values, strict=True)), strict=True))
+    return {**columns, "metadata": [meta_json(m) for m in columns["metadata"]], "now": now}
+
+
+def _copy_incoming(cursor: Any, values: list[Values]) -> None:
     """Stream the rows into this transaction's memoryd_incoming table."""
     cursor.execute(_CREATE_INCOMING)
     with cursor.copy(_COPY_INCOMING) as copy:
-        for order, r in enumerate(rows):
-            copy.write_row((
-                order, r["turn_key"], r["agent_id"], r["user_id"], r["session_id"], r["role"],
-                r["content"], meta_json(r["metadata"]), r["created_at"], r["token_count"],
-            ))  # fmt: skip
+        for order, (key, agent, user, chat, role, content, meta, at, n) in enumerate(values):
+            copy.write_row((order, key, agent, user, chat, role, content, meta_json(meta), at, n))
 
 
 def store_sqlite(
-    conn: Connection, rows: list[dict[str, Any]], now: datetime
+    conn: Connection, values: list[Values], now: datetime
 ) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
     """The same in two statements, inside the caller's (write-locked) transaction."""
     turns, sessions = Base.metadata.tables["turns"], Base.metadata.tables["sessions"]
+    fixed = {"received_at": now, "status": TurnStatus.PENDING, "attempts": 0}
     inserted = conn.execute(
         sqlite.insert(turns)
         .on_conflict_do_nothing(index_elements=["agent_id", "user_id", "turn_key"])
         .returning(turns.c.id, turns.c.agent_id, turns.c.user_id, turns.c.session_id),
-        rows,
+        [{**turn._asdict(), **fixed} for turn in values],
     ).all()
     added = Counter(SessionKey(r.agent_id, r.user_id, r.session_id) for r in inserted)
     upsert = sqlite.insert(sessions)
