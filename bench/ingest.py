@@ -166,6 +166,7 @@ def main() -> None:
             "bulk_turns_per_s": rate,
             "bare_copy_rows_per_s": copy_rate,
             "sqlite_bulk_turns_per_s": sqlite_rate,
+            "baseline_insert_p50_ms": b50,
             "baseline_insert_p99_ms": b99,
         }
     )
