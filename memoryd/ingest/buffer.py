@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import Connection, exc, update
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import PoolProxiedConnection
 
 from memoryd.errors import TurnRejected, field_errors
 from memoryd.ingest import rows as rows_sql
@@ -144,11 +145,15 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
 
 
 def store_turns(
-    db: Session | Connection, settings: ExtractionSettings, turns: Sequence[TurnIn], now: datetime
+    db: Session | Connection | PoolProxiedConnection,
+    settings: ExtractionSettings,
+    turns: Sequence[TurnIn],
+    now: datetime,
 ) -> tuple[IngestResult, list[SessionKey]]:
     """Insert validated turns (a repeated turn_key is a no-op) and bump their sessions.
 
-    `db` is an ORM session or a Core connection (the client's hot path skips the ORM).
+    `db` is an ORM session, a Core connection, or what db.write_connection gives (the
+    client's hot path skips the ORM).
 
     Returns the result and the sessions whose pending turns just crossed a multiple of
     `batch_size`: the caller dispatches those after commit.

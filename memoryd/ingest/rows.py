@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, exc
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.pool import PoolProxiedConnection
 
 from memoryd.models.keys import SessionKey
 from memoryd.models.schemas import TurnIn
@@ -119,13 +120,17 @@ RETURNING (SELECT id FROM new_turn), s.pending_count
 
 
 def store(
-    conn: Connection, turns: Sequence[TurnIn], now: datetime
+    conn: Connection | PoolProxiedConnection, turns: Sequence[TurnIn], now: datetime
 ) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
     """Store the turns and bump their sessions' counters, the way this database does it
-    fastest."""
+    fastest. `conn` is a Core connection, or on PostgreSQL the pool's own connection
+    (db.write_connection)."""
     values = [turn_values(turn, now) for turn in turns]
-    chosen = store_sqlite if conn.dialect.name == "sqlite" else store_pg
-    return chosen(conn, values, now)
+    if not isinstance(conn, Connection):
+        return store_pg(conn, values, now, conn.invalidate)
+    if conn.dialect.name == "sqlite":
+        return store_sqlite(conn, values, now)
+    return store_pg(conn.connection, values, now, conn.invalidate)
 
 
 def meta_json(meta: dict[str, Any] | None) -> str | None:
@@ -133,14 +138,17 @@ def meta_json(meta: dict[str, Any] | None) -> str | None:
 
 
 def store_pg(
-    conn: Connection, values: list[Values], now: datetime
+    pooled: PoolProxiedConnection,
+    values: list[Values],
+    now: datetime,
+    invalidate: Callable[[BaseException], None],
 ) -> tuple[list[int], list[tuple[SessionKey, int, int]]]:
-    """Returns the new turn ids and, per touched session, (key, pending before, added)."""
+    """Returns the new turn ids and, per touched session, (key, pending before, added).
+    `invalidate` tells SQLAlchemy the connection is dead."""
     import psycopg  # loaded with the PostgreSQL engine anyway; SQLite users skip it
 
-    psycopg_conn: Any = conn.connection.driver_connection
     try:
-        return _run_pg_store(psycopg_conn, values, now)
+        return _run_pg_store(pooled.driver_connection, values, now)
     except (psycopg.DataError, psycopg.IntegrityError) as error:
         # The cursor is psycopg's own: report it as SQLAlchemy would have.
         wrapped = exc.DataError if isinstance(error, psycopg.DataError) else exc.IntegrityError
@@ -148,7 +156,7 @@ def store_pg(
     except (psycopg.OperationalError, psycopg.InterfaceError) as error:
         # The server went away (a restart): SQLAlchemy did not see this error, so tell its
         # pool, or the dead connection would be handed out again on every later call.
-        conn.invalidate(error)
+        invalidate(error)
         raise exc.OperationalError("INSERT INTO turns", None, error) from error
 
 
