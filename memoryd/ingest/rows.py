@@ -14,11 +14,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, exc, text
+from sqlalchemy import Connection, exc
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.pool import PoolProxiedConnection
 
-from memoryd.models.conversation_tables import KEYED
 from memoryd.models.keys import SessionKey
 from memoryd.models.schemas import TurnIn
 from memoryd.models.tables import Base, TurnStatus
@@ -52,15 +51,13 @@ def turn_values(turn: TurnIn, now: datetime) -> Values:
 # turns themselves, so the counter can never strand a turn. Both statements run on the
 # psycopg cursor itself (plain %(name)s placeholders): SQLAlchemy's compile and result
 # layers cost more than the round trip, and psycopg prepares repeated statements.
-# A repeated turn_key stores nothing; the index holds keyed turns only (its predicate).
-_ON_KEY = f"ON CONFLICT (agent_id, user_id, turn_key) WHERE {KEYED} DO NOTHING"
 _PG_STORE_TURNS = """
 WITH new_turns AS (
     INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
                        created_at, received_at, status, attempts, token_count)
     SELECT k, a, u, s, r, c, m::json, t, %(now)s, 'pending', 0, n
     FROM {source}
-    {on_conflict}
+    ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
     RETURNING id, agent_id, user_id, session_id
 ), per_session AS (
     SELECT agent_id, user_id, session_id, count(*) AS added
@@ -86,7 +83,7 @@ _FROM_ARRAYS = """unnest(CAST(%(turn_key)s AS text[]), CAST(%(agent_id)s AS text
                 CAST(%(metadata)s AS text[]), CAST(%(created_at)s AS timestamptz[]),
                 CAST(%(token_count)s AS int[]))
          AS x(k, a, u, s, r, c, m, t, n)"""
-_PG_STORE_ARRAYS = _PG_STORE_TURNS.format(source=_FROM_ARRAYS, on_conflict=_ON_KEY)
+_PG_STORE_ARRAYS = _PG_STORE_TURNS.format(source=_FROM_ARRAYS)
 
 # From COPY_FROM turns on, a call streams them with COPY into a table of this
 # transaction and inserts from there: packing thousands of values into array
@@ -98,20 +95,18 @@ CREATE TEMPORARY TABLE IF NOT EXISTS memoryd_incoming (
 ) ON COMMIT DELETE ROWS
 """
 _COPY_INCOMING = "COPY memoryd_incoming (o, k, a, u, s, r, c, m, t, n) FROM STDIN"
-_PG_STORE_INCOMING = _PG_STORE_TURNS.format(
-    source="(SELECT * FROM memoryd_incoming ORDER BY o) x", on_conflict=_ON_KEY
-)
+_PG_STORE_INCOMING = _PG_STORE_TURNS.format(source="(SELECT * FROM memoryd_incoming ORDER BY o) x")
 
 # The same for one turn with scalar parameters: no array encoding and no unnest, the
 # common case of a chat backend storing each message as it arrives. No row back means
 # the turn_key was a duplicate.
-_PG_STORE_ONE_TURN = f"""
+_PG_STORE_ONE_TURN = """
 WITH new_turn AS (
     INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
                        created_at, received_at, status, attempts, token_count)
     VALUES (%(turn_key)s, %(agent_id)s, %(user_id)s, %(session_id)s, %(role)s, %(content)s,
             CAST(%(metadata)s AS json), %(created_at)s, %(now)s, 'pending', 0, %(token_count)s)
-    {_ON_KEY}
+    ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
     RETURNING id, agent_id, user_id, session_id
 )
 INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
@@ -221,9 +216,7 @@ def store_sqlite(
     fixed = {"received_at": now, "status": TurnStatus.PENDING, "attempts": 0}
     inserted = conn.execute(
         sqlite.insert(turns)
-        .on_conflict_do_nothing(
-            index_elements=["agent_id", "user_id", "turn_key"], index_where=text(KEYED)
-        )
+        .on_conflict_do_nothing(index_elements=["agent_id", "user_id", "turn_key"])
         .returning(turns.c.id, turns.c.agent_id, turns.c.user_id, turns.c.session_id),
         [{**turn._asdict(), **fixed} for turn in values],
     ).all()

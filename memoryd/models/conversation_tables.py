@@ -14,6 +14,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    UniqueConstraint,
     false,
     func,
     text,
@@ -22,24 +23,11 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from memoryd.models.base import Base, BigId, Scoped, TurnStatus
 
-# The turns the turn_key index holds; an upsert on it names this predicate too.
-KEYED = "turn_key IS NOT NULL"
-
 
 class Turn(Scoped, Base):
     __tablename__ = "turns"
     __table_args__ = (
-        # A turn_key is stored once per scope. Turns without one (most) are not in the
-        # index at all: NULL never conflicts, and each entry was a write per turn.
-        Index(
-            "uq_turns_scope_key",
-            "agent_id",
-            "user_id",
-            "turn_key",
-            unique=True,
-            postgresql_where=text(KEYED),
-            sqlite_where=text(KEYED),
-        ),
+        UniqueConstraint("agent_id", "user_id", "turn_key", name="uq_turns_scope_key"),
         # Reading a session's turns in order (context, compression).
         Index("ix_turns_session", "agent_id", "user_id", "session_id", "id"),
         # Claims and the sweeper only look at pending turns: a small partial index.

@@ -176,33 +176,3 @@ def test_the_upgrade_ages_waiting_turns_from_the_turns_stored_before_them(
         figures = pipeline_figures(session, now)
     assert figures.pending_turns == 2
     assert 299 <= figures.oldest_pending_seconds <= 301
-
-
-def test_keyless_turns_leave_the_turn_key_index_and_keys_stay_unique(settings: Settings) -> None:
-    """0030: the turn_key index holds keyed turns only. Turns stored before the upgrade
-    are all kept, a key stored then still refuses its repeat after, and this version's
-    ingest also runs against the schema before it (a rolling upgrade)."""
-    config = alembic_config(settings)
-    command.downgrade(config, "0029")
-    client = MemoryClient(settings, dispatch=False)
-    before = client.enqueue_turns([turn_item(0, turn_key="web/1"), turn_item(1), turn_item(2)])
-    assert (before.accepted, before.duplicates) == (3, 0)
-    assert client.enqueue_turn(turn_item(9, turn_key="web/1")).duplicates == 1
-    command.upgrade(config, "head")
-    after = client.enqueue_turns([turn_item(3, turn_key="web/1"), turn_item(4), turn_item(5)])
-    assert (after.accepted, after.duplicates) == (2, 1)
-    with get_engine(settings.storage).connect() as conn:
-        stored = conn.execute(text("SELECT count(*), count(turn_key) FROM turns")).one()
-        duplicate = "INSERT INTO turns (agent_id, user_id, session_id, role, content, created_at,"
-        duplicate += " received_at, status, attempts, token_count, turn_key) SELECT agent_id,"
-        duplicate += " user_id, session_id, role, content, created_at, received_at, status,"
-        duplicate += " attempts, token_count, turn_key FROM turns WHERE turn_key = 'web/1'"
-        postgres = "SELECT indexdef FROM pg_indexes WHERE indexname = 'uq_turns_scope_key'"
-        sqlite = "SELECT sql FROM sqlite_master WHERE name = 'uq_turns_scope_key'"
-        index = conn.execute(
-            text(sqlite if conn.dialect.name == "sqlite" else postgres)
-        ).scalar_one()
-        with pytest.raises(DBAPIError):
-            conn.execute(text(duplicate))
-    assert tuple(stored) == (5, 1)
-    assert "WHERE" in index and "turn_key IS NOT NULL" in index
