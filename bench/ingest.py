@@ -61,23 +61,21 @@ def single_latencies(
             conn.commit()
             return (time.perf_counter() - start) * 1000
 
-        def enqueue(t: dict[str, str]) -> float:
-            nonlocal dispatched
+        def enqueue(t: dict[str, str]) -> tuple[float, int]:
             start = time.perf_counter()
             result = client.enqueue_turn(t)
-            took = (time.perf_counter() - start) * 1000
-            dispatched += result.dispatched_sessions if i >= WARMUP else 0
-            return took
+            return (time.perf_counter() - start) * 1000, result.dispatched_sessions
 
         for i in range(n + WARMUP):
             t = bench_turn(i)
             if i % 2:
-                took_bare, took = insert(t), enqueue(t)
+                took_bare, (took, sent) = insert(t), enqueue(t)
             else:
-                took, took_bare = enqueue(t), insert(t)
+                (took, sent), took_bare = enqueue(t), insert(t)
             if i >= WARMUP:
                 bare.append(took_bare)
                 enqueued.append(took)
+                dispatched += sent
         conn.execute("DELETE FROM turns WHERE session_id = 'bare'")
         conn.commit()
     return bare, enqueued, dispatched

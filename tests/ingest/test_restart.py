@@ -44,3 +44,21 @@ def test_ingest_recovers_after_the_server_restarts(cluster: PostgresCluster, tmp
         except OperationalError:
             outcomes.append("failed")
     assert outcomes[-2:] == [1, 1]  # at most the first call after the restart fails
+
+
+def test_a_server_that_cannot_be_reached_fails_the_call_with_sqlalchemys_error(
+    tmp_path,
+) -> None:
+    """Opening a connection fails as executing on one does: with SQLAlchemy's
+    OperationalError, which the HTTP server answers with 503, not the driver's own."""
+    down = Settings(
+        database_url="postgresql+psycopg://postgres@127.0.0.1:9/memoryd", data_dir=tmp_path
+    )
+    client = MemoryClient(down, dispatch=False)
+    for call in (
+        lambda: client.enqueue_turn(turn_item(0)),
+        lambda: client.enqueue_turns([turn_item(1)] * 2),
+    ):
+        with pytest.raises(OperationalError, match="connection"):
+            call()
+    dispose_engines()
