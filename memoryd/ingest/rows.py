@@ -149,15 +149,14 @@ def store_pg(
 
     try:
         return _run_pg_store(pooled.driver_connection, values, now)
-    except (psycopg.DataError, psycopg.IntegrityError) as error:
-        # The cursor is psycopg's own: report it as SQLAlchemy would have.
-        wrapped = exc.DataError if isinstance(error, psycopg.DataError) else exc.IntegrityError
-        raise wrapped("INSERT INTO turns", None, error) from error
-    except (psycopg.OperationalError, psycopg.InterfaceError) as error:
-        # The server went away (a restart): SQLAlchemy did not see this error, so tell its
-        # pool, or the dead connection would be handed out again on every later call.
-        invalidate(error)
-        raise exc.OperationalError("INSERT INTO turns", None, error) from error
+    except psycopg.Error as error:
+        if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+            # The server went away (a restart): SQLAlchemy did not see this error, so tell
+            # its pool, or the dead connection would be handed out again on every call.
+            invalidate(error)
+        # The cursor is psycopg's own: report it as SQLAlchemy would have, in the class
+        # callers catch (a refused row, an outage, a missing table before migrating).
+        raise exc.DBAPIError.instance("INSERT INTO turns", None, error, psycopg.Error) from error
 
 
 def _run_pg_store(

@@ -8,16 +8,18 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from memoryd.client import MemoryClient
 from memoryd.errors import DatabaseUnavailable
 from memoryd.memories.transfer import export_memories
-from memoryd.models.db import MATH_FUNCTIONS, session_scope
+from memoryd.models.db import MATH_FUNCTIONS, dispose_engines, session_scope
 from memoryd.models.migrate import upgrade
 from memoryd.settings import Settings
 from testkit.workers import REPO_ROOT, settings_env
@@ -43,11 +45,32 @@ def test_a_long_read_does_not_block_writers(settings: Settings) -> None:
         assert len(list(lines)) == 2  # the reader's own snapshot, undisturbed
 
 
-def test_a_client_on_a_database_without_tables_says_to_migrate(tmp_path: Path) -> None:
+@pytest.fixture
+def unmigrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A new database of the test's kind, without memoryd's tables."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/new.db"
+        return
+    server = request.getfixturevalue("pg_server")
+    name = f"memoryd_new_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(f"{server}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    yield f"{server}/{name}"
+    dispose_engines()
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.mark.parametrize("unmigrated_url", ["sqlite", "postgres"], indirect=True)
+def test_a_client_on_a_database_without_tables_says_to_migrate(
+    tmp_path: Path, unmigrated_url: str
+) -> None:
     """A first call before `memoryd migrate`, through either kind of transaction (the
     ingest path's and the session's), gets one error saying what to run, not the
     driver's traceback about a missing table."""
-    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path}/new.db")
+    settings = Settings(data_dir=tmp_path, database_url=unmigrated_url)
     client = MemoryClient(settings, dispatch=False)
     turn = {"agent_id": "bot", "user_id": "ann", "session_id": "s", "role": "user"}
     for call in (
