@@ -22,9 +22,7 @@ from memoryd.models.coordination import database_now
 from memoryd.models.db import rowcount, write_connection
 from memoryd.models.keys import SessionKey, session_pk
 from memoryd.models.schemas import IngestResult, TurnIn
-from memoryd.models.tables import (
-    ChatSession,
-)
+from memoryd.models.tables import ChatSession
 from memoryd.settings import ExtractionSettings, IngestSettings, Settings
 
 log = logging.getLogger(__name__)
