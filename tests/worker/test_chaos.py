@@ -30,7 +30,7 @@ def skipped_here() -> int:
     return (not installed(rabbitmq_bin)) + (not bouncer) + 2 * (hosts.unavailable() is not None)
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.long(seconds=240), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.long(seconds=240), pytest.mark.timeout(1800)]
 
 
 def test_every_turn_is_extracted_exactly_once_through_every_fault() -> None:
@@ -40,7 +40,8 @@ def test_every_turn_is_extracted_exactly_once_through_every_fault() -> None:
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=900,
+        # 240 s on a quiet 2-core machine, 770 s in a CI run where it was about 3x slower.
+        timeout=1740,
     )
     report = out.stdout.strip().splitlines()
     figures = json.loads(report[-1])
