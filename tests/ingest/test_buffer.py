@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -16,6 +17,7 @@ from memoryd.ingest.rows import COPY_FROM
 from memoryd.models.conversation_tables import ChatSession
 from memoryd.models.db import get_engine, is_sqlite, session_factory, utcnow
 from memoryd.models.keys import SessionKey
+from memoryd.models.schemas import IngestResult, TurnIn
 from memoryd.models.tables import Turn
 from memoryd.settings import Settings
 from tests.factories import count_turns, turn_item
@@ -135,6 +137,40 @@ def test_a_bulk_call_keeps_order_keys_and_counts_at_any_size(
     pending = dict(db.execute(select(ChatSession.session_id, ChatSession.pending_count)).all())
     assert pending == {"s1": 1 + size // 2, "s0": (size + 1) // 2 - 1}
     assert client.enqueue_turns(items).duplicates == size + 1  # a second call on the pool
+
+
+def test_a_key_another_call_stores_during_a_bulk_call_is_stored_once(
+    backend: str, settings: Settings, db: Session
+) -> None:
+    """Two imports of one history at once (a retried job): a key the other call stored
+    and has not committed yet is waited for, then counted a duplicate, not a failed call
+    or a second turn."""
+    if backend != "postgres":
+        pytest.skip("SQLite's write lock lets no other call in between")
+    items = [turn(i, turn_key=f"k{i}", session_id=f"s{i % 2}") for i in range(COPY_FROM + 10)]
+    with get_engine(settings.storage).connect() as other:
+        other_call = other.begin()
+        # The other call has stored k7 and not committed yet: the bulk call cannot see it.
+        store_turns(other, settings.extraction, [TurnIn.model_validate(items[7])], utcnow())
+        outcome: list[IngestResult] = []
+        bulk = threading.Thread(
+            target=lambda: outcome.append(
+                MemoryClient(settings, dispatch=False).enqueue_turns(items)
+            )
+        )
+        bulk.start()
+        bulk.join(timeout=1.0)
+        assert bulk.is_alive()  # it waits on the other call's k7
+        other_call.commit()
+    bulk.join(timeout=30)
+    result = outcome[0]
+    assert (result.accepted, result.duplicates, result.rejected) == (len(items) - 1, 1, [])
+    keys = db.scalars(select(Turn.turn_key).order_by(Turn.id)).all()
+    assert sorted(keys) == sorted(item["turn_key"] for item in items)
+    stored = db.execute(select(Turn.id, Turn.turn_key).where(Turn.turn_key != "k7")).all()
+    assert sorted(result.turn_ids) == sorted(t.id for t in stored)
+    pending = dict(db.execute(select(ChatSession.session_id, ChatSession.pending_count)).all())
+    assert pending == {"s0": len(items) // 2, "s1": len(items) // 2}
 
 
 def test_metadata_over_the_size_limit_is_rejected_alone(settings: Settings, db: Session) -> None:
