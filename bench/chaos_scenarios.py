@@ -464,7 +464,7 @@ SCENARIOS: dict[str, Scenario] = {
         ("hosts",),
         SLOW_CALL_MARGINS,
         verify=each_batch_called_once,
-        seconds=20,
+        seconds=28,
     ),
     "kill_defaults": Scenario(kill_with_defaults, overrides=DEFAULT_RECOVERY, seconds=43),
     "outage_defaults": Scenario(outage_with_defaults, overrides=DEFAULT_RECOVERY, seconds=36),
