@@ -33,32 +33,40 @@ def test_a_worker_or_a_command_does_not_load_the_clients_it_never_calls() -> Non
     assert "'memoryd.async_client'" not in loaded and "'openai'" not in loaded
 
 
-# What the [server] and [mcp] extras bring is imported by these packages alone.
-EXTRA_HOMES = ("server", "mcp")
+# The packages that only an extra's install loads: their imports may come from it.
+EXTRA_HOMES = {"server": "server", "mcp": "mcp"}
 
 
 def test_what_the_package_imports_on_load_is_a_dependency_it_declares() -> None:
-    """`pip install memoryd` must be enough for the client, the worker and the CLI: a
-    module imported at the top of a core module comes from a base requirement, not from
-    whatever a requirement happens to pull in today (the openai SDK stopped bringing
-    httpx once) nor from the dev extra the suite installs."""
-    declared = {
-        _normalized(re.split(r"[\[<>=!~; ]", requirement)[0])
-        for requirement in metadata.requires("memoryd") or []
-        if "extra ==" not in requirement
-    }
+    """`pip install memoryd` must be enough for the client, the worker and the CLI, and
+    `memoryd[server]` for the server: a module imported at the top of one of memoryd's
+    modules comes from a requirement of that install, not from whatever a requirement
+    happens to pull in today (the openai SDK stopped bringing httpx once) nor from the
+    dev extra the suite installs."""
     providers = metadata.packages_distributions()
     package = Path(memoryd.__file__).parent
-    missing = {
-        f"{name} ({path.relative_to(package)})"
-        for path in package.rglob("*.py")
-        if path.relative_to(package).parts[0] not in EXTRA_HOMES
-        for name in _imported_on_load(path)
-        if name not in sys.stdlib_module_names
-        and name != "memoryd"
-        and not declared & {_normalized(d) for d in providers.get(name, [])}
+    missing = set()
+    for path in package.rglob("*.py"):
+        home = path.relative_to(package).parts[0]
+        declared = _requirements(None) | _requirements(EXTRA_HOMES.get(home))
+        missing |= {
+            f"{name} ({path.relative_to(package)})"
+            for name in _imported_on_load(path)
+            if name not in sys.stdlib_module_names
+            and name != "memoryd"
+            and not declared & {_normalized(d) for d in providers.get(name, [])}
+        }
+    assert not missing, f"not in the install's requirements: {sorted(missing)}"
+
+
+def _requirements(extra: str | None) -> set[str]:
+    """The distributions `pip install memoryd` brings, or those its `extra` adds."""
+    marker = None if extra is None else f'extra == "{extra}"'
+    return {
+        _normalized(re.split(r"[\[<>=!~; ]", requirement)[0])
+        for requirement in metadata.requires("memoryd") or []
+        if (marker in requirement if marker else "extra ==" not in requirement)
     }
-    assert not missing, f"not in [project] dependencies: {sorted(missing)}"
 
 
 def _imported_on_load(path: Path) -> set[str]:
