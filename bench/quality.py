@@ -455,6 +455,9 @@ def main() -> None:
     cores = os.cpu_count() or 1
     with ProcessPoolExecutor(
         max_workers=workers,
+        # A process per configuration: one reused would answer the next configuration's
+        # questions from the query vectors the last one cached, and time cache hits.
+        max_tasks_per_child=1,
         mp_context=get_context("spawn"),
         initializer=_child_init,
         initargs=(max(1, cores // workers),),
