@@ -41,44 +41,81 @@ EXTRA_HOMES = {"server": "server", "mcp": "mcp"}
 
 def test_what_the_package_imports_on_load_is_a_dependency_it_declares() -> None:
     """`pip install memoryd` must be enough for the client, the worker and the CLI, and
-    `memoryd[server]` for the server: a module imported at the top of one of memoryd's
-    modules comes from a requirement of that install, not from whatever a requirement
+    `memoryd[server]` for the server: whatever a module loads, through memoryd's own
+    modules too, comes from a requirement of that install, not from what a requirement
     happens to pull in today (the openai SDK stopped bringing httpx once) nor from the
     dev extra the suite installs."""
     providers = metadata.packages_distributions()
-    package = Path(memoryd.__file__).parent
+    graph = _load_graph(Path(memoryd.__file__).parent)
     missing = set()
-    for path in package.rglob("*.py"):
-        home = path.relative_to(package).parts[0]
-        extra = EXTRA_HOMES.get(home)
+    for module in graph:
+        extra = EXTRA_HOMES.get(module.split(".")[1]) if "." in module else None
         declared = _requirements(None) | (_requirements(extra) if extra else set())
         missing |= {
-            f"{name} ({path.relative_to(package)})"
-            for name in _imported_on_load(path)
+            f"{name} ({module})"
+            for name in _loaded_with(graph, module)
             if name not in sys.stdlib_module_names
-            and name != "memoryd"
             and not declared & {_normalized(d) for d in providers.get(name, [])}
         }
     assert not missing, f"not in the install's requirements: {sorted(missing)}"
 
 
+def _load_graph(package: Path) -> dict[str, set[str]]:
+    """Each memoryd module's name, and the full names its top-level imports load."""
+    graph = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        graph[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = _imported_on_load(path)
+    return graph
+
+
+def _loaded_with(graph: dict[str, set[str]], module: str) -> set[str]:
+    """The other distributions' top-level modules that loading `module` loads: its own
+    imports and, through every memoryd module and package it loads, theirs."""
+    seen, todo, found = set(), [module], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for name in graph.get(current, set()):
+            parts = name.split(".")
+            if parts[0] == "memoryd":  # the module and the packages above it
+                todo += [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+            else:
+                found.add(parts[0])
+    return found
+
+
 def _requirements(extra: str | None) -> set[str]:
-    """The distributions `pip install memoryd` brings, or those its `extra` adds, as
-    pyproject.toml says (not an installed copy's metadata, which may be older)."""
+    """The distributions `pip install memoryd` brings, or those its `extra` adds (with
+    the extras it names), as pyproject.toml says (not an installed copy's metadata,
+    which may be older)."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     listed = project["dependencies"] if extra is None else project["optional-dependencies"][extra]
-    return {_normalized(re.split(r"[\[<>=!~; ]", requirement)[0]) for requirement in listed}
+    found = set()
+    for requirement in listed:
+        name, _, extras = re.split(r"[<>=!~; ]", requirement)[0].partition("[")
+        if _normalized(name) == "memoryd":
+            for other in extras.rstrip("]").split(","):
+                found |= _requirements(other.strip())
+        else:
+            found.add(_normalized(name))
+    return found
 
 
 def _imported_on_load(path: Path) -> set[str]:
-    """Top-level names of the module-level imports: those inside functions, under
-    TYPE_CHECKING or in try/except load only with an optional feature."""
+    """Full names of the module-level imports. Those nested in any block (functions,
+    classes, `if TYPE_CHECKING`, try/except) are left out: they load only with the
+    optional feature they serve."""
     names = set()
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
+            names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
+            # `from package import module` loads the module: both names are kept, and
+            # a name that is no module is simply not found in the graph.
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
     return names
 
 

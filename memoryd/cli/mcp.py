@@ -9,7 +9,7 @@ from memoryd.cli.serve import AddCommand
 from memoryd.server.keys import KeyCache
 from memoryd.settings import ServerSettings, Settings
 
-SDK_MODULES = ("mcp", "mcp_types", "uvicorn", "starlette", "anyio")
+SDK_MODULES = ("mcp", "mcp_types", "uvicorn", "starlette", "anyio", "fastapi")
 
 
 def cmd_mcp(settings: Settings, ns: argparse.Namespace) -> int:

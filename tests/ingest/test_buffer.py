@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -150,8 +151,10 @@ def test_a_key_another_call_stores_during_a_bulk_call_is_stored_once(
     items = [turn(i, turn_key=f"k{i}", session_id=f"s{i % 2}") for i in range(COPY_FROM + 10)]
     with get_engine(settings.storage).connect() as other:
         other_call = other.begin()
-        # The other call has stored k7 and not committed yet: the bulk call cannot see it.
-        store_turns(other, settings.extraction, [TurnIn.model_validate(items[7])], utcnow())
+        # The other call stored k7 (in a session of its own, so that the key is all the
+        # two calls share) and has not committed: the bulk call cannot see it yet.
+        k7 = TurnIn.model_validate({**items[7], "session_id": "elsewhere"})
+        store_turns(other, settings.extraction, [k7], utcnow())
         outcome: list[IngestResult] = []
         bulk = threading.Thread(
             target=lambda: outcome.append(
@@ -159,18 +162,33 @@ def test_a_key_another_call_stores_during_a_bulk_call_is_stored_once(
             )
         )
         bulk.start()
-        bulk.join(timeout=1.0)
-        assert bulk.is_alive()  # it waits on the other call's k7
+        assert _waits_on_a_lock(db, seconds=30)  # on k7's entry in the key index
         other_call.commit()
     bulk.join(timeout=30)
     result = outcome[0]
     assert (result.accepted, result.duplicates, result.rejected) == (len(items) - 1, 1, [])
     keys = db.scalars(select(Turn.turn_key).order_by(Turn.id)).all()
     assert sorted(keys) == sorted(item["turn_key"] for item in items)
-    stored = db.execute(select(Turn.id, Turn.turn_key).where(Turn.turn_key != "k7")).all()
-    assert sorted(result.turn_ids) == sorted(t.id for t in stored)
+    stored = db.execute(select(Turn.id).where(Turn.session_id != "elsewhere")).scalars().all()
+    assert sorted(result.turn_ids) == sorted(stored)
     pending = dict(db.execute(select(ChatSession.session_id, ChatSession.pending_count)).all())
-    assert pending == {"s0": len(items) // 2, "s1": len(items) // 2}
+    assert pending == {"s0": len(items) // 2, "s1": len(items) // 2 - 1, "elsewhere": 1}
+
+
+def _waits_on_a_lock(db: Session, seconds: float) -> bool:
+    """Some other connection of this database waits on a lock, within `seconds`."""
+    waiting = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    )
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = db.execute(waiting).scalar_one()
+        db.rollback()  # a fresh snapshot of the activity view each time
+        if found:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_metadata_over_the_size_limit_is_rejected_alone(settings: Settings, db: Session) -> None:
