@@ -4,8 +4,9 @@ Single turns go through MemoryClient.enqueue_turn exactly as a chat backend call
 validation, the turn insert, the session upsert, the commit, and a Celery message to
 Redis whenever a session fills a batch. The baseline is a bare psycopg INSERT + COMMIT
 of the same row on its own connection, alternating with the enqueues. Bulk calls of 1,000
-are set against a bare COPY of the same rows into the same table; SQLite's bulk rate is
-reported beside them.
+are set against a bare COPY of the same rows into the same table, in two shapes: turns
+spread over 2,000 users, and whole sessions of 50 turns as a history import sends them;
+SQLite's bulk rate is reported beside them.
 
     .venv/bin/python bench/ingest.py [--single 3000] [--bulk-calls 20]
 """
@@ -37,6 +38,8 @@ from memoryd.models.db import dispose_engines
 from memoryd.settings import Settings
 
 WARMUP = 200
+# A chat history import sends whole sessions, in order: this many turns each.
+IMPORT_SESSION_TURNS = 50
 
 
 def single_latencies(
@@ -81,16 +84,30 @@ def single_latencies(
     return bare, enqueued, dispatched
 
 
-def bulk_rate(client: MemoryClient, calls: int, size: int = 1000) -> float:
-    offset = 10_000_000
+def bulk_rate(
+    client: MemoryClient, calls: int, size: int = 1000, session_turns: int | None = None
+) -> float:
+    """Turns a second through enqueue_turns, `calls` calls of `size` turns. Each call's
+    turns spread over 2,000 users, about one turn per session (what a gateway batching
+    live traffic sends); with `session_turns`, whole sessions of that many turns in order
+    instead (a chat history import): a call then bumps size / session_turns sessions."""
+    offset = 10_000_000 if session_turns is None else 30_000_000
     batches = [
-        [bench_turn(offset + c * size + i, users=2000) for i in range(size)] for c in range(calls)
+        [_bulk_turn(offset + c * size + i, session_turns) for i in range(size)]
+        for c in range(calls)
     ]
     start = time.perf_counter()
     for batch in batches:
         result = client.enqueue_turns(batch)
         assert result.accepted == size, result
     return calls * size / (time.perf_counter() - start)
+
+
+def _bulk_turn(i: int, session_turns: int | None) -> dict[str, str]:
+    if session_turns is None:
+        return bench_turn(i, users=2000)
+    session = i // session_turns
+    return {**bench_turn(i), "user_id": f"user-{session % 2000}", "session_id": f"import-{session}"}
 
 
 def bare_copy_rate(url: str, calls: int, size: int = 1000) -> float:
@@ -135,6 +152,7 @@ def main() -> None:
         base, single, dispatched = single_latencies(url, client, args.single)
         copy_rate = bare_copy_rate(url, args.bulk_calls)
         rate = bulk_rate(client, args.bulk_calls)
+        import_rate = bulk_rate(client, args.bulk_calls, session_turns=IMPORT_SESSION_TURNS)
         client.flush()  # triggers reach Redis before its db is flushed
         bare_rate = 1000 / (sum(base) / len(base))
     redis.Redis.from_url(REDIS_URL).flushdb()
@@ -154,6 +172,7 @@ def main() -> None:
             ("baseline: bare COPY, 1000 a commit", copy_rate, "turns/s", copy_rate / bare_rate),
             ("enqueue_turns bulk (target >= 40000/s)", rate, "turns/s", rate / bare_rate),
             ("enqueue_turns bulk vs bare COPY", rate, "turns/s", rate / copy_rate),
+            ("bulk, history import vs bare COPY", import_rate, "turns/s", import_rate / copy_rate),
             ("enqueue_turns bulk on SQLite", sqlite_rate, "turns/s", sqlite_rate / bare_rate),
         ],
     )
@@ -162,6 +181,7 @@ def main() -> None:
             "enqueue_p50_ms": p50,
             "enqueue_p99_ms": p99,
             "bulk_turns_per_s": rate,
+            "import_bulk_turns_per_s": import_rate,
             "bare_copy_rows_per_s": copy_rate,
             "sqlite_bulk_turns_per_s": sqlite_rate,
             "baseline_insert_p50_ms": b50,
