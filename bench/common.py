@@ -16,7 +16,7 @@ if str(REPO_ROOT) not in sys.path:  # imported by a script that did not put it t
 
 from sqlalchemy import create_engine, text
 
-from memoryd.models.db import dispose_engines
+from testkit import databases as testkit_databases
 
 PG_SERVER = os.environ.get("MEMORYD_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
 REDIS_URL = os.environ.get("MEMORYD_BENCH_REDIS", "redis://127.0.0.1:6379/4")
@@ -24,23 +24,9 @@ REDIS_URL = os.environ.get("MEMORYD_BENCH_REDIS", "redis://127.0.0.1:6379/4")
 
 @contextmanager
 def scratch_database(prefix: str) -> Iterator[str]:
-    """A fresh, migrated PostgreSQL database, dropped afterwards whatever happens."""
-    from memoryd.models.migrate import upgrade
-    from memoryd.settings import Settings
-
-    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(f"{PG_SERVER}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = f"{PG_SERVER}/{name}"
-    try:
-        upgrade(Settings(database_url=url))
+    """A fresh, migrated PostgreSQL database on the bench's server, dropped afterwards."""
+    with testkit_databases.scratch_database(PG_SERVER, prefix) as url:
         yield url
-    finally:
-        dispose_engines()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @contextmanager
@@ -104,7 +90,6 @@ class Analyzer:
     are stepped over by every later scan. A deployment keeps autovacuum on (README)."""
 
     def __init__(self, url: str) -> None:
-        from sqlalchemy import create_engine, text
 
         self.engine = create_engine(url, isolation_level="AUTOCOMMIT")
         with self.engine.connect() as conn:
@@ -112,7 +97,6 @@ class Analyzer:
         self.rows = self.changed = 0
 
     def wrote(self, rows: int) -> None:
-        from sqlalchemy import text
 
         self.rows += rows
         self.changed += rows

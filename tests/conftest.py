@@ -43,6 +43,7 @@ from memoryd.models.migrate import upgrade
 from memoryd.models.tables import Base
 from memoryd.recall import embeddings
 from memoryd.settings import Settings
+from testkit.databases import scratch_database
 from testkit.fakellm import FakeLLM
 from testkit.services import (
     PgBouncer,
@@ -187,19 +188,10 @@ def _started(start: Callable[[], T]) -> T:
 @pytest.fixture(scope="session")
 def pg_database(pg_server: str) -> Iterator[str]:
     """A fresh PostgreSQL database for this test run, migrated to head, dropped after."""
-    name = f"memoryd_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = create_engine(f"{pg_server}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = f"{pg_server}/{name}"
-    upgrade(Settings(database_url=url))
-    yield url
-    dispose_engines()
-    if cleaner := _cleaners.pop(url, None):
-        cleaner.dispose()
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with scratch_database(pg_server, f"memoryd_test_{os.getpid()}") as url:
+        yield url
+        if cleaner := _cleaners.pop(url, None):
+            cleaner.dispose()
 
 
 @pytest.fixture

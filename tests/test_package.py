@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -35,8 +36,9 @@ def test_a_worker_or_a_command_does_not_load_the_clients_it_never_calls() -> Non
     assert "'memoryd.async_client'" not in loaded and "'openai'" not in loaded
 
 
-# The packages that only an extra's install loads: their imports may come from it.
-EXTRA_HOMES = {"server": "server", "mcp": "mcp"}
+# The packages that only their extra's install (of the same name) loads: their imports
+# may come from it.
+EXTRA_HOMES = frozenset({"server", "mcp"})
 
 
 def test_what_the_package_imports_on_load_is_a_dependency_it_declares() -> None:
@@ -49,8 +51,9 @@ def test_what_the_package_imports_on_load_is_a_dependency_it_declares() -> None:
     graph = _load_graph(Path(memoryd.__file__).parent)
     missing = set()
     for module in graph:
-        extra = EXTRA_HOMES.get(module.split(".")[1]) if "." in module else None
-        declared = _requirements(None) | (_requirements(extra) if extra else set())
+        home = module.split(".")[1] if "." in module else None
+        extra = home if home in EXTRA_HOMES else None
+        declared = _requirements(None) | (_requirements(extra) if extra else frozenset())
         missing |= {
             f"{name} ({module})"
             for name in _loaded_with(graph, module)
@@ -87,7 +90,8 @@ def _loaded_with(graph: dict[str, set[str]], module: str) -> set[str]:
     return found
 
 
-def _requirements(extra: str | None) -> set[str]:
+@functools.cache
+def _requirements(extra: str | None) -> frozenset[str]:
     """The distributions `pip install memoryd` brings, or those its `extra` adds (with
     the extras it names), as pyproject.toml says (not an installed copy's metadata,
     which may be older)."""
@@ -101,7 +105,7 @@ def _requirements(extra: str | None) -> set[str]:
                 found |= _requirements(other.strip())
         else:
             found.add(_normalized(name))
-    return found
+    return frozenset(found)
 
 
 def _imported_on_load(path: Path) -> set[str]:

@@ -8,20 +8,20 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from memoryd.client import MemoryClient
 from memoryd.errors import DatabaseUnavailable
 from memoryd.memories.transfer import export_memories
-from memoryd.models.db import MATH_FUNCTIONS, dispose_engines, session_scope
+from memoryd.models.db import MATH_FUNCTIONS, session_scope
 from memoryd.models.migrate import upgrade
 from memoryd.settings import Settings
+from testkit.databases import scratch_database
 from testkit.workers import REPO_ROOT, settings_env
 
 
@@ -52,15 +52,8 @@ def unmigrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[s
         yield f"sqlite:///{tmp_path}/new.db"
         return
     server = request.getfixturevalue("pg_server")
-    name = f"memoryd_new_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(f"{server}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield f"{server}/{name}"
-    dispose_engines()
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with scratch_database(server, "memoryd_new", migrate=False) as url:
+        yield url
 
 
 @pytest.mark.parametrize("unmigrated_url", ["sqlite", "postgres"], indirect=True)
