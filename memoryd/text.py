@@ -61,12 +61,19 @@ def _is_wide(ch: str) -> bool:
     return unicodedata.east_asian_width(ch) in ("W", "F")
 
 
+# What a tokenizer never merges: a word, up to three digits, one punctuation mark.
+_PIECE = re.compile(r"[A-Za-z]+|\d{1,3}|[^\w\s]")
+
+
 def estimate_tokens(text: str) -> int:
-    """Local token estimate (no tokenizer download): ~4 chars per token, 1 per CJK char."""
+    """Local token estimate (no tokenizer download), on the safe side: ~4 chars per
+    token, 1 per CJK char, and at least one per piece a tokenizer keeps apart (prices,
+    dates and lists of numbers cost a token per three digits and per mark)."""
+    pieces = len(_PIECE.findall(text))
     if text.isascii():  # the common case, on the ingest hot path: nothing is wide
-        return (len(text) + 3) // 4
+        return max((len(text) + 3) // 4, pieces)
     wide = sum(1 for ch in text if _is_wide(ch))
-    return wide + (len(text) - wide + 3) // 4
+    return wide + max((len(text) - wide + 3) // 4, pieces)
 
 
 # Han, Hiragana, Katakana, Hangul: scripts written without spaces between words.

@@ -134,6 +134,19 @@ def test_a_models_tokenizer_finds_the_block_within_its_budget(
     assert gpt_tokens(block) <= budget
 
 
+def test_number_dense_text_is_not_estimated_under_its_tokens() -> None:
+    """Prices, dates and ranges cost a token per few digits and per mark: a memory of
+    flight options (from RealMem) came to 136 tokens against an estimate of 101."""
+    flights = (
+        "【Other Tourism-Related Attributes】 Draft flight options presented: 1) Via "
+        "Singapore (e.g., Singapore Airlines), ~March 10-22, 2026, ~18-22 hours, ~7,500 "
+        "RMB. 2) Via Guangzhou/Hong Kong (e.g., China Southern / Cathay Pacific), ~April "
+        "5-17, 2026, ~20-25 hours, ~6,800 RMB."
+    )
+    for text in (flights, "10-15 minute back care routine every Sunday at 9 PM"):
+        assert estimate_tokens(text) >= gpt_tokens(text)
+
+
 # ------------------------------------------------------------------- seed 004's entries
 
 
