@@ -216,24 +216,33 @@ def _run(bind: Connection, statements: list[str]) -> None:
         bind.execute(text(statement))
 
 
-def reindex_terms(bind: Connection, chunk: int = 5000) -> None:
-    """Re-derive every memory's search terms and length (after the term rules change)."""
-    last = 0
+def reindex_terms(bind: Connection, chunk: int = 5000) -> int:
+    """Re-derive every memory's search terms and length with today's term rules (a
+    migration runs it after the rules change). Only rows whose terms changed are
+    written, so the triggers rebuild only their postings. Returns how many changed."""
+    last, changed = 0, 0
     while True:
         rows = bind.execute(
-            text("SELECT id, name, content FROM memories WHERE id > :last ORDER BY id LIMIT :n"),
+            text(
+                "SELECT id, name, content, search_text, search_length FROM memories "
+                "WHERE id > :last ORDER BY id LIMIT :n"
+            ),
             {"last": last, "n": chunk},
         ).all()
         if not rows:
-            return
+            return changed
         updates = []
         for row in rows:
             terms = memory_search_text(row.name, row.content)
-            updates.append({"id": row.id, "t": terms, "n": len(terms.split())})
-        bind.execute(
-            text("UPDATE memories SET search_text = :t, search_length = :n WHERE id = :id"),
-            updates,
-        )
+            length = len(terms.split())
+            if (terms, length) != (row.search_text, row.search_length):
+                updates.append({"id": row.id, "t": terms, "n": length})
+        if updates:
+            bind.execute(
+                text("UPDATE memories SET search_text = :t, search_length = :n WHERE id = :id"),
+                updates,
+            )
+        changed += len(updates)
         last = rows[-1].id
 
 

@@ -16,6 +16,7 @@ from memoryd.models.migrate import alembic_config
 from memoryd.models.tables import BatchTotal
 from memoryd.monitoring.figures import pipeline_figures
 from memoryd.settings import Settings
+from memoryd.text import memory_search_text
 from tests.factories import turn_item
 
 
@@ -176,3 +177,36 @@ def test_the_upgrade_ages_waiting_turns_from_the_turns_stored_before_them(
         figures = pipeline_figures(session, now)
     assert figures.pending_turns == 2
     assert 299 <= figures.oldest_pending_seconds <= 301
+
+
+def test_the_upgrade_gives_memories_the_terms_of_todays_rules(settings: Settings) -> None:
+    """0030: stores from before two rule changes (Chinese stop characters, a slot's
+    words) held terms no query is split into any more, and lacked the slot's words."""
+    client = MemoryClient(settings, dispatch=False)
+    client.remember("bot", "ann", "Vegetarian since 2019", name="diet")
+    client.remember("bot", "ann", "Bart在圣诞节晚会上跳舞")
+    client.remember("bot", "ann", "Prefers green tea")
+    stale = {
+        "Vegetarian since 2019": "diet vegetarian 2019",
+        "Bart在圣诞节晚会上跳舞": "bart 晚 会 上",
+    }
+    with get_engine(settings.storage).begin() as conn:  # the terms of the older rules
+        conn.execute(
+            text("UPDATE memories SET search_text = :t, search_length = 3 WHERE content = :c"),
+            [{"c": content, "t": terms} for content, terms in stale.items()],
+        )
+    assert not client.recall("what food does she eat", "bot", "ann")
+    command.downgrade(alembic_config(settings), "0029")
+    command.upgrade(alembic_config(settings), "head")
+    with get_engine(settings.storage).begin() as conn:
+        stored = conn.execute(
+            text("SELECT name, content, search_text, search_length FROM memories")
+        ).all()
+        terms = set(conn.scalars(text("SELECT term FROM memory_terms")).all())
+    for name, content, search_text, length in stored:
+        assert search_text == memory_search_text(name, content)
+        assert length == len(search_text.split())
+    assert {"food", "eat", "晚会"} <= terms and "上" not in terms
+    assert [hit.content for hit in client.recall("what food does she eat", "bot", "ann")] == [
+        "Vegetarian since 2019"
+    ]
