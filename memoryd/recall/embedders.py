@@ -35,7 +35,7 @@ class Embedder(Protocol):
         ...
 
 
-def _unit(rows: Any) -> Vectors:
+def unit(rows: Any) -> Vectors:
     matrix = np.asarray(rows, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
@@ -51,7 +51,7 @@ class RemoteEmbedder:
         self.client = LLMClient(_endpoint(settings))
 
     def embed(self, texts: list[str], query: bool = False) -> Vectors:
-        return _unit(self.client.embed(self.model, texts))
+        return unit(self.client.embed(self.model, texts))
 
 
 def local_model_path(name: str) -> Path:
@@ -73,6 +73,9 @@ def local_model_path(name: str) -> Path:
 
 
 class LocalEmbedder:
+    """A sentence-transformers model on this host: through ONNX Runtime when the 'local'
+    extra's onnxruntime can run it with the same vectors (onnx_model.py), else torch."""
+
     def __init__(self, settings: RecallSettings) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a missing file fails, never downloads
         try:
@@ -84,11 +87,21 @@ class LocalEmbedder:
             ) from exc
         path = local_model_path(str(settings.embedding_model))
         self.model = SentenceTransformer(str(path), device="cpu")
+        self.onnx = None
+        if settings.embedding_onnx:
+            from memoryd.recall.onnx_model import onnx_encoder
+
+            exports = Path(settings.embedding_onnx_dir).expanduser()
+            self.onnx = onnx_encoder(self.model, str(settings.embedding_model), path, exports)
         self.lock = threading.Lock()  # one encode at a time per process
 
     def embed(self, texts: list[str], query: bool = False) -> Vectors:
         with self.lock:
-            vectors = self.model.encode(texts, batch_size=32, normalize_embeddings=True)
+            if self.onnx is not None:
+                return self.onnx.encode(texts)
+            vectors = self.model.encode(
+                texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False
+            )
         return np.asarray(vectors, dtype=np.float32)
 
 
@@ -114,7 +127,7 @@ class E5Embedder:
     def embed(self, texts: list[str], query: bool = False) -> Vectors:
         with self.lock:
             vectors = self.model.query(texts) if query else self.model.passage(texts)
-        return _unit(np.atleast_2d(vectors))
+        return unit(np.atleast_2d(vectors))
 
 
 def _endpoint(settings: Settings) -> Settings:
@@ -135,9 +148,11 @@ def embedder(settings: Settings) -> Embedder:
     if settings.recall.embedding_provider == "local" and model in E5_NAMES:
         return _providers.get(("local", "e5"), E5Embedder)
     if settings.recall.embedding_provider == "local":
-        return _providers.get(("local", model), lambda: LocalEmbedder(settings.recall))
-    key = ("openai", model, *client_key(_endpoint(settings)))
-    return _providers.get(key, lambda: RemoteEmbedder(settings))
+        recall = settings.recall
+        local = ("local", model, recall.embedding_onnx, recall.embedding_onnx_dir)
+        return _providers.get(local, lambda: LocalEmbedder(recall))
+    remote = ("openai", model, *client_key(_endpoint(settings)))
+    return _providers.get(remote, lambda: RemoteEmbedder(settings))
 
 
 def to_bytes(vector: Vectors) -> bytes:

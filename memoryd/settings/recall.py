@@ -66,6 +66,18 @@ class RecallSettings(Part):
         "'multilingual') or a sentence-transformers path or installed package ('local'); "
         "unset means no embeddings",
     )
+    embedding_onnx: bool = Field(
+        True,
+        description="Run a local sentence-transformers model on ONNX Runtime (the 'local' "
+        "extra): exported once, checked to give torch's vectors, about twice as fast; "
+        "false keeps torch",
+    )
+    embedding_onnx_dir: str = Field(
+        "~/.cache/memoryd/models",
+        min_length=1,
+        description="Where local models' ONNX exports are kept, one per model and release, "
+        "shared by every process and data folder on the host",
+    )
     embedding_base_url: str | None = Field(None, description="Defaults to the LLM's")
     embedding_api_key: str | None = Field(None, description="Defaults to the LLM's")
     embedding_min_similarity: float = Field(

@@ -1,0 +1,193 @@
+"""A local sentence-transformers model run by ONNX Runtime: the vectors torch gives, in a
+third to a half of the time a query takes on a CPU.
+
+The model's transformer is exported once per model and library release into
+`<data_dir>/models` by torch's exporter, from the weights on disk (nothing is
+downloaded); every process after loads that file. Mean pooling and normalising stay
+here, as sentence-transformers does them. A model whose vectors this does not reproduce
+(another pooling, a dense layer after it) keeps torch: at load, both embed a few texts
+and must agree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import os
+import re
+import warnings
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memoryd.recall.embedders import Vectors, unit
+
+log = logging.getLogger(__name__)
+
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# Short, Chinese, and past the model's length (truncated): what ONNX must match torch on.
+PROBES = [
+    "Where does Ali live now?",
+    "Bart在圣诞节晚会上跳舞，感觉非常开心。",
+    "I moved to Lisbon last spring and work at Acme as a designer. " * 40,
+]
+AGREEMENT = 0.9999  # least cosine between the two runtimes' vectors of a probe
+BATCH = 32  # texts a run, sorted by length so a batch pads little (as sentence-transformers)
+
+
+class OnnxEncoder:
+    """Encodes as the sentence-transformers model it was made from: its tokenizer and
+    length limit, the exported transformer, mean pooling, unit length."""
+
+    def __init__(self, session: Any, tokenizer: Any, inputs: list[str], max_length: int) -> None:
+        self.session = session
+        self.tokenizer = tokenizer
+        self.inputs = inputs
+        self.max_length = max_length
+
+    def encode(self, texts: list[str]) -> Vectors:
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        parts = [
+            self._run([texts[i] for i in order[start : start + BATCH]])
+            for start in range(0, len(order), BATCH)
+        ]
+        vectors = np.empty((len(texts), parts[0].shape[1]), dtype=np.float32)
+        vectors[order] = np.vstack(parts)
+        return vectors
+
+    def _run(self, texts: list[str]) -> Vectors:
+        encoded = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np"
+        )
+        feed = {name: encoded[name].astype(np.int64) for name in self.inputs}
+        hidden = self.session.run(None, feed)[0]
+        mask = encoded["attention_mask"][..., None].astype(np.float32)
+        return unit((hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9))
+
+
+def onnx_encoder(model: Any, name: str, folder: Path, cache: Path) -> OnnxEncoder | None:
+    """`model` (a SentenceTransformer, `name` as settings give it, loaded from `folder`)
+    through ONNX Runtime, or None when onnxruntime is not installed, the export fails or
+    the vectors differ."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    probe = model.tokenizer(PROBES[:1])
+    inputs = [name for name in INPUTS if name in probe]
+    try:
+        path = _exported(model, _file_name(name, folder), cache, inputs)
+        options = onnxruntime.SessionOptions()
+        # Between queries its threads sleep, not spin: they share the cores with the database.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = onnxruntime.InferenceSession(
+            str(path), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # an exporter or runtime that cannot take this model
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        log.warning("embedding model %s stays on torch: no ONNX export (%s)", name, reason)
+        return None
+    encoder = OnnxEncoder(session, model.tokenizer, inputs, int(model.max_seq_length))
+    expected = model.encode(PROBES, normalize_embeddings=True, show_progress_bar=False)
+    agreement = float(np.min(np.sum(encoder.encode(PROBES) * expected, axis=1)))
+    if agreement < AGREEMENT:
+        log.warning(
+            "embedding model %s stays on torch: its ONNX vectors differ (cosine %.4f)",
+            name,
+            agreement,
+        )
+        return None
+    log.info("embedding model %s runs on ONNX Runtime (%s)", name, path)
+    return encoder
+
+
+def _file_name(name: str, folder: Path) -> str:
+    """The model's name, its files and the releases: a new model or release, a new file."""
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[-60:]}-{_fingerprint(folder)}.onnx"
+
+
+def _exported(model: Any, file_name: str, cache: Path, inputs: list[str]) -> Path:
+    """The export of this model by these releases, made now if not made before. Written
+    under a temporary name and renamed, so a process never loads a half-written file."""
+    path = cache / file_name
+    if path.is_file():
+        return path
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.partial")
+    try:
+        _export(model, inputs, partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+def _fingerprint(folder: Path) -> str:
+    """The model's files (name, size, time) and the releases that export and run it."""
+    digest = hashlib.sha256(str(folder.resolve()).encode())
+    for file in sorted(p for p in folder.iterdir() if p.is_file()):
+        stat = file.stat()
+        digest.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    for package in ("torch", "transformers", "onnxruntime"):
+        digest.update(f"{package}={version(package)}".encode())
+    return digest.hexdigest()[:16]
+
+
+# The exporter's own loggers: hundreds of lines a model at INFO, and a warning that
+# torchvision is missing. Its failure is reported as one line instead.
+EXPORTER_LOGGERS = ("torch.onnx", "torch.export", "torch._dynamo", "onnxscript", "onnx_ir")
+
+
+@contextlib.contextmanager
+def _quiet(names: tuple[str, ...]) -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def _export(model: Any, inputs: list[str], path: Path) -> None:
+    import torch
+
+    transformer = model[0].auto_model.eval()
+
+    class Hidden(torch.nn.Module):
+        """The transformer's last hidden state from positional inputs, as ONNX feeds them."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, *tensors: Any) -> Any:
+            return self.transformer(**dict(zip(inputs, tensors, strict=True))).last_hidden_state
+
+    # Two texts of different lengths: the padded batch is traced as ingest sends it.
+    example = model.tokenizer(PROBES[:2], padding=True, return_tensors="pt")
+    batch, length = torch.export.Dim("batch"), torch.export.Dim("length", max=512)
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),  # the exporter reports its steps
+        _quiet(EXPORTER_LOGGERS),
+        torch.no_grad(),
+    ):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            Hidden(),
+            tuple(example[name] for name in inputs),
+            str(path),
+            input_names=inputs,
+            output_names=["hidden"],
+            dynamic_shapes=(tuple({0: batch, 1: length} for _ in inputs),),  # *tensors
+            dynamo=True,
+            external_data=False,  # one file, renamed whole
+        )
