@@ -10,12 +10,10 @@ only logs: recall goes on by keyword.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,53 +88,6 @@ def embed_query(settings: Settings, query: str) -> Vectors | None:
     if settings.recall.embedding_query_cache:
         _queries.put(key, vector, settings.recall.embedding_query_cache)
     return vector
-
-
-# The query's vector as a call that returns it (query_vector_soon).
-QueryVector = Callable[[], Vectors | None]
-_query_threads: ThreadPoolExecutor | None = None
-_query_threads_lock = threading.Lock()
-
-
-def query_vector_soon(settings: Settings, query: str, turns: dict[int, str]) -> QueryVector:
-    """The query's vector, and then the vectors of `turns` (embed_texts) if it has one.
-    A local model starts on them now, in a thread, so recall reads its keyword lists
-    meanwhile (the model's runtime and the database both let go of Python's lock); an
-    endpoint is called here, before recall takes a connection from the pool, so a slow
-    endpoint never holds one."""
-
-    def embed() -> Vectors | None:
-        vector = embed_query(settings, query)
-        if vector is not None and turns:
-            embed_texts(settings, turns)
-        return vector
-
-    if settings.embeddings_on and settings.recall.embedding_provider == "local":
-        return _threads().submit(embed).result
-    vector = embed()
-    return lambda: vector
-
-
-def no_vector() -> Vectors | None:
-    """The QueryVector of a recall that embeds nothing."""
-    return None
-
-
-def _threads() -> ThreadPoolExecutor:
-    global _query_threads
-    with _query_threads_lock:
-        if _query_threads is None:
-            _query_threads = ThreadPoolExecutor(4, thread_name_prefix="memoryd-query-vector")
-        return _query_threads
-
-
-def _forget_threads() -> None:
-    """A forked child has none of its parent's threads: it starts its own pool."""
-    global _query_threads, _query_threads_lock
-    _query_threads, _query_threads_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_threads)
 
 
 # Vectors of texts that are not memories yet (the user turns recall/pending.py reads

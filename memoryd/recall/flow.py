@@ -21,7 +21,8 @@ from memoryd.recall import embeddings, inject
 from memoryd.recall.as_of import recall_as_of
 from memoryd.recall.context import dated
 from memoryd.recall.context import render as render_context
-from memoryd.recall.pending import merged, pending_hits, turns_to_embed
+from memoryd.recall.embedders import Vectors
+from memoryd.recall.pending import embed_pending, merged, pending_hits
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.usage import log_retrieval
 from memoryd.settings import AgentDefaults, Settings
@@ -52,8 +53,8 @@ def ranked(
         return _ranked_as_of(base, query, Scope(agent_id, user_id), k, categories, tiers, as_of)
     ids = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
     with tracing.span(base, "memoryd.recall", **ids, k=k) as span:  # ids, never the query
-        turns = turns_to_embed(base, Scope(agent_id, user_id), query)
-        vector = embeddings.query_vector_soon(base, query, turns)  # see its doc
+        vector = embeddings.embed_query(base, query)  # before any transaction opens
+        embed_pending(base, Scope(agent_id, user_id), query, vector)
         now = utcnow()
         with session_scope(base.storage, autocommit=True) as session:  # see log_retrieval
             # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories.
@@ -67,7 +68,7 @@ def ranked(
                 # Read after the memories: a batch finishing in between hides its turns
                 # from this read, and the memories it wrote were not yet read: never both.
                 limit = settings.extraction.prefetch_limit if k is None else k
-                pending = pending_hits(session, settings, scope, query, limit, vector())
+                pending = pending_hits(session, settings, scope, query, limit, vector)
                 hits = merged(hits, pending, limit)
             remembered = [h for h in hits if not h.pending]
             log_retrieval(session, settings.recall, scope, remembered, query, session_id, now)
@@ -110,8 +111,7 @@ def _context_block(
     if not query_tokens(query):
         return "", 0
     key = SessionKey(agent_id, user_id, session_id) if session_id else None
-    rules: BlockRules | None = None
-    vector = embeddings.no_vector
+    rules, vector = None, None
     if base.embeddings_on:
         # The rules first, outside the writing transaction: a query that gets no
         # block costs no embedding call, and no transaction waits on the model.
@@ -119,8 +119,8 @@ def _context_block(
             rules = block_rules(session, base, agent_id, query, key)
         if rules is None:
             return "", 0
-        turns = turns_to_embed(base, Scope(agent_id, user_id), query)
-        vector = embeddings.query_vector_soon(base, query, turns)
+        vector = embeddings.embed_query(base, query)
+        embed_pending(base, Scope(agent_id, user_id), query, vector)
     now = utcnow()
     with session_scope(base.storage, autocommit=True) as session:  # see log_retrieval
         rules = rules or block_rules(session, base, agent_id, query, key)
@@ -131,7 +131,7 @@ def _context_block(
         hits = _ranked(session, settings, scope, query, categories, tiers, now, vector)
         hits = inject.injectable(settings.agent, hits)
         if categories is None and tiers is None:  # as in ranked(): after the memories
-            hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK, vector())
+            hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK, vector)
         block, included = _rendered(session, settings.agent, scope, hits, token_budget, now)
         remembered = [h for h in included if not h.pending]
         log_retrieval(session, settings.recall, scope, remembered, query, session_id, now)
@@ -199,7 +199,7 @@ def _ranked(
     categories: Sequence[str] | None,
     tiers: Sequence[str] | None,
     now: datetime,
-    vector: embeddings.QueryVector,
+    vector: Vectors | None,
     k: int | None = None,
 ) -> list[Hit]:
     """recall with the flow's arguments."""

@@ -9,8 +9,8 @@ terms: stems at a word's start, Chinese characters and pairs), by word trigrams 
 subject key (_Match) over the newest PENDING_SCAN turns of the scope (the first
 PENDING_CHARS of each), read through the partial indexes of pending and claimed turns.
 When embeddings are on, the one turn nearest the question in meaning also counts, at
-MEANING_SHARE; the turns are embedded with the query (turns_to_embed), before
-pending_hits reads their vectors. Cosines do not tell a turn that answers
+MEANING_SHARE; the turns are embedded by embed_pending before the recall's transaction
+opens, so no transaction waits on the model. Cosines do not tell a turn that answers
 from one that does not (the user's turns of one conversation all score alike), but the
 nearest one is the answer more often than chance, and a few answers no word finds are
 found that way (`bench/pending_match.py` measures each path). Secrets and the question
@@ -35,7 +35,7 @@ from memoryd.models.conversation_tables import Turn
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.recall.embedders import Vectors
-from memoryd.recall.embeddings import known_vectors
+from memoryd.recall.embeddings import embed_texts, known_vectors
 from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.recall.trigrams import TrigramShare
 from memoryd.settings import RecallSettings, Settings
@@ -88,14 +88,14 @@ def pending_hits(
     return [_hit(settings.recall, row, share) for share, row in scored[:k]]
 
 
-def turns_to_embed(settings: Settings, scope: Scope, query: str) -> dict[int, str]:
-    """The scope's unextracted turns pending_hits may match by meaning, read in a
-    read-only transaction of its own before the recall's. The query's embedding embeds
-    them (embeddings.query_vector_soon), so pending_hits finds their vectors known."""
-    if not settings.embeddings_on or not settings.agent.recall_pending or not query_tokens(query):
-        return {}
+def embed_pending(settings: Settings, scope: Scope, query: str, vector: Vectors | None) -> None:
+    """Embed the scope's unextracted turns not yet embedded, in a read-only transaction
+    of its own, before the recall's: pending_hits then finds their vectors known."""
+    if vector is None or not settings.agent.recall_pending or not query_tokens(query):
+        return
     with session_scope(settings.storage, readonly=True) as session:
-        return _texts(_readable(session, scope, query))
+        rows = _readable(session, scope, query)
+    embed_texts(settings, _texts(rows))
 
 
 def _readable(session: Session, scope: Scope, query: str) -> list[Any]:

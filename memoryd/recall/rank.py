@@ -10,7 +10,7 @@ ORM's work per statement (about 0.2 ms each; recall has no pending objects to fl
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -94,12 +94,11 @@ def recall(
     categories: Sequence[str] | None = None,
     tiers: Sequence[str] | None = None,
     now: datetime,
-    query_vector: NDArray[np.float32] | Callable[[], NDArray[np.float32] | None] | None = None,
+    query_vector: NDArray[np.float32] | None = None,
 ) -> list[Hit]:
     """The k most useful active memories for `query`. With a query that has no search
     terms, the strongest and most recent ones; otherwise only memories that some list
-    matched. `query_vector` may be a call that returns it (embeddings.query_vector_soon),
-    made once the keyword lists are read. Reads only: no row is locked."""
+    matched. Reads only: no row is locked."""
     k = settings.extraction.prefetch_limit if k is None else k
     if k <= 0:
         return []
@@ -188,7 +187,7 @@ def _ranked_lists(
     settings: Settings,
     search: _Search,
     query: str,
-    query_vector: NDArray[np.float32] | Callable[[], NDArray[np.float32] | None] | None,
+    query_vector: NDArray[np.float32] | None,
 ) -> _Lists:
     scope, categories, tiers = search.scope, search.categories, search.tiers
     stats_key = (
@@ -215,8 +214,6 @@ def _ranked_lists(
         seen=lists.seen,
         scope_rows=scope_rows,
     )
-    if callable(query_vector):  # embedded meanwhile: wait for it only now
-        query_vector = query_vector()
     if query_vector is not None:
         # The vectors are the scope's active memories: with no other filter the list's
         # own length is enough; with one, a deeper pool leaves that many after it.

@@ -3,14 +3,11 @@ from an OpenAI-compatible endpoint or a local model; never required."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import numpy as np
 import pytest
-from sqlalchemy import Engine, event, select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import Pool
 
 from memoryd.client import MemoryClient
 from memoryd.errors import ConfigError
@@ -172,38 +169,21 @@ def test_the_local_model_finds_memories_by_meaning(settings: Settings) -> None:
     assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-4
 
 
-class _Watched:
-    """An embedder that notes what the database does while it embeds a query. A read of
-    the memories waits for a query's embedding to be under way, and the embedding for
-    such a read: both happen only if recall reads while the model embeds (in turn, each
-    would wait in vain and the read would not count)."""
+class _CountingConnections:
+    """An embedder that notes how many of the pools' connections are out whenever it
+    embeds a query."""
 
-    def __init__(self, inner: embedders.Embedder, engines: list[Engine]) -> None:
+    def __init__(self, inner: embedders.Embedder, pools: list[Pool]) -> None:
         self.inner = inner
-        self.embedding = threading.Event()
-        self.read_meanwhile = threading.Event()
-        self.checked_out: list[int] = []
         self.out = 0
+        self.seen: list[int] = []
         self.listeners = [
-            listener
-            for engine in engines
-            for listener in (
-                (engine, "before_cursor_execute", self._statement),
-                (engine.pool, "checkout", self._checkout),
-                (engine.pool, "checkin", self._checkin),
-            )
+            (pool, name, listener)
+            for pool in pools
+            for name, listener in (("checkout", self._checkout), ("checkin", self._checkin))
         ]
         for target, name, listener in self.listeners:
             event.listen(target, name, listener)
-
-    def close(self) -> None:
-        for target, name, listener in self.listeners:
-            event.remove(target, name, listener)
-
-    def _statement(self, _conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        reads_memories = "FROM memories" in statement or "memory_terms" in statement
-        if reads_memories and not self.read_meanwhile.is_set() and self.embedding.wait(5):
-            self.read_meanwhile.set()
 
     def _checkout(self, *_args: object) -> None:
         self.out += 1
@@ -213,55 +193,34 @@ class _Watched:
 
     def embed(self, texts: list[str], query: bool = False) -> embedders.Vectors:
         if query:
-            self.checked_out.append(self.out)
-            self.embedding.set()
-            self.read_meanwhile.wait(timeout=5)
-            self.embedding.clear()
+            self.seen.append(self.out)
         return self.inner.embed(texts, query)
 
-
-@contextmanager
-def _watch(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Watched]:
-    embeddings.clear_caches()  # each query is embedded, not found in the query cache
-    # On PostgreSQL recall's autocommit sessions have an engine (and pool) of their own.
-    engines = {get_engine(settings.storage, autocommit=a) for a in (False, True)}
-    watched = _Watched(embedders.embedder(settings), list(engines))
-    monkeypatch.setattr(embeddings, "embedder", lambda _settings: watched)
-    try:
-        yield watched
-    finally:
-        watched.close()
+    def close(self) -> None:
+        for target, name, listener in self.listeners:
+            event.remove(target, name, listener)
 
 
-def test_a_local_model_embeds_the_query_while_recall_reads_the_keyword_lists(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("provider", ["endpoint", "local"])
+def test_the_query_is_embedded_before_recall_takes_a_connection(
+    settings: Settings, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, provider: str
 ) -> None:
-    s = settings.updated(**LOCAL)
-    client = MemoryClient(s)
-    veg = client.remember("bot", "ann", "Prefers vegetarian food")
-    client.remember("bot", "ann", "Lives in Lisbon")
-    backfill.fill_missing(s)
-    with _watch(s, monkeypatch) as watched:
-        assert client.recall("what should I cook tonight", "bot", "ann", k=1)[0].id == veg.id
-        assert watched.read_meanwhile.is_set()
-        watched.read_meanwhile.clear()
-        assert "Prefers vegetarian food" in client.build_context("what to cook", "bot", "ann")
-        assert watched.read_meanwhile.is_set()
-
-
-def test_an_endpoint_embeds_the_query_before_recall_takes_a_connection(
-    settings: Settings, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A slow endpoint then never holds one of the pool's connections."""
-    s = with_llm(settings, fake_llm, **REMOTE)
+    """A slow endpoint (or model) then never holds one of the pool's connections."""
+    s = settings.updated(**LOCAL) if provider == "local" else with_llm(settings, fake_llm, **REMOTE)
     client = MemoryClient(s)
     client.remember("bot", "ann", "Prefers green tea in the morning")
     backfill.fill_missing(s)
-    with _watch(s, monkeypatch) as watched:
-        watched.read_meanwhile.set()  # nothing to wait for: the call is made in turn
+    embeddings.clear_caches()  # each query is embedded, not found in the query cache
+    # On PostgreSQL recall's autocommit sessions have an engine (and pool) of their own.
+    pools = {get_engine(s.storage, autocommit=a).pool for a in (False, True)}
+    counting = _CountingConnections(embedders.embedder(s), list(pools))
+    monkeypatch.setattr(embeddings, "embedder", lambda _settings: counting)
+    try:
         assert client.recall("green tea", "bot", "ann")
         assert client.build_context("tea in the morning", "bot", "ann")
-    assert watched.checked_out == [0, 0]
+    finally:
+        counting.close()
+    assert counting.seen == [0, 0]
 
 
 def test_nearest_vectors_pass_the_categories_and_tiers_asked_for(
