@@ -2,7 +2,7 @@
 third to a half of the time a query takes on a CPU.
 
 The model's transformer is exported once per model and library release into
-`<data_dir>/models` by torch's exporter, from the weights on disk (nothing is
+MEMORYD_EMBEDDING_ONNX_DIR by torch's exporter, from the weights on disk (nothing is
 downloaded); every process after loads that file. Mean pooling and normalising stay
 here, as sentence-transformers does them. A model whose vectors this does not reproduce
 (another pooling, a dense layer after it) keeps torch: at load, both embed a few texts
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import logging
 import os
 import re
@@ -171,15 +170,11 @@ def _export(model: Any, inputs: list[str], path: Path) -> None:
         def forward(self, *tensors: Any) -> Any:
             return self.transformer(**dict(zip(inputs, tensors, strict=True))).last_hidden_state
 
-    # Two texts of different lengths: the padded batch is traced as ingest sends it.
+    # Two texts of different lengths: a padded batch, as a fill of many memories sends.
     example = model.tokenizer(PROBES[:2], padding=True, return_tensors="pt")
-    batch, length = torch.export.Dim("batch"), torch.export.Dim("length", max=512)
-    with (
-        warnings.catch_warnings(),
-        contextlib.redirect_stdout(io.StringIO()),  # the exporter reports its steps
-        _quiet(EXPORTER_LOGGERS),
-        torch.no_grad(),
-    ):
+    batch = torch.export.Dim("batch")
+    length = torch.export.Dim("length", max=int(model.max_seq_length))
+    with warnings.catch_warnings(), _quiet(EXPORTER_LOGGERS), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(
             Hidden(),
@@ -190,4 +185,5 @@ def _export(model: Any, inputs: list[str], path: Path) -> None:
             dynamic_shapes=(tuple({0: batch, 1: length} for _ in inputs),),  # *tensors
             dynamo=True,
             external_data=False,  # one file, renamed whole
+            verbose=False,
         )
