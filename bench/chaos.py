@@ -35,14 +35,11 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not bench/
 from sqlalchemy import select
 
-from bench.chaos_harness import (
-    Harness,
-    Outcome,
-    Servers,
-    generate,
-)
+from bench.chaos_harness import Harness, Outcome
 from bench.chaos_jobs import Jobs, Run, answer
+from bench.chaos_load import generate
 from bench.chaos_scenarios import FULL, QUICK, SCENARIOS, Size
+from bench.chaos_servers import Servers
 from bench.common import emit
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope

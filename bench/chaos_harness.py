@@ -1,5 +1,6 @@
-"""The chaos bench's machinery: its own servers, workers and beat, a generated chat load,
-the fake LLM that makes one fact per user turn, and the exactly-once check.
+"""The chaos bench's machinery: one scenario's workers and beat over its own servers
+(chaos_servers.py), fed the generated chat load (chaos_load.py) through the fake LLM that
+makes one fact per user turn, and the exactly-once check.
 
 Every user turn carries a unique tag ("[u3s1t17]"); the LLM answers each tagged turn with
 one fact naming the tag. So after a run, "each turn extracted exactly once" is visible
@@ -9,10 +10,6 @@ of a turn would confirm its memory: evidence 2), and nothing else.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import random
-import re
 import shutil
 import tempfile
 import threading
@@ -25,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import func, select
 
+from bench.chaos_load import TAG, Conversation, chaos_answer, fact_for
+from bench.chaos_servers import Servers
 from memoryd.client import MemoryClient
-from memoryd.extraction import offline
 from memoryd.models.db import dispose_engines, session_scope
 from memoryd.models.migrate import upgrade
 from memoryd.models.tables import (
@@ -43,93 +41,9 @@ from memoryd.settings import Settings
 from memoryd.text import search_tokens
 from memoryd.worker.config import QUEUES
 from testkit import hosts
-from testkit.fakellm import FakeLLM, parse_prompt
-from testkit.services import (
-    PgBouncer,
-    PostgresCluster,
-    RabbitMQServer,
-    RedisServer,
-    ServiceUnavailable,
-    declare_queues,
-    purge_queues,
-)
+from testkit.fakellm import FakeLLM
+from testkit.services import purge_queues
 from testkit.workers import Proc, start_beat, start_worker
-
-TAG = re.compile(r"\[(u\d+s\d+t\d+)\]")
-TOPICS = [
-    "my sister's wedding in June",
-    "the quarterly report at work",
-    "training for a half marathon",
-    "moving to a flat near the river",
-    "learning to cook Sichuan food",
-    "the broken dishwasher",
-    "a trip to Kyoto next spring",
-    "my daughter's piano lessons",
-]
-
-
-def fact_for(tag: str) -> str:
-    """The one fact the chaos LLM makes of the user turn tagged `tag`. The hash keeps any
-    two facts far apart, so dedup never merges facts of different turns."""
-    return f"Chaos fact {tag} {hashlib.sha1(tag.encode()).hexdigest()[:12]}"
-
-
-def chaos_answer(messages: list[dict[str, Any]]) -> str:
-    """One fact per tagged user turn; untagged turns get memoryd's offline rules."""
-    turns, memories = parse_prompt(messages)
-    facts: list[dict[str, Any]] = []
-    for role, content in turns:
-        match = TAG.search(content) if role == "user" else None
-        if match:
-            facts.append({"content": fact_for(match.group(1)), "confidence": 0.95})
-    untagged = [(r, c) for r, c in turns if not TAG.search(c)]
-    facts += [f.model_dump(mode="json") for f in offline.extract_facts(untagged, memories)]
-    return json.dumps({"facts": facts})
-
-
-@dataclass
-class Conversation:
-    agent_id: str
-    user_id: str
-    session_id: str
-    turns: list[dict[str, Any]]
-
-    @property
-    def tags(self) -> list[str]:
-        return [m.group(1) for t in self.turns if (m := TAG.search(t["content"]))]
-
-
-def generate(users: int, sessions: int, turns: int, seed: int = 7) -> list[Conversation]:
-    """Multi-session chats: alternating user and assistant turns of varied length (some
-    long enough that batches are cut by tokens, not by count)."""
-    rng = random.Random(seed)
-    out = []
-    for u in range(users):
-        for s in range(sessions):
-            items = []
-            for t in range(turns):
-                topic = rng.choice(TOPICS)
-                if t % 2 == 0:
-                    content = f"[u{u}s{s}t{t}] About {topic}: " + " ".join(
-                        rng.choice(["so", "I think", "really", "again", "today", "we"])
-                        for _ in range(rng.choice([5, 20, 60]))
-                    )
-                else:
-                    content = f"That sounds important. Tell me more about {topic}. " * (
-                        rng.choice([1, 3, 25])
-                    )
-                role = "user" if t % 2 == 0 else "assistant"
-                items.append(
-                    {
-                        "agent_id": "chaos",
-                        "user_id": f"u{u}",
-                        "session_id": f"u{u}-s{s}",
-                        "role": role,
-                        "content": content,
-                    }
-                )
-            out.append(Conversation("chaos", f"u{u}", f"u{u}-s{s}", items))
-    return out
 
 
 @dataclass
@@ -455,88 +369,6 @@ def _until_stored(call: Callable[..., object], *args: Any) -> None:
             return
         except Exception:
             time.sleep(0.5)
-
-
-class Servers:
-    """The bench's own PostgreSQL cluster, Redis server and (started when a scenario first
-    asks for it) RabbitMQ node, which scenarios may kill. Where network namespaces can
-    be made, the first two also listen on a virtual network's gateway, for the hosts."""
-
-    def __init__(self, with_hosts: bool = True) -> None:
-        """`with_hosts`: make the hosts' network (a job process that runs no hosts
-        scenario makes none)."""
-        self.folder = Path(tempfile.mkdtemp(prefix="chaos-servers-"))
-        self.hosts_unavailable = hosts.unavailable() if with_hosts else "not in this process"
-        self._network = None if self.hosts_unavailable else hosts.Network().start()
-        gateway, cidr = (self._network.gateway, self._network.cidr) if self._network else ("", "")
-        self.postgres = PostgresCluster(also_on=gateway, trusting=cidr).start()
-        self.redis = RedisServer(self.folder / "redis", also_on=gateway).start()
-        self._rabbitmq: RabbitMQServer | None = None
-        self._pgbouncer: PgBouncer | None = None
-
-    @property
-    def pgbouncer(self) -> PgBouncer:
-        """Started on first use, before PostgreSQL's server connections (10) run short;
-        ServiceUnavailable (saying what to install) when pgbouncer is not installed."""
-        if self._pgbouncer is None:
-            upstream = ("127.0.0.1", self.postgres.port)
-            self._pgbouncer = PgBouncer(upstream, server_connections=10).start()
-        return self._pgbouncer
-
-    @property
-    def network(self) -> hosts.Network:
-        if self._network is None:
-            raise ServiceUnavailable(f"no worker hosts: {self.hosts_unavailable}")
-        return self._network
-
-    def hosts(self, count: int) -> list[hosts.Host]:
-        """The network's first `count` hosts, made when first asked for."""
-        while len(self.network.hosts) < count:
-            self.network.add_host()
-        return self.network.hosts[:count]
-
-    @property
-    def redis_url(self) -> str:
-        return f"{self.redis.url}/0"
-
-    @property
-    def rabbitmq(self) -> RabbitMQServer:
-        """ServiceUnavailable (saying what to install) when rabbitmq-server is not.
-
-        The node holds memoryd's queues before any scenario runs, as a broker that has
-        served a worker does, and has been stopped and started once since: RabbitMQ 3.10
-        brings a quorum queue declared a moment before a crash back without a leader
-        (README, "Which broker"), a fault of a broker's first seconds, not of a running
-        deployment's."""
-        if self._rabbitmq is None:
-            node = RabbitMQServer(self.folder / "rabbitmq").start()
-            declare_queues(f"{node.url}/")
-            node.stop()
-            self._rabbitmq = node.start()
-        return self._rabbitmq
-
-    @property
-    def amqp_url(self) -> str:
-        return f"{self.rabbitmq.url}/"
-
-    def new_database(self) -> str:
-        name = f"chaos_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(f"{self.postgres.server_url}/postgres", isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        admin.dispose()
-        return f"{self.postgres.server_url}/{name}"
-
-    def close(self) -> None:
-        if self._rabbitmq is not None:
-            self._rabbitmq.stop()
-        if self._pgbouncer is not None:
-            self._pgbouncer.stop()
-        self.redis.stop()
-        self.postgres.remove()
-        if self._network is not None:
-            self._network.remove()
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def repeatedly(every: float, times: int, action: Callable[[int], None]) -> threading.Thread:

@@ -17,14 +17,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from bench.chaos_harness import (
-    Conversation,
-    Harness,
-    Outcome,
-    chaos_answer,
-    fact_for,
-    repeatedly,
-)
+from bench.chaos_harness import Harness, Outcome, repeatedly
+from bench.chaos_load import Conversation, chaos_answer, fact_for
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
 from memoryd.models.tables import ExtractionBatch, Memory, MemoryStatus

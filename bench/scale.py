@@ -3,7 +3,7 @@
 Each worker host is a network namespace of its own (testkit/hosts.py) running one
 `celery worker --pool=threads -c 4`; PostgreSQL, Redis, beat and the fake LLM, which
 answers every call after 2 s, stay on this machine and are reached over a virtual
-network. The load is the chaos bench's generated chats (bench/chaos_harness.py): 64
+network. The load is the chaos bench's generated chats (bench/chaos_load.py): 64
 sessions of 60 turns, fed from one thread once every worker is ready, each session
 ended as it is fed. A session's batches run one after another and each waits 2 s on
 the LLM, so a host extracts at most 4 batches per 2 s, and N hosts should extract N
@@ -42,8 +42,10 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
-from bench.chaos_harness import Harness, Servers, generate
+from bench.chaos_harness import Harness
+from bench.chaos_load import generate
 from bench.chaos_scenarios import each_batch_called_once
+from bench.chaos_servers import Servers
 from bench.common import emit
 from bench.scale_report import figures, print_runs
 from bench.scale_runs import LLM_SECONDS, Run, Size, Span
