@@ -22,12 +22,12 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def exports(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("onnx")
+# The exports every process of the host shares, as in service: the suite's other tests
+# of the local model use them too, so a test here exports only to see it done.
+SHARED = Path(Settings().recall.embedding_onnx_dir).expanduser()
 
 
-def local(exports: Path, onnx: bool = True) -> embedders.LocalEmbedder:
+def local(exports: Path = SHARED, onnx: bool = True) -> embedders.LocalEmbedder:
     settings = Settings(
         embedding_provider="local",
         embedding_model=MODEL,
@@ -41,35 +41,35 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=1)
 
 
-def test_the_onnx_run_gives_torchs_vectors(exports: Path) -> None:
+def test_the_onnx_run_gives_torchs_vectors() -> None:
     """A batch longer than one run, in mixed lengths (sorted into runs and put back),
     past the model's length, and one text at a time as a query is."""
-    on_onnx, on_torch = local(exports), local(exports, onnx=False)
+    on_onnx, on_torch = local(), local(onnx=False)
     assert on_onnx.onnx is not None and on_torch.onnx is None
     expected = on_torch.embed(TEXTS)
     assert cosines(on_onnx.embed(TEXTS), expected).min() > 0.9999
     singles = np.vstack([on_onnx.embed([text], query=True) for text in TEXTS[:4]])
     assert cosines(singles, expected[:4]).min() > 0.9999
-    assert [p.suffix for p in exports.iterdir()] == [".onnx"]  # nothing half-written left
 
 
-def test_a_second_load_reads_the_export_made_before(exports: Path) -> None:
-    local(exports)
-    (made,) = exports.iterdir()
+def test_the_export_is_made_once_and_read_after(tmp_path: Path) -> None:
+    assert local(tmp_path).onnx is not None
+    (made,) = tmp_path.iterdir()  # one file, nothing half-written left beside it
+    assert made.suffix == ".onnx"
     stamp = made.stat().st_mtime_ns
-    assert local(exports).onnx is not None
-    assert list(exports.iterdir()) == [made] and made.stat().st_mtime_ns == stamp
+    assert local(tmp_path).onnx is not None
+    assert list(tmp_path.iterdir()) == [made] and made.stat().st_mtime_ns == stamp
 
 
 def test_a_model_whose_vectors_onnx_does_not_give_stays_on_torch(
-    exports: Path, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Pooled another way than by the mean: the check at load tells them apart."""
-    model = local(exports, onnx=False).model
+    model = local(onnx=False).model
     model[1].pooling_mode = "cls"
     folder = embedders.local_model_path(MODEL)
     with caplog.at_level(logging.WARNING):
-        assert onnx_model.onnx_encoder(model, MODEL, folder, exports) is None
+        assert onnx_model.onnx_encoder(model, MODEL, folder, SHARED) is None
     assert "stays on torch: its ONNX vectors differ" in caplog.text
 
 
