@@ -26,7 +26,7 @@ OTHER_VARIABLES = (
     "MEMORYD_TEST_AMQP_URL",
     "MEMORYD_BENCH_PG",  # bench/common.py: the benches' servers
     "MEMORYD_BENCH_REDIS",
-    "MEMORYD_BENCH_LOCAL_MODEL",  # bench/quality.py: the local model its configurations use
+    "MEMORYD_BENCH_LOCAL_MODEL",  # bench/quality_memoryd.py: the local model of its configurations
     "MEMORYD_BENCH_RERANK",  # bench/quality.py --rerank: the fused head reranked (top N)
     "MEMORYD_BENCH_NO_ANALYZE",  # bench/quality.py --no-analyze: PostgreSQL freshly loaded
     "MEMORYD_PG_SHARED_BUFFERS",  # docker-compose.yml: PostgreSQL's own settings

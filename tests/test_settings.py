@@ -117,6 +117,7 @@ def test_an_empty_variable_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"MEMORYD_BROKER_URL": "localhost:6379"}, "MEMORYD_BROKER_URL: not a broker URL"),
         ({"MEMORYD_LEASE_SECONDS": "-1"}, "MEMORYD_LEASE_SECONDS: Input should be greater"),
         ({"MEMORYD_INJECT_TIERS": '["long", 3]'}, "MEMORYD_INJECT_TIERS.1: Input should be"),
+        ({"MEMORYD_EMBEDDING_ONNX_DIR": "models"}, "MEMORYD_EMBEDDING_ONNX_DIR: 'models' is not"),
     ],
 )
 def test_a_settings_mistake_is_one_line_naming_the_variable(

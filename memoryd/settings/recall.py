@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -69,8 +70,8 @@ class RecallSettings(Part):
     embedding_onnx: bool = Field(
         True,
         description="Run a local sentence-transformers model on ONNX Runtime (the 'local' "
-        "extra): exported once, checked to give torch's vectors, about twice as fast; "
-        "false keeps torch",
+        "extra): exported once, checked to give torch's vectors, in less time (a short "
+        "question 4 ms instead of 10 on 2 cores); false keeps torch",
     )
     embedding_onnx_dir: str = Field(
         "~/.cache/memoryd/models",
@@ -117,6 +118,16 @@ class RecallSettings(Part):
     @classmethod
     def _endpoint_urls(cls, value: str | None) -> str | None:
         return checks.http_url(value)
+
+    @field_validator("embedding_onnx_dir")
+    @classmethod
+    def _absolute_folder(cls, value: str) -> str:
+        # Every process of the host shares it: a relative path would mean one folder
+        # per working directory.
+        folder = Path(value.strip()).expanduser()
+        if not folder.is_absolute():
+            raise ValueError(f"{value!r} is not an absolute path (or one starting with ~)")
+        return str(folder)
 
     @model_validator(mode="after")
     def _reranker_complete(self) -> Self:

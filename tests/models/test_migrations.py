@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from memoryd.client import MemoryClient
+from memoryd.models import search_index
 from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.migrate import alembic_config
 from memoryd.models.tables import BatchTotal
@@ -207,6 +208,8 @@ def test_the_upgrade_gives_memories_the_terms_of_todays_rules(settings: Settings
         assert search_text == memory_search_text(name, content)
         assert length == len(search_text.split())
     assert {"food", "eat", "晚会"} <= terms and "上" not in terms
+    with get_engine(settings.storage).begin() as conn:  # a store up to date costs no write
+        assert search_index.reindex_terms(conn) == 0
     assert [hit.content for hit in client.recall("what food does she eat", "bot", "ann")] == [
         "Vegetarian since 2019"
     ]
