@@ -124,10 +124,10 @@ class RecallSettings(Part):
     def _absolute_folder(cls, value: str) -> str:
         # Every process of the host shares it: a relative path would mean one folder
         # per working directory.
-        folder = Path(value.strip()).expanduser()
-        if not folder.is_absolute():
+        # ~ is expanded where the folder is used, by each process for its own user.
+        if not Path(value).expanduser().is_absolute():
             raise ValueError(f"{value!r} is not an absolute path (or one starting with ~)")
-        return str(folder)
+        return value
 
     @model_validator(mode="after")
     def _reranker_complete(self) -> Self:
