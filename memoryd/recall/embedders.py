@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from memoryd.errors import ConfigError
 from memoryd.llm.client import client_key
+from memoryd.llm.local_model import models_dir
 from memoryd.llm.shared import Shared
 from memoryd.settings import RecallSettings, Settings
 
@@ -91,7 +92,8 @@ class LocalEmbedder:
         if settings.embedding_onnx:
             from memoryd.recall.onnx_model import onnx_encoder
 
-            exports = Path(settings.embedding_onnx_dir).expanduser()
+            folder = settings.embedding_onnx_dir
+            exports = Path(folder).expanduser() if folder else models_dir()
             self.onnx = onnx_encoder(self.model, str(settings.embedding_model), path, exports)
         self.lock = threading.Lock()  # one encode at a time per process
 

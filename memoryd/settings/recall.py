@@ -73,11 +73,11 @@ class RecallSettings(Part):
         "extra): exported once, checked to give torch's vectors, in less time (a short "
         "question 4 ms instead of 10 on 2 cores); false keeps torch",
     )
-    embedding_onnx_dir: str = Field(
-        "~/.cache/memoryd/models",
-        min_length=1,
+    embedding_onnx_dir: str | None = Field(
+        None,
         description="Where local models' ONNX exports are kept, one per model and release, "
-        "shared by every process and data folder on the host",
+        "shared by every process on the host; unset: the models folder (MEMORYD_MODELS_DIR, "
+        "else ~/.cache/memoryd/models)",
     )
     embedding_base_url: str | None = Field(None, description="Defaults to the LLM's")
     embedding_api_key: str | None = Field(None, description="Defaults to the LLM's")
@@ -121,11 +121,10 @@ class RecallSettings(Part):
 
     @field_validator("embedding_onnx_dir")
     @classmethod
-    def _absolute_folder(cls, value: str) -> str:
-        # Every process of the host shares it: a relative path would mean one folder
-        # per working directory.
-        # ~ is expanded where the folder is used, by each process for its own user.
-        if not Path(value).expanduser().is_absolute():
+    def _absolute_folder(cls, value: str | None) -> str | None:
+        # Shared by every process of the host, so not relative to each one's working
+        # directory; ~ is expanded where it is used, by each process for its own user.
+        if value is not None and not Path(value).expanduser().is_absolute():
             raise ValueError(f"{value!r} is not an absolute path (or one starting with ~)")
         return value
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memoryd.llm.local_model import models_dir
 from memoryd.recall import embedders, onnx_model
 from memoryd.settings import Settings
 
@@ -24,7 +25,7 @@ TEXTS = [
 
 # The exports every process of the host shares, as in service: the suite's other tests
 # of the local model use them too, so a test here exports only to see it done.
-SHARED = Path(Settings().recall.embedding_onnx_dir).expanduser()
+SHARED = models_dir()
 
 
 def local(exports: Path = SHARED, onnx: bool = True) -> embedders.LocalEmbedder:
