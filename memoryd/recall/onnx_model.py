@@ -5,10 +5,11 @@ less, docs/benchmarks.md).
 The model's transformer is exported once per model and library release by torch's
 exporter, from the weights on disk (nothing is downloaded), into the folder of fetched
 models (llm/local_model.models_dir) or MEMORYD_EMBEDDING_ONNX_DIR, by one process at a
-time (a lock file); every process after loads that file. Mean pooling and normalising stay here, as sentence-transformers does them. A model
-whose vectors this does not reproduce (another pooling, a dense layer after it) keeps
-torch: at load, both embed a few texts and must agree. A file that fails to load
-(damaged, or cut short) is exported anew, once.
+time (a lock file); every process after loads that file. Mean pooling and normalising
+stay here, as sentence-transformers does them. A model whose vectors this does not
+reproduce (another pooling, a dense layer after it) keeps torch: at load, both embed a
+few texts and must agree. A file that fails to load (damaged, or cut short) is exported
+anew, once.
 """
 
 from __future__ import annotations
