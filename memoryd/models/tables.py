@@ -133,6 +133,15 @@ class Memory(Scoped, Base):
             postgresql_where=text("status = 'active' AND vector IS NOT NULL"),
             sqlite_where=text("status = 'active' AND vector IS NOT NULL"),
         ),
+        # Vectors another model wrote (or written before models were named), walked by
+        # the fill model by model (recall/backfill.py), without a scan.
+        Index(
+            "ix_memories_vector_model",
+            "vector_model_id",
+            "id",
+            postgresql_where=text("status = 'active' AND vector IS NOT NULL"),
+            sqlite_where=text("status = 'active' AND vector IS NOT NULL"),
+        ),
         # Deleted memories whose text is due for purging (memories/erasure.py).
         Index(
             "ix_memories_deleted",
@@ -199,6 +208,9 @@ class Memory(Scoped, Base):
     # How many vectors were written to this memory: every write that sets `vector` adds
     # one, so the per-process scope cache sees a rewritten vector (recall/embeddings.py).
     vector_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The vector_models row of the model that wrote `vector`; None for a vector written
+    # before models were named, which the fill embeds again and recall still compares.
+    vector_model_id: Mapped[int | None] = mapped_column(Integer)
     # Fills the embedding endpoint refused this text in; past embedding_max_attempts
     # the fill leaves it out until the text changes (recall/backfill.py).
     embed_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
@@ -352,15 +364,16 @@ class Circuit(Base):
 
 
 class VectorModel(Base):
-    """The embedding model the stored vectors came from, one row for the deployment:
-    vectors of two models are never compared (recall/vector_model.py)."""
+    """An embedding model that wrote vectors. A memory names the one that wrote its
+    vector (vector_model_id), so a vector is compared only with a question that model
+    embedded, and the fill finds the vectors another model wrote (recall/vector_model.py)."""
 
-    __tablename__ = "vector_model"
+    __tablename__ = "vector_models"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # 1
-    # "<provider>:<model>", as MEMORYD_EMBEDDING_PROVIDER and _MODEL name it.
-    model: Mapped[str] = mapped_column(String(500))
-    recorded_at: Mapped[datetime]
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # "<provider>:<model>", a bundled model by its package (vector_model.model_name).
+    name: Mapped[str] = mapped_column(Text, unique=True)
+    first_used_at: Mapped[datetime]
 
 
 # Every table, wherever it is defined, is reachable from here (and registered on Base's

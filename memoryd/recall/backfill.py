@@ -7,7 +7,9 @@ misconfigured (unreachable, 5xx, a bad key, an unknown model) stops the fill and
 no memory: the next one tries again. An endpoint that refuses a request (a text too long
 for the model) is asked row by row, so one refused memory never keeps the others
 waiting, and a memory refused `embedding_max_attempts` times is left out until its text
-changes (`memoryd embed`, `/v1/stats` and the page count those).
+changes (`memoryd embed`, `/v1/stats` and the page count those). After a model change,
+beat's fills embed again, memory by memory, the vectors the other model wrote
+(vector_model.py); nothing is dropped first.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from memoryd.settings import RecallSettings, Settings, StorageSettings
 log = logging.getLogger(__name__)
 
 FILL_CHUNK = 64
-Pending = Row[int, str, str]  # (id, name, content) of a memory without a vector
+Pending = Row[int, str, str, int]  # (id, name, content, vector_version) of one to embed
 
 
 class _EndpointDown(Exception):
@@ -59,8 +61,9 @@ def embedded_text(name: str, content: str) -> str:
 
 
 def fill_missing(settings: Settings, scope: Scope | None = None, limit: int = 512) -> int:
-    """Embed up to `limit` active memories that have no vector yet, each tried at most
-    once per call. Returns how many were filled; no-op unless embeddings are on."""
+    """Embed up to `limit` active memories that have no vector yet or (a fill of every
+    scope) a vector another model wrote, each tried at most once per call. Returns how
+    many were filled; no-op unless embeddings are on."""
     if not settings.embeddings_on:
         return 0
     with single_flight(settings.storage, LOCK_CLASS_EMBEDDING, "fill") as alone:
@@ -70,20 +73,35 @@ def fill_missing(settings: Settings, scope: Scope | None = None, limit: int = 51
 
 
 def _fill(settings: Settings, scope: Scope | None, limit: int) -> int:
-    vector_model.follow_model(settings)  # another model's vectors are dropped first
-    filled, tried, after = 0, 0, 0
-    while tried < limit:
-        rows = _unembedded(settings, scope, after, min(FILL_CHUNK, limit - tried))
-        if not rows:
-            break
-        after, tried = rows[-1].id, tried + len(rows)
-        try:
-            vectors = _embed_rows(settings, rows)
-        except _EndpointDown as exc:
-            log.warning("embedding %d memories failed, next fill retries: %s", len(rows), exc)
-            break
-        filled += _store(settings.storage, rows, vectors)
+    model_id = vector_model.fill_id(settings)
+    filled, tried = 0, 0
+    for where in _passes(settings, scope, model_id):
+        after = 0
+        while tried < limit:
+            rows = _unembedded(settings, scope, where, after, min(FILL_CHUNK, limit - tried))
+            if not rows:
+                break
+            after, tried = rows[-1].id, tried + len(rows)
+            try:
+                vectors = _embed_rows(settings, rows)
+            except _EndpointDown as exc:
+                log.warning("embedding %d memories failed, next fill retries: %s", len(rows), exc)
+                return filled
+            filled += _store(settings.storage, rows, vectors, model_id)
     return filled
+
+
+def _passes(
+    settings: Settings, scope: Scope | None, model_id: int | None
+) -> list[list[ColumnElement[bool]]]:
+    """What each pass of a fill walks: memories without a vector, then (a fill of every
+    scope: beat's) the vectors each other model wrote, model by model over an index."""
+    passes = [_waiting(settings.recall)]
+    if scope is None:
+        with session_scope(settings.storage, readonly=True) as session:
+            others = vector_model.other_ids(session, model_id)
+        passes += [_written_by(settings.recall, other) for other in others]
+    return passes
 
 
 def _waiting(settings: RecallSettings) -> list[ColumnElement[bool]]:
@@ -94,18 +112,39 @@ def _waiting(settings: RecallSettings) -> list[ColumnElement[bool]]:
     ]
 
 
+def _written_by(settings: RecallSettings, model_id: int | None) -> list[ColumnElement[bool]]:
+    """Active memories whose vector that model wrote (None: before models were named)."""
+    return [
+        Memory.vector.is_not(None),
+        Memory.status == MemoryStatus.ACTIVE,
+        Memory.vector_model_id.is_(None)
+        if model_id is None
+        else Memory.vector_model_id == model_id,
+        Memory.embed_failures < settings.embedding_max_attempts,
+    ]
+
+
 def any_waiting(settings: Settings) -> bool:
-    """Whether any memory waits for a vector, or every vector for the new model's: beat
-    sends a fill only then."""
+    """Whether any memory waits for a vector, or for one of this model in place of
+    another's: beat sends a fill only then."""
     with session_scope(settings.storage, readonly=True) as session:
-        found = session.scalar(select(Memory.id).where(*_waiting(settings.recall)).limit(1))
-    return found is not None or vector_model.model_changed(settings)
+        model_id = vector_model.known_id(session, settings)
+        for where in _passes(settings, None, model_id):
+            if session.scalar(select(Memory.id).where(*where).limit(1)) is not None:
+                return True
+    return False
 
 
-def _unembedded(settings: Settings, scope: Scope | None, after: int, size: int) -> list[Pending]:
+def _unembedded(
+    settings: Settings,
+    scope: Scope | None,
+    where: list[ColumnElement[bool]],
+    after: int,
+    size: int,
+) -> list[Pending]:
     with session_scope(settings.storage, readonly=True) as session:
-        stmt = select(Memory.id, Memory.name, Memory.content).where(
-            *_waiting(settings.recall), Memory.id > after
+        stmt = select(Memory.id, Memory.name, Memory.content, Memory.vector_version).where(
+            *where, Memory.id > after
         )
         if scope is not None:
             stmt = stmt.where(Memory.of(scope))
@@ -138,23 +177,29 @@ def _embed_rows(settings: Settings, rows: list[Pending]) -> list[Vectors | None]
     return vectors
 
 
-def _store(settings: StorageSettings, rows: list[Pending], vectors: list[Vectors | None]) -> int:
-    """Write the vectors and count a failure on each refused row. Only rows whose text is
-    unchanged: an edit meanwhile cleared the vector and the count, and will refill them.
-    The version tells every process's scope cache that a vector is new."""
+def _store(
+    settings: StorageSettings, rows: list[Pending], vectors: list[Vectors | None], model_id: int
+) -> int:
+    """Write each row's vector (or count its refusal), only where the memory is as read:
+    an edit meanwhile changed its text, another fill its vector_version. The version
+    tells every process's scope cache that a vector is new."""
     filled = 0
     with session_scope(settings) as session:
         for row, vector in zip(rows, vectors, strict=True):
             unchanged = (
                 Memory.id == row.id,
-                Memory.vector.is_(None),
+                Memory.vector_version == row.vector_version,
                 Memory.content == row.content,
             )
             values: dict[str, Any]
             if vector is None:
                 values = {"embed_failures": Memory.embed_failures + 1}
             else:
-                values = {"vector": to_bytes(vector), "vector_version": Memory.vector_version + 1}
+                values = {
+                    "vector": to_bytes(vector),
+                    "vector_version": Memory.vector_version + 1,
+                    "vector_model_id": model_id,
+                }
                 filled += 1
             session.execute(update(Memory).where(*unchanged).values(**values))
     return filled
@@ -163,9 +208,15 @@ def _store(settings: StorageSettings, rows: list[Pending], vectors: list[Vectors
 def reset_vectors(settings: StorageSettings) -> int:
     """Drop every vector (`memoryd embed --reset`); the next fill re-embeds them all, and
     memories an earlier model refused are tried again. A model change needs no reset:
-    the fill sees it (vector_model.py)."""
+    the fill embeds again what another model wrote (vector_model.py)."""
     with session_scope(settings) as session:
-        return vector_model.drop_vectors(session)
+        session.execute(update(Memory).where(Memory.embed_failures > 0).values(embed_failures=0))
+        result = session.execute(
+            update(Memory)
+            .where(Memory.vector.is_not(None))
+            .values(vector=None, vector_version=Memory.vector_version + 1)
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
 
 
 def coverage(settings: Settings, session: Session | None = None, embedded: bool = True) -> Coverage:

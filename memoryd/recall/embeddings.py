@@ -133,29 +133,33 @@ def embed_texts(settings: Settings, texts: dict[int, str]) -> dict[int, Vectors]
 # ---------------------------------------------------------------------- scope vectors
 
 
-Stamp = tuple[int, int, int]
+# (count, id sum, vector_version sum, the model whose vectors the entry holds)
+Stamp = tuple[int, int, int, int | None]
 
 
 class _ScopeCache:
-    """Each scope's (ids, unit vectors), valid while the scope's embedded active memories
-    and their vectors are unchanged: their count, id sum and vector_version sum, read with
-    one index-only query. Every vector written adds one to its memory's vector_version, so
-    an edit re-embedded or a reset refilled between two recalls changes the stamp even
-    though count and ids do not. A scope larger than search.LARGE_SCOPE is re-checked every
-    STAMP_RECHECK_SECONDS, not on every query: a vector written meanwhile is compared a
-    little later (the keyword and trigram lists find the memory at once), and a memory
-    retired meanwhile is dropped by ranking, which reads every candidate through the
-    active filter. Held within a byte budget, least recently used scopes dropped first."""
+    """Each scope's (ids, unit vectors) of one model, valid while the scope's embedded
+    active memories and their vectors are unchanged: their count, id sum and
+    vector_version sum, read with one index-only query. Every vector written adds one
+    to its memory's vector_version, so an edit re-embedded or a reset refilled between
+    two recalls changes the stamp even though count and ids do not. A scope larger than
+    search.LARGE_SCOPE is re-checked every STAMP_RECHECK_SECONDS, not on every query: a
+    vector written meanwhile is compared a little later (the keyword and trigram lists
+    find the memory at once), and a memory retired meanwhile is dropped by ranking,
+    which reads every candidate through the active filter. Held within a byte budget,
+    least recently used scopes dropped first."""
 
     def __init__(self) -> None:
         self.items: OrderedDict[Hashable, _ScopeEntry] = OrderedDict()
         self.nbytes = 0
         self.lock = threading.Lock()
 
-    def recent(self, key: Hashable, now: float) -> tuple[Any, Vectors] | None:
+    def recent(self, key: Hashable, now: float, model_id: int | None) -> tuple[Any, Vectors] | None:
         with self.lock:
             entry = self.items.get(key)
             if entry is None or len(entry.ids) <= search.LARGE_SCOPE:
+                return None
+            if entry.stamp[-1] != model_id:
                 return None
             if now - entry.checked_at >= STAMP_RECHECK_SECONDS:
                 return None
@@ -219,6 +223,7 @@ def clear_caches() -> None:
     _scopes.clear()
     _text_vectors.clear()
     _texts_paused.clear()
+    vector_model.clear()
 
 
 def forget_scope(settings: StorageSettings, scope: Scope) -> None:
@@ -248,7 +253,8 @@ def scope_vectors(
     """Ids and vectors of the scope's embedded active memories (its own and shared)."""
     key = (settings.storage.resolved_database_url, scope.agent_id, scope.user_id)
     now = time.monotonic()
-    cached = _scopes.recent(key, now)
+    model_id = vector_model.known_id(session, settings)
+    cached = _scopes.recent(key, now, model_id)
     if cached is not None:
         return cached
     where = [
@@ -263,11 +269,13 @@ def scope_vectors(
             func.coalesce(func.sum(Memory.vector_version), 0),
         ).where(*where)
     ).one()
-    stamp = (int(count), int(id_sum), int(versions))
+    stamp = (int(count), int(id_sum), int(versions), model_id)
     cached = _scopes.get(key, stamp, now)
     if cached is not None:
         return cached
-    rows = session.execute(select(Memory.id, Memory.vector).where(*where)).all()
+    read = select(Memory.id, Memory.vector, Memory.vector_model_id).where(*where)
+    # Only this model's vectors (and those written before models were named).
+    rows = [r for r in session.execute(read) if r.vector_model_id in (None, model_id)]
     dims = {len(r.vector) for r in rows}
     if len(dims) > 1:  # vectors of an earlier model: compare only those of the newest size
         newest = len(max(rows, key=lambda r: r.id).vector)
@@ -288,8 +296,6 @@ def closest(
 ) -> list[tuple[int, float]]:
     """(memory id, cosine) of the scope's memories nearest the query, best first, at
     least embedding_min_similarity."""
-    if not vector_model.vectors_match(session, settings):
-        return []  # another model's vectors, until the fill has embedded them again
     ids, matrix = scope_vectors(session, settings, scope)
     if not len(ids) or matrix.shape[1] != query.shape[0]:
         return []

@@ -3,10 +3,12 @@ memories, within a byte budget, and one model per provider however many agents."
 
 from __future__ import annotations
 
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from memoryd import memo
 from memoryd.client import MemoryClient
+from memoryd.models.keys import Scope
+from memoryd.models.tables import Memory
 from memoryd.recall import backfill, embeddings
 from memoryd.settings import Settings
 from testkit.fakellm import FakeLLM
@@ -36,9 +38,10 @@ def test_an_edited_memory_is_ranked_by_its_new_vector(
 
 
 def test_a_model_change_is_followed_without_a_reset(settings: Settings, fake_llm: FakeLLM) -> None:
-    """Two models can give vectors of one size and unrelated meaning. Once
-    MEMORYD_EMBEDDING_MODEL names another, recall compares nothing by meaning until the
-    fill (which beat sends at once) has embedded every memory with the new model."""
+    """Two models can give vectors of one size and unrelated meaning. Each vector names
+    the model that wrote it: once MEMORYD_EMBEDDING_MODEL names another, recall compares
+    a question only with that model's vectors, and beat's fill embeds the others again
+    without dropping any first."""
     old = with_llm(settings, fake_llm, **REMOTE)
     client = MemoryClient(old)
     veg = client.remember("bot", "ann", "Prefers vegetarian food")
@@ -51,18 +54,51 @@ def test_a_model_change_is_followed_without_a_reset(settings: Settings, fake_llm
     assert before[0].id == veg.id  # by keyword
     assert all(hit.parts.embedding is None for hit in before)
     assert backfill.any_waiting(new)
+    # The fill after an extraction, for one user, embeds only memories without a vector.
+    assert backfill.fill_missing(new, Scope("bot", "ann")) == 0
     fake_llm.requests.clear()
-    assert backfill.fill_missing(new) == 2
+    assert backfill.fill_missing(new) == 2  # beat's
     assert [r["model"] for r in fake_llm.requests] == ["text-embedding-3-large"]
     assert not backfill.any_waiting(new)
     after = MemoryClient(new).recall("vegetarian food", "bot", "ann")
     assert after[0].id == veg.id
     assert after[0].parts.embedding is not None and after[0].parts.embedding > 0.5
-    # A process still on the old model (a rolling deploy) compares nothing either.
-    embeddings.clear_caches()
-    memo.clear_all()
+    # A process still on the old model (a rolling deploy) compares nothing now.
     stale = MemoryClient(old).recall("vegetarian food", "bot", "ann")
     assert all(hit.parts.embedding is None for hit in stale)
+
+
+def test_a_model_that_fails_leaves_every_vector_as_it_was(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    """A mistyped model name costs no vector: the old model's stay, and switching back
+    embeds nothing again."""
+    old = with_llm(settings, fake_llm, **REMOTE)
+    client = MemoryClient(old)
+    client.remember("bot", "ann", "Prefers vegetarian food")
+    assert backfill.fill_missing(old) == 1
+    typo = settings.updated(embedding_provider="local", embedding_model="no-such-model")
+    assert backfill.fill_missing(typo) == 0
+    assert not backfill.any_waiting(old)
+    assert client.recall("vegetarian food", "bot", "ann")[0].parts.embedding is not None
+
+
+def test_vectors_written_before_models_were_named_are_compared_and_embedded_again(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """A store upgraded to named models keeps its recall by meaning at once; beat's
+    fills then embed those vectors again under the model they run."""
+    s = with_llm(settings, fake_llm, **REMOTE)
+    client = MemoryClient(s)
+    client.remember("bot", "ann", "Prefers vegetarian food")
+    assert backfill.fill_missing(s) == 1
+    db.execute(update(Memory).values(vector_model_id=None))
+    db.commit()
+    embeddings.clear_caches()
+    assert client.recall("vegetarian food", "bot", "ann")[0].parts.embedding is not None
+    assert backfill.any_waiting(s)
+    assert backfill.fill_missing(s) == 1
+    assert db.scalars(select(Memory.vector_model_id)).one() is not None
 
 
 def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
