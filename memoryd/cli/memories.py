@@ -139,7 +139,9 @@ def cmd_embed(settings: Settings, ns: argparse.Namespace) -> int:
         raise ValueError("embeddings are off: set MEMORYD_EMBEDDING_MODEL (and a provider)")
     if ns.reset:
         print(f"cleared {backfill.reset_vectors(settings.storage)} vectors")
-    total = backfill.fill_missing(settings, limit=sys.maxsize)  # each memory tried once
+    # Each memory tried once; another model's vectors only when asked (a shell whose
+    # settings name an old model must not take the store back to it).
+    total = backfill.fill_missing(settings, limit=sys.maxsize, other_models=ns.other_models)
     found = backfill.coverage(settings)
     _print_json(
         {
@@ -206,8 +208,10 @@ def _add_transfer_commands(add: AddCommand) -> None:
     p = add("import", cmd_import, "add memories from a JSON lines file (an export)")
     p.add_argument("--file", required=True, help="the file memoryd export wrote")
     p = add("embed", cmd_embed, "embed every active memory that has no vector yet")
+    p.add_argument("--reset", action="store_true", help="drop every vector and re-embed all")
     p.add_argument(
-        "--reset",
+        "--other-models",
         action="store_true",
-        help="drop every vector and re-embed all (a model change needs none)",
+        help="also embed again every vector another model wrote (as beat does after a "
+        "model change)",
     )

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql import ColumnElement
 
 from memoryd.errors import ConfigError, LLMEndpointError, LLMTransientError
+from memoryd.models.base import written_in
 from memoryd.models.coordination import LOCK_CLASS_EMBEDDING, single_flight
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
@@ -60,22 +61,30 @@ def embedded_text(name: str, content: str) -> str:
     return text[:MAX_INPUT_CHARS]
 
 
-def fill_missing(settings: Settings, scope: Scope | None = None, limit: int = 512) -> int:
-    """Embed up to `limit` active memories that have no vector yet or (a fill of every
-    scope) a vector another model wrote, each tried at most once per call. Returns how
-    many were filled; no-op unless embeddings are on."""
+def fill_missing(
+    settings: Settings,
+    scope: Scope | None = None,
+    limit: int = 512,
+    other_models: bool = False,
+) -> int:
+    """Embed up to `limit` active memories that have no vector yet or, with
+    `other_models` (beat's fills), one another model wrote, each tried at most once per
+    call. Returns how many were filled; no-op unless embeddings are on."""
     if not settings.embeddings_on:
         return 0
     with single_flight(settings.storage, LOCK_CLASS_EMBEDDING, "fill") as alone:
         # Another fill is walking the same rows: two would embed them twice and count
         # a refusal twice in one round.
-        return _fill(settings, scope, limit) if alone else 0
+        return _fill(settings, scope, limit, other_models) if alone else 0
 
 
-def _fill(settings: Settings, scope: Scope | None, limit: int) -> int:
+def _fill(settings: Settings, scope: Scope | None, limit: int, other_models: bool) -> int:
     model_id = vector_model.fill_id(settings)
+    vector_model.adopt_unnamed(settings, model_id)
     filled, tried = 0, 0
-    for where in _passes(settings, scope, model_id):
+    with session_scope(settings.storage, readonly=True) as session:
+        passes = _passes(session, settings, model_id, other_models)
+    for replacing, where in passes:
         after = 0
         while tried < limit:
             rows = _unembedded(settings, scope, where, after, min(FILL_CHUNK, limit - tried))
@@ -87,27 +96,29 @@ def _fill(settings: Settings, scope: Scope | None, limit: int) -> int:
             except _EndpointDown as exc:
                 log.warning("embedding %d memories failed, next fill retries: %s", len(rows), exc)
                 return filled
-            filled += _store(settings.storage, rows, vectors, model_id)
+            filled += _store(settings.storage, rows, vectors, model_id, replacing)
     return filled
 
 
+Pass = tuple[bool, list[ColumnElement[bool]]]  # (replacing another model's, the rows)
+
+
 def _passes(
-    settings: Settings, scope: Scope | None, model_id: int | None
-) -> list[list[ColumnElement[bool]]]:
-    """What each pass of a fill walks: memories without a vector, then (a fill of every
-    scope: beat's) the vectors each other model wrote, model by model over an index."""
-    passes = [_waiting(settings.recall)]
-    if scope is None:
-        with session_scope(settings.storage, readonly=True) as session:
-            others = vector_model.other_ids(session, model_id)
-        passes += [_written_by(settings.recall, other) for other in others]
+    session: Session, settings: Settings, model_id: int | None, other_models: bool
+) -> list[Pass]:
+    """What each pass of a fill walks: memories without a vector, then with
+    `other_models` the vectors each other model wrote, model by model over an index."""
+    passes: list[Pass] = [(False, _waiting(settings.recall))]
+    if other_models:
+        others = vector_model.other_ids(session, settings, model_id)
+        passes += [(True, _written_by(settings.recall, other)) for other in others]
     return passes
 
 
 def _waiting(settings: RecallSettings) -> list[ColumnElement[bool]]:
     return [
         Memory.vector.is_(None),
-        Memory.status == MemoryStatus.ACTIVE,
+        Memory.status == written_in(MemoryStatus.ACTIVE),
         Memory.embed_failures < settings.embedding_max_attempts,
     ]
 
@@ -116,7 +127,7 @@ def _written_by(settings: RecallSettings, model_id: int | None) -> list[ColumnEl
     """Active memories whose vector that model wrote (None: before models were named)."""
     return [
         Memory.vector.is_not(None),
-        Memory.status == MemoryStatus.ACTIVE,
+        Memory.status == written_in(MemoryStatus.ACTIVE),
         Memory.vector_model_id.is_(None)
         if model_id is None
         else Memory.vector_model_id == model_id,
@@ -129,7 +140,7 @@ def any_waiting(settings: Settings) -> bool:
     another's: beat sends a fill only then."""
     with session_scope(settings.storage, readonly=True) as session:
         model_id = vector_model.known_id(session, settings)
-        for where in _passes(settings, None, model_id):
+        for _replacing, where in _passes(session, settings, model_id, other_models=True):
             if session.scalar(select(Memory.id).where(*where).limit(1)) is not None:
                 return True
     return False
@@ -178,29 +189,35 @@ def _embed_rows(settings: Settings, rows: list[Pending]) -> list[Vectors | None]
 
 
 def _store(
-    settings: StorageSettings, rows: list[Pending], vectors: list[Vectors | None], model_id: int
+    settings: StorageSettings,
+    rows: list[Pending],
+    vectors: list[Vectors | None],
+    model_id: int,
+    replacing: bool,
 ) -> int:
     """Write each row's vector (or count its refusal), only where the memory is as read:
     an edit meanwhile changed its text, another fill its vector_version. The version
-    tells every process's scope cache that a vector is new."""
+    tells every process's scope cache that a vector is new. A refused memory that held
+    another model's vector loses it (this model never compares it) and waits as any
+    memory without one."""
     filled = 0
     with session_scope(settings) as session:
         for row, vector in zip(rows, vectors, strict=True):
             unchanged = (
                 Memory.id == row.id,
                 Memory.vector_version == row.vector_version,
+                Memory.name == row.name,
                 Memory.content == row.content,
             )
-            values: dict[str, Any]
-            if vector is None:
-                values = {"embed_failures": Memory.embed_failures + 1}
-            else:
-                values = {
-                    "vector": to_bytes(vector),
-                    "vector_version": Memory.vector_version + 1,
-                    "vector_model_id": model_id,
-                }
+            values: dict[str, Any] = {"vector_version": Memory.vector_version + 1}
+            if vector is not None:
+                values.update(vector=to_bytes(vector), vector_model_id=model_id)
                 filled += 1
+            elif replacing:
+                values.update(vector=None, vector_model_id=None)
+                values["embed_failures"] = Memory.embed_failures + 1
+            else:
+                values = {"embed_failures": Memory.embed_failures + 1}
             session.execute(update(Memory).where(*unchanged).values(**values))
     return filled
 

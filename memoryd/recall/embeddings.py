@@ -274,8 +274,11 @@ def scope_vectors(
     if cached is not None:
         return cached
     read = select(Memory.id, Memory.vector, Memory.vector_model_id).where(*where)
-    # Only this model's vectors (and those written before models were named).
-    rows = [r for r in session.execute(read) if r.vector_model_id in (None, model_id)]
+    # Only this model's vectors (and those from before models were named, if its own).
+    own: set[int | None] = set() if model_id is None else {model_id}
+    if vector_model.compares_unnamed(session, settings, model_id):
+        own.add(None)
+    rows = [r for r in session.execute(read) if r.vector_model_id in own]
     dims = {len(r.vector) for r in rows}
     if len(dims) > 1:  # vectors of an earlier model: compare only those of the newest size
         newest = len(max(rows, key=lambda r: r.id).vector)

@@ -23,7 +23,9 @@ EMBED_PER_TASK = 256
 def embed_memories(agent_id: str | None = None, user_id: str | None = None) -> dict[str, Any]:
     """Embed one scope's memories without a vector (every scope's when none is named)."""
     scope = Scope(agent_id, user_id) if agent_id is not None and user_id is not None else None
-    return {"embedded": fill_missing(get_settings(), scope, limit=EMBED_PER_TASK)}
+    # Beat's fill (of every scope) also embeds again what another model wrote.
+    fill = fill_missing(get_settings(), scope, limit=EMBED_PER_TASK, other_models=scope is None)
+    return {"embedded": fill}
 
 
 def send_fill(settings: Settings, scope: Scope | None = None) -> bool:

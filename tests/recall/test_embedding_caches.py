@@ -14,6 +14,7 @@ from memoryd.settings import Settings
 from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
 from tests.factories import make_memory
+from tests.recall.test_backfill import POISON
 
 REMOTE = {"embedding_model": "text-embedding-3-small"}
 
@@ -54,10 +55,12 @@ def test_a_model_change_is_followed_without_a_reset(settings: Settings, fake_llm
     assert before[0].id == veg.id  # by keyword
     assert all(hit.parts.embedding is None for hit in before)
     assert backfill.any_waiting(new)
-    # The fill after an extraction, for one user, embeds only memories without a vector.
+    # The fill after an extraction, for one user, embeds only memories without a vector,
+    # and so does `memoryd embed` unless asked (a shell may hold an old model's settings).
     assert backfill.fill_missing(new, Scope("bot", "ann")) == 0
+    assert backfill.fill_missing(new) == 0
     fake_llm.requests.clear()
-    assert backfill.fill_missing(new) == 2  # beat's
+    assert backfill.fill_missing(new, other_models=True) == 2  # beat's
     assert [r["model"] for r in fake_llm.requests] == ["text-embedding-3-large"]
     assert not backfill.any_waiting(new)
     after = MemoryClient(new).recall("vegetarian food", "bot", "ann")
@@ -83,22 +86,50 @@ def test_a_model_that_fails_leaves_every_vector_as_it_was(
     assert client.recall("vegetarian food", "bot", "ann")[0].parts.embedding is not None
 
 
-def test_vectors_written_before_models_were_named_are_compared_and_embedded_again(
+def test_vectors_written_before_models_were_named_are_the_first_models(
     settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
-    """A store upgraded to named models keeps its recall by meaning at once; beat's
-    fills then embed those vectors again under the model they run."""
+    """A store upgraded to named models keeps its recall by meaning: the first model
+    recorded compares those vectors and its fill names them without a model call; a
+    later model embeds them again."""
     s = with_llm(settings, fake_llm, **REMOTE)
     client = MemoryClient(s)
     client.remember("bot", "ann", "Prefers vegetarian food")
     assert backfill.fill_missing(s) == 1
-    db.execute(update(Memory).values(vector_model_id=None))
+    db.execute(update(Memory).values(vector_model_id=None))  # as written before
     db.commit()
     embeddings.clear_caches()
     assert client.recall("vegetarian food", "bot", "ann")[0].parts.embedding is not None
-    assert backfill.any_waiting(s)
-    assert backfill.fill_missing(s) == 1
-    assert db.scalars(select(Memory.vector_model_id)).one() is not None
+    assert not backfill.any_waiting(s)
+    client.remember("bot", "ann", "Lives in Lisbon")
+    fake_llm.requests.clear()
+    assert backfill.fill_missing(s) == 1  # the new memory; the old vector is named
+    assert [r["input"] for r in fake_llm.requests] == [["Lives in Lisbon"]]
+    assert set(db.scalars(select(Memory.vector_model_id))) == {1}
+
+    db.execute(update(Memory).values(vector_model_id=None))
+    db.commit()
+    embeddings.clear_caches()
+    later = with_llm(settings, fake_llm, embedding_model="text-embedding-3-large")
+    hits = MemoryClient(later).recall("Lisbon", "bot", "ann")
+    assert hits and all(h.parts.embedding is None for h in hits)
+    assert backfill.fill_missing(later, other_models=True) == 2
+
+
+def test_a_memory_the_new_model_refuses_loses_the_old_models_vector(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    """Its old vector is never compared again: it counts as waiting, then refused."""
+    old = with_llm(settings, fake_llm, **REMOTE, embedding_max_attempts=1)
+    MemoryClient(old).remember("bot", "ann", f"Wrote {POISON}")
+    assert backfill.fill_missing(old) == 1
+    new = with_llm(
+        settings, fake_llm, embedding_model="text-embedding-3-large", embedding_max_attempts=1
+    )
+    fake_llm.refuse_embedding = lambda text: POISON in text
+    assert backfill.fill_missing(new, other_models=True) == 0
+    assert backfill.coverage(new).refused == 1
+    assert not backfill.any_waiting(new)
 
 
 def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
