@@ -75,7 +75,11 @@ def fill_id(settings: Settings) -> int:
         # What an earlier model refused, this one tries afresh.
         session.execute(
             update(Memory)
-            .where(Memory.vector.is_(None), Memory.embed_failures > 0)
+            .where(
+                Memory.status == written_in(MemoryStatus.ACTIVE),
+                Memory.vector.is_(None),  # over the index of memories waiting for one
+                Memory.embed_failures > 0,
+            )
             .values(embed_failures=0)
         )
     _ids[key] = found  # only once committed: an id without its row would be reused
