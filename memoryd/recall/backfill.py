@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, case, func, not_, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import ColumnElement
@@ -37,6 +37,7 @@ from memoryd.settings import RecallSettings, Settings, StorageSettings
 log = logging.getLogger(__name__)
 
 FILL_CHUNK = 64
+PROBE = "memory"  # what every embedding model takes
 Pending = Row[int, str, str, int]  # (id, name, content, vector_version) of one to embed
 
 
@@ -79,11 +80,10 @@ def fill_missing(
 
 
 def _fill(settings: Settings, scope: Scope | None, limit: int, other_models: bool) -> int:
-    model_id = vector_model.fill_id(settings)
-    vector_model.adopt_unnamed(settings, model_id)
-    filled, tried = 0, 0
     with session_scope(settings.storage, readonly=True) as session:
+        model_id = vector_model.known_id(session, settings)
         passes = _passes(session, settings, model_id, other_models)
+    filled, tried = 0, 0
     for replacing, where in passes:
         after = 0
         while tried < limit:
@@ -96,7 +96,11 @@ def _fill(settings: Settings, scope: Scope | None, limit: int, other_models: boo
             except _EndpointDown as exc:
                 log.warning("embedding %d memories failed, next fill retries: %s", len(rows), exc)
                 return filled
+            if model_id is None:  # named once it has answered: a mistyped one is not
+                model_id = vector_model.fill_id(settings)
             filled += _store(settings.storage, rows, vectors, model_id, replacing)
+    if model_id is not None:
+        vector_model.adopt_unnamed(settings, model_id)
     return filled
 
 
@@ -108,18 +112,27 @@ def _passes(
 ) -> list[Pass]:
     """What each pass of a fill walks: memories without a vector, then with
     `other_models` the vectors each other model wrote, model by model over an index."""
-    passes: list[Pass] = [(False, _waiting(settings.recall))]
+    passes: list[Pass] = [(False, _waiting(settings.recall, model_id))]
     if other_models:
         others = vector_model.other_ids(session, settings, model_id)
         passes += [(True, _written_by(settings.recall, other)) for other in others]
     return passes
 
 
-def _waiting(settings: RecallSettings) -> list[ColumnElement[bool]]:
+def _refused(settings: RecallSettings, model_id: int | None) -> ColumnElement[bool]:
+    """Refused for good by this model: refusals count per model (the last refuser is
+    vector_model_id of a memory without a vector), so another model tries afresh."""
+    return and_(
+        Memory.embed_failures >= settings.embedding_max_attempts,
+        Memory.vector_model_id.is_not_distinct_from(model_id),
+    )
+
+
+def _waiting(settings: RecallSettings, model_id: int | None) -> list[ColumnElement[bool]]:
     return [
         Memory.vector.is_(None),
         Memory.status == written_in(MemoryStatus.ACTIVE),
-        Memory.embed_failures < settings.embedding_max_attempts,
+        not_(_refused(settings, model_id)),
     ]
 
 
@@ -131,7 +144,6 @@ def _written_by(settings: RecallSettings, model_id: int | None) -> list[ColumnEl
         Memory.vector_model_id.is_(None)
         if model_id is None
         else Memory.vector_model_id == model_id,
-        Memory.embed_failures < settings.embedding_max_attempts,
     ]
 
 
@@ -171,8 +183,8 @@ def _embed(settings: Settings, texts: list[str]) -> Vectors:
 
 def _embed_rows(settings: Settings, rows: list[Pending]) -> list[Vectors | None]:
     """A vector per row, None for a row the endpoint refused (asked one by one once the
-    whole chunk was refused). A chunk whose every row is refused on its own says more
-    about the endpoint than about the texts: nobody is blamed."""
+    whole chunk was refused). When every row is refused on its own, a short probe text
+    tells the endpoint's fault (nobody is blamed) from the texts'."""
     texts = [embedded_text(r.name, r.content) for r in rows]
     try:
         return list(_embed(settings, texts))
@@ -184,7 +196,12 @@ def _embed_rows(settings: Settings, rows: list[Pending]) -> list[Vectors | None]
             return [None]
     vectors = [vector for row in rows for vector in _embed_rows(settings, [row])]
     if all(v is None for v in vectors):
-        raise _EndpointDown(f"every one of {len(rows)} memories refused")
+        try:  # the endpoint, or these texts? A short text it takes clears the endpoint.
+            _embed(settings, [PROBE])
+        except (_EndpointDown, SoftTimeLimitExceeded):
+            raise
+        except Exception as exc:
+            raise _EndpointDown(f"every one of {len(rows)} memories refused: {exc}") from exc
     return vectors
 
 
@@ -199,8 +216,9 @@ def _store(
     an edit meanwhile changed its text, another fill its vector_version. The version
     tells every process's scope cache that a vector is new. A refused memory that held
     another model's vector loses it (this model never compares it) and waits as any
-    memory without one."""
+    memory without one; its refusals are this model's."""
     filled = 0
+    refusals = case((Memory.vector_model_id == model_id, Memory.embed_failures + 1), else_=1)
     with session_scope(settings) as session:
         for row, vector in zip(rows, vectors, strict=True):
             unchanged = (
@@ -209,15 +227,16 @@ def _store(
                 Memory.name == row.name,
                 Memory.content == row.content,
             )
-            values: dict[str, Any] = {"vector_version": Memory.vector_version + 1}
+            values: dict[str, Any] = {"vector_model_id": model_id}
             if vector is not None:
-                values.update(vector=to_bytes(vector), vector_model_id=model_id)
+                values.update(vector=to_bytes(vector), embed_failures=0)
+                values["vector_version"] = Memory.vector_version + 1
                 filled += 1
             elif replacing:
-                values.update(vector=None, vector_model_id=None)
-                values["embed_failures"] = Memory.embed_failures + 1
+                values.update(vector=None, embed_failures=1)
+                values["vector_version"] = Memory.vector_version + 1
             else:
-                values = {"embed_failures": Memory.embed_failures + 1}
+                values["embed_failures"] = refusals
             session.execute(update(Memory).where(*unchanged).values(**values))
     return filled
 
@@ -245,7 +264,7 @@ def coverage(settings: Settings, session: Session | None = None, embedded: bool 
             return coverage(settings, own, embedded)
     active = Memory.status == MemoryStatus.ACTIVE
     unembedded = (active, Memory.vector.is_(None))
-    refused = Memory.embed_failures >= settings.recall.embedding_max_attempts
+    refused = _refused(settings.recall, vector_model.known_id(session, settings))
 
     def count(*where: ColumnElement[bool]) -> int:
         return int(session.scalar(select(func.count()).select_from(Memory).where(*where)) or 0)

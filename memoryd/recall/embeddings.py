@@ -133,8 +133,9 @@ def embed_texts(settings: Settings, texts: dict[int, str]) -> dict[int, Vectors]
 # ---------------------------------------------------------------------- scope vectors
 
 
-# (count, id sum, vector_version sum, the model whose vectors the entry holds)
-Stamp = tuple[int, int, int, int | None]
+# (count, id sum, vector_version sum, the model whose vectors the entry holds, and
+# whether it holds those from before models were named)
+Stamp = tuple[int, int, int, int | None, bool]
 
 
 class _ScopeCache:
@@ -159,7 +160,7 @@ class _ScopeCache:
             entry = self.items.get(key)
             if entry is None or len(entry.ids) <= search.LARGE_SCOPE:
                 return None
-            if entry.stamp[-1] != model_id:
+            if entry.stamp[3] != model_id:
                 return None
             if now - entry.checked_at >= STAMP_RECHECK_SECONDS:
                 return None
@@ -269,14 +270,15 @@ def scope_vectors(
             func.coalesce(func.sum(Memory.vector_version), 0),
         ).where(*where)
     ).one()
-    stamp = (int(count), int(id_sum), int(versions), model_id)
+    unnamed = vector_model.compares_unnamed(session, settings, model_id)
+    stamp = (int(count), int(id_sum), int(versions), model_id, unnamed)
     cached = _scopes.get(key, stamp, now)
     if cached is not None:
         return cached
     read = select(Memory.id, Memory.vector, Memory.vector_model_id).where(*where)
     # Only this model's vectors (and those from before models were named, if its own).
     own: set[int | None] = set() if model_id is None else {model_id}
-    if vector_model.compares_unnamed(session, settings, model_id):
+    if unnamed:
         own.add(None)
     rows = [r for r in session.execute(read) if r.vector_model_id in own]
     dims = {len(r.vector) for r in rows}

@@ -45,7 +45,7 @@ def model_name(settings: Settings) -> str:
 
 
 def known_id(session: Session, settings: Settings) -> int | None:
-    """This settings' model's id, None while no fill has written a vector with it."""
+    """This settings' model's id, None while no fill has embedded with it."""
     key = (settings.storage.resolved_database_url, model_name(settings))
     if key in _ids:
         return _ids[key]
@@ -60,7 +60,8 @@ def known_id(session: Session, settings: Settings) -> int | None:
 
 
 def fill_id(settings: Settings) -> int:
-    """The id the fill writes beside its vectors, the model's row made on first use."""
+    """The id the fill writes beside its vectors (and refusals), the model's row made
+    once the model has answered."""
     key = (settings.storage.resolved_database_url, model_name(settings))
     if key in _ids:
         return _ids[key]
@@ -72,16 +73,6 @@ def fill_id(settings: Settings) -> int:
         insert = upsert(session)(VectorModel).values(name=key[1], first_used_at=utcnow())
         session.execute(insert.on_conflict_do_nothing(index_elements=["name"]))
         found = session.scalars(select(VectorModel.id).where(VectorModel.name == key[1])).one()
-        # What an earlier model refused, this one tries afresh.
-        session.execute(
-            update(Memory)
-            .where(
-                Memory.status == written_in(MemoryStatus.ACTIVE),
-                Memory.vector.is_(None),  # over the index of memories waiting for one
-                Memory.embed_failures > 0,
-            )
-            .values(embed_failures=0)
-        )
     _ids[key] = found  # only once committed: an id without its row would be reused
     _unknown.clear()
     return found

@@ -132,6 +132,29 @@ def test_a_memory_the_new_model_refuses_loses_the_old_models_vector(
     assert not backfill.any_waiting(new)
 
 
+def test_memories_the_new_model_refuses_never_hold_up_the_others(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    """A chunk of refused memories alone is the texts' fault when the endpoint takes a
+    probe: they are counted, and the fill goes on to the other model's vectors."""
+    old = with_llm(settings, fake_llm, **REMOTE)
+    client = MemoryClient(old)
+    for text in ("Plays chess [long]", "Grows tomatoes [long]", "Lives in Lisbon", "Tea"):
+        client.remember("bot", "ann", text)
+    assert backfill.fill_missing(old) == 4
+    new = with_llm(settings, fake_llm, embedding_model="text-embedding-3-large")
+    fake_llm.refuse_embedding = lambda text: "[long]" in text  # too long for the new one
+    assert backfill.fill_missing(new, limit=3, other_models=True) == 1
+    assert backfill.fill_missing(new, other_models=True) == 1  # past the two refused
+    assert backfill.fill_missing(new, other_models=True) == 0
+    assert backfill.coverage(new).refused == 2  # three refusals each, by this model
+    assert not backfill.any_waiting(new)
+
+    # Back to the old model (a rollback): it tries afresh what the other refused.
+    fake_llm.refuse_embedding = lambda _text: False
+    assert backfill.fill_missing(old, other_models=True) == 4
+
+
 def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
     settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
