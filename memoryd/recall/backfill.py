@@ -81,7 +81,8 @@ def fill_missing(
 
 def _fill(settings: Settings, scope: Scope | None, limit: int, other_models: bool) -> int:
     with session_scope(settings.storage, readonly=True) as session:
-        model_id = vector_model.known_id(session, settings)
+        # Read, not remembered: another process may have recorded this model meanwhile.
+        model_id = vector_model.known_id(session, settings, fresh=True)
         passes = _passes(session, settings, model_id, other_models)
     filled, tried = 0, 0
     for replacing, where in passes:
@@ -181,22 +182,29 @@ def _embed(settings: Settings, texts: list[str]) -> Vectors:
         raise _EndpointDown(str(exc)) from exc
 
 
-def _embed_rows(settings: Settings, rows: list[Pending]) -> list[Vectors | None]:
+def _embed_rows(
+    settings: Settings, rows: list[Pending], nested: bool = False
+) -> list[Vectors | None]:
     """A vector per row, None for a row the endpoint refused (asked one by one once the
-    whole chunk was refused). When every row is refused on its own, a short probe text
-    tells the endpoint's fault (nobody is blamed) from the texts'."""
+    whole chunk was refused). When it refuses every row, a short probe text tells a
+    fault of the endpoint (nobody is blamed; a mistyped model name that a server answers
+    with a 400) from the texts'."""
     texts = [embedded_text(r.name, r.content) for r in rows]
     try:
         return list(_embed(settings, texts))
     except (_EndpointDown, SoftTimeLimitExceeded):
         raise
     except Exception as exc:  # any refusal, whatever the provider raises
-        if len(rows) == 1:
-            log.warning("embedding memory %d refused: %s", rows[0].id, exc)
-            return [None]
-    vectors = [vector for row in rows for vector in _embed_rows(settings, [row])]
+        refusal = exc
+    if len(rows) == 1:
+        log.warning("embedding memory %d refused: %s", rows[0].id, refusal)
+        vectors: list[Vectors | None] = [None]
+        if nested:
+            return vectors
+    else:
+        vectors = [v for row in rows for v in _embed_rows(settings, [row], nested=True)]
     if all(v is None for v in vectors):
-        try:  # the endpoint, or these texts? A short text it takes clears the endpoint.
+        try:
             _embed(settings, [PROBE])
         except (_EndpointDown, SoftTimeLimitExceeded):
             raise

@@ -44,12 +44,13 @@ def model_name(settings: Settings) -> str:
     return f"{provider}:{model}"
 
 
-def known_id(session: Session, settings: Settings) -> int | None:
-    """This settings' model's id, None while no fill has embedded with it."""
+def known_id(session: Session, settings: Settings, fresh: bool = False) -> int | None:
+    """This settings' model's id, None while no fill has embedded with it (remembered
+    for 30 s unless `fresh`)."""
     key = (settings.storage.resolved_database_url, model_name(settings))
     if key in _ids:
         return _ids[key]
-    if _unknown.get(key):
+    if _unknown.get(key) and not fresh:
         return None
     found = session.scalar(select(VectorModel.id).where(VectorModel.name == key[1]))
     if found is None:

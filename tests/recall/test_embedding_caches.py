@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.models.keys import Scope
-from memoryd.models.tables import Memory
+from memoryd.models.tables import Memory, VectorModel
 from memoryd.recall import backfill, embeddings
 from memoryd.settings import Settings
 from testkit.fakellm import FakeLLM
@@ -72,17 +72,24 @@ def test_a_model_change_is_followed_without_a_reset(settings: Settings, fake_llm
 
 
 def test_a_model_that_fails_leaves_every_vector_as_it_was(
-    settings: Settings, fake_llm: FakeLLM
+    settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
-    """A mistyped model name costs no vector: the old model's stay, and switching back
-    embeds nothing again."""
+    """A mistyped model name costs no vector and is not recorded: the old model's stay,
+    and switching back embeds nothing again."""
     old = with_llm(settings, fake_llm, **REMOTE)
     client = MemoryClient(old)
     client.remember("bot", "ann", "Prefers vegetarian food")
     assert backfill.fill_missing(old) == 1
     typo = settings.updated(embedding_provider="local", embedding_model="no-such-model")
     assert backfill.fill_missing(typo) == 0
-    assert not backfill.any_waiting(old)
+    client.remember("bot", "ann", "Lives in Lisbon")  # one memory waits
+    fake_llm.refuse_embedding = lambda _text: True  # a server's 400 for a wrong name
+    wrong = with_llm(settings, fake_llm, embedding_model="text-embeding-3-small")
+    assert backfill.fill_missing(wrong, other_models=True) == 0
+    assert backfill.coverage(wrong).refused == 0  # the memory is not blamed
+    assert db.scalars(select(VectorModel.name)).all() == ["openai:text-embedding-3-small"]
+    fake_llm.refuse_embedding = lambda _text: False
+    assert backfill.fill_missing(old, other_models=True) == 1  # Lisbon alone
     assert client.recall("vegetarian food", "bot", "ann")[0].parts.embedding is not None
 
 
