@@ -149,6 +149,7 @@ def cmd_embed(settings: Settings, ns: argparse.Namespace) -> int:
             "active_with_vector": found.embedded,
             "missing": found.missing,
             "refused": found.refused,
+            "another_models_vectors": found.other_model,  # --other-models embeds them
         }
     )
     return 1 if found.missing else 0

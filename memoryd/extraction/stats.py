@@ -43,6 +43,7 @@ def pipeline_stats(settings: Settings) -> dict[str, Any]:
             }
             for kind, f in batches.kinds.items()
         },
-        # Active memories with a vector, waiting for one, refused by the endpoint for good.
+        # Active memories with a vector, waiting for one, refused by the endpoint for good,
+        # holding another model's vector.
         "embeddings": asdict(vectors) if vectors else None,
     }

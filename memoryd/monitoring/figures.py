@@ -169,7 +169,8 @@ def health_panel(session: Session, settings: Settings, now: datetime) -> HealthP
         backfill.coverage(settings, session, embedded=False) if settings.embeddings_on else None
     )
     return HealthPanel(
-        unembedded=vectors.waiting if vectors else None,
+        # Another model's vector waits for this model's as much as no vector does.
+        unembedded=vectors.waiting + vectors.other_model if vectors else None,
         embedding_refused=vectors.refused if vectors else None,
         memories=health.active,
         average_confidence=health.average_confidence,

@@ -50,6 +50,7 @@ class Coverage:
     embedded: int = 0  # active memories with a vector
     waiting: int = 0  # without one, still to be tried
     refused: int = 0  # without one, refused embedding_max_attempts times
+    other_model: int = 0  # with another model's, which beat's fills embed again
 
     @property
     def missing(self) -> int:
@@ -265,22 +266,26 @@ def reset_vectors(settings: StorageSettings) -> int:
 
 def coverage(settings: Settings, session: Session | None = None, embedded: bool = True) -> Coverage:
     """How many active memories have a vector (unless `embedded` is False: that count
-    grows with the store), wait for one, or were refused for good; each count over a
-    partial index."""
+    grows with the store), wait for one, were refused for good, or hold another model's
+    vector (while no model is recorded, those from before models were named count as
+    this one's); each count over a partial index."""
     if session is None:
         with session_scope(settings.storage, readonly=True) as own:
             return coverage(settings, own, embedded)
     active = Memory.status == MemoryStatus.ACTIVE
     unembedded = (active, Memory.vector.is_(None))
-    refused = _refused(settings.recall, vector_model.known_id(session, settings))
+    model_id = vector_model.known_id(session, settings)
+    refused = _refused(settings.recall, model_id)
 
     def count(*where: ColumnElement[bool]) -> int:
         return int(session.scalar(select(func.count()).select_from(Memory).where(*where)) or 0)
 
     missing = count(*unembedded)
     refused_count = count(*unembedded, refused) if missing else 0
+    others = vector_model.other_ids(session, settings, model_id)
     return Coverage(
         embedded=count(active, Memory.vector.is_not(None)) if embedded else 0,
         waiting=missing - refused_count,
         refused=refused_count,
+        other_model=sum(count(*_written_by(settings.recall, other)) for other in others),
     )

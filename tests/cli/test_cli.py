@@ -265,10 +265,17 @@ def test_embed_fills_and_resets_vectors(settings: Settings, fake_llm: FakeLLM) -
         "active_with_vector": 2,
         "missing": 0,
         "refused": 0,
+        "another_models_vectors": 0,
     }
     again = memoryd(s, "embed", "--reset")
     assert again.stdout.startswith("cleared 2 vectors")
     assert '"embedded": 2' in again.stdout
+    # After a model change, another model's vectors are embedded again only when asked.
+    new = s.updated(embedding_model="text-embedding-3-large")
+    shell = json.loads(memoryd(new, "embed").stdout)
+    assert (shell["embedded"], shell["another_models_vectors"]) == (0, 2)
+    asked = json.loads(memoryd(new, "embed", "--other-models").stdout)
+    assert (asked["embedded"], asked["another_models_vectors"]) == (2, 0)
 
 
 def test_erase_asks_for_yes_then_removes_the_user(settings: Settings) -> None:

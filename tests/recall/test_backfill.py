@@ -158,9 +158,11 @@ def test_stats_count_memories_waiting_for_a_vector_and_refused(
     db.commit()
     fake_llm.push(fakellm.server_error())  # the first fill meets an outage
     backfill.fill_missing(s)
-    assert pipeline_stats(s)["embeddings"] == {"embedded": 0, "waiting": 2, "refused": 0}
+    counts = {"embedded": 0, "waiting": 2, "refused": 0, "other_model": 0}
+    assert pipeline_stats(s)["embeddings"] == counts
     backfill.fill_missing(s)
-    assert pipeline_stats(s)["embeddings"] == {"embedded": 1, "waiting": 0, "refused": 1}
+    counts = {"embedded": 1, "waiting": 0, "refused": 1, "other_model": 0}
+    assert pipeline_stats(s)["embeddings"] == counts
 
 
 def test_the_page_and_http_stats_show_memories_the_endpoint_refused(
@@ -182,7 +184,8 @@ def test_the_page_and_http_stats_show_memories_the_endpoint_refused(
     app = create_app(s, client=MemoryClient(s, dispatch=False))
     with TestClient(app, base_url="https://testserver") as http:
         stats = http.get("/v1/stats", headers=bearer(admin)).json()
-        assert stats["pipeline"]["embeddings"] == {"embedded": 1, "waiting": 1, "refused": 1}
+        counts = {"embedded": 1, "waiting": 1, "refused": 1, "other_model": 0}
+        assert stats["pipeline"]["embeddings"] == counts
         sign_in(http, admin)
         page = http.get("/").text
     assert "Waiting for a vector</span><b>1</b>" in page

@@ -55,6 +55,7 @@ def test_a_model_change_is_followed_without_a_reset(settings: Settings, fake_llm
     assert before[0].id == veg.id  # by keyword
     assert all(hit.parts.embedding is None for hit in before)
     assert backfill.any_waiting(new)
+    assert backfill.coverage(new).other_model == 2  # /v1/stats, the page, memoryd embed
     # The fill after an extraction, for one user, embeds only memories without a vector,
     # and so does `memoryd embed` unless asked (a shell may hold an old model's settings).
     assert backfill.fill_missing(new, Scope("bot", "ann")) == 0
@@ -63,6 +64,7 @@ def test_a_model_change_is_followed_without_a_reset(settings: Settings, fake_llm
     assert backfill.fill_missing(new, other_models=True) == 2  # beat's
     assert [r["model"] for r in fake_llm.requests] == ["text-embedding-3-large"]
     assert not backfill.any_waiting(new)
+    assert backfill.coverage(new).other_model == 0
     after = MemoryClient(new).recall("vegetarian food", "bot", "ann")
     assert after[0].id == veg.id
     assert after[0].parts.embedding is not None and after[0].parts.embedding > 0.5
