@@ -282,7 +282,9 @@ def scope_vectors(
         own.add(None)
     rows = [r for r in session.execute(read) if r.vector_model_id in own]
     dims = {len(r.vector) for r in rows}
-    if len(dims) > 1:  # vectors of an earlier model: compare only those of the newest size
+    # Vectors from before models were named may be of two models' sizes (a change made
+    # without a reset then): only those of the newest size are compared.
+    if len(dims) > 1:
         newest = len(max(rows, key=lambda r: r.id).vector)
         rows = [r for r in rows if len(r.vector) == newest]
     ids = np.array([r.id for r in rows], dtype=np.int64)

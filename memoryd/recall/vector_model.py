@@ -28,9 +28,12 @@ ADOPT_CHUNK = 5000
 # Ids never change once given: kept for the process's life, by (database URL, name).
 _ids: dict[tuple[str, str], int] = {}
 _first: dict[str, int] = {}  # the first recorded model's id, by database URL
-_adopted: set[str] = set()  # database URLs with no vector left from before models
-# A model no fill has used yet: asked again after this long.
+# (database URL, model id) whose fills have nothing from before models to name.
+_adopted: set[tuple[str, int]] = set()
+# A model no fill has used yet, and a database with no model recorded: asked again
+# after this long.
 _unknown: RecentMemo[bool] = RecentMemo(seconds=30.0, size=64)
+_no_model: RecentMemo[bool] = RecentMemo(seconds=30.0, size=64)
 
 
 def model_name(settings: Settings) -> str:
@@ -83,10 +86,10 @@ def first_id(session: Session, settings: Settings) -> int | None:
     """The first recorded model's id: the owner of the vectors from before models were
     named. None while no model is recorded (asked again every 30 s)."""
     url = settings.storage.resolved_database_url
-    if url not in _first and not _unknown.get(url):
+    if url not in _first and not _no_model.get(url):
         found = session.scalar(select(func.min(VectorModel.id)))
         if found is None:
-            _unknown.put(url, True)
+            _no_model.put(url, True)
             return None
         _first[url] = found
     return _first.get(url)
@@ -112,13 +115,15 @@ def other_ids(session: Session, settings: Settings, model_id: int | None) -> lis
 def adopt_unnamed(settings: Settings, model_id: int) -> int:
     """Name the first recorded model as the writer of the vectors from before models
     were named, in chunks over the index: no model call. Returns how many. Once none is
-    left, a process asks no more: every vector written since names its model."""
-    url = settings.storage.resolved_database_url
+    left (or this model is not the first), a process asks no more: every vector written
+    since names its model."""
+    done = (settings.storage.resolved_database_url, model_id)
     named, after = 0, 0
-    while url not in _adopted:
+    while done not in _adopted:
         with session_scope(settings.storage, readonly=True) as session:
             if not compares_unnamed(session, settings, model_id):
-                return named
+                _adopted.add(done)  # the first model is another: it names them
+                break
             ids = session.scalars(
                 select(Memory.id)
                 .where(
@@ -131,7 +136,7 @@ def adopt_unnamed(settings: Settings, model_id: int) -> int:
                 .limit(ADOPT_CHUNK)
             ).all()
         if not ids:
-            _adopted.add(url)
+            _adopted.add(done)
             break
         with session_scope(settings.storage) as session:
             session.execute(
@@ -149,3 +154,4 @@ def clear() -> None:
     _first.clear()
     _adopted.clear()
     _unknown.clear()
+    _no_model.clear()
