@@ -34,6 +34,7 @@ from memoryd.recall.intent import (
     key_rows,
     newest_value_first,
 )
+from memoryd.recall.keyword_scan import bm25_scanned
 from memoryd.recall.rerank import reranked, reranker_for
 from memoryd.recall.search import (
     LIST_LIMIT,
@@ -200,9 +201,12 @@ def _ranked_lists(
     stats, scope_rows = read_scope(session, search.params, stats_key)
     # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
     lists = _Lists(settings.recall, {row.id: row for row in scope_rows or ()})
-    lists.keyword = bm25_ranked(
-        session, scope, categories, tiers, search.terms, stats, seen=lists.seen
-    )
+    if scope_rows is None:
+        lists.keyword = bm25_ranked(
+            session, scope, categories, tiers, search.terms, stats, seen=lists.seen
+        )
+    else:  # the same list, without a statement
+        lists.keyword = bm25_scanned(scope_rows, search.terms, stats)
     lists.trigram = trigram_ranked(
         session,
         scope,

@@ -5,7 +5,8 @@ in trigrams.py.
 - Keyword: BM25 (k1 0.6, b 0.75, Lucene's IDF) over the scope, summed by the database
   from the postings that its triggers keep in `memory_terms`. Both databases run the
   same statement over the same rows and add whole numbers (see bm25_ranked), so
-  PostgreSQL and SQLite rank the same data identically.
+  PostgreSQL and SQLite rank the same data identically. A scope that read_scope reads
+  whole is scored in hand instead, to the same list (keyword_scan.py).
 
 User text never reaches a query syntax raw: terms are letters and digits only
 (text.search_tokens), and every value is a bound parameter.
@@ -159,7 +160,9 @@ def _counted(categories: bool, tiers: bool) -> Executable:
 
 @functools.cache
 def _in_scope(categories: bool, tiers: bool) -> Executable:
-    in_scope = select(*SCORING_COLUMNS, Memory.search_length, BODY.label("body"))
+    # search_text too: a scope read whole is also BM25-scored in hand (keyword_scan.py).
+    read = (Memory.search_length, Memory.search_text, BODY.label("body"))
+    in_scope = select(*SCORING_COLUMNS, *read)
     return in_scope.where(*filters(categories, tiers)).limit(SCAN_LIMIT + 1)
 
 

@@ -146,9 +146,10 @@ def test_a_recall_writes_only_its_usage_rows_in_one_statement(
     assert len(hits) == 2
     assert statements["transactional"] == []  # nothing ran inside BEGIN ... COMMIT
     ran = statements["autocommit"]
-    # The agent's settings, the scope (small: read whole), BM25, the hits, the usage
-    # rows, then the turns not yet extracted (recall/pending.py).
-    assert len(ran) == 6, ran
+    # The agent's settings, the scope (small: read whole, its BM25 scored in hand), the
+    # hits, the usage rows, then the turns not yet extracted (recall/pending.py).
+    assert len(ran) == 5, ran
+    assert not [s for s in ran if "memory_terms" in s], ran
     assert not [s for s in ran if "FOR UPDATE" in s or "UPDATE memories" in s], ran
     writes = [s for s in ran if "INSERT INTO" in s]
     assert len(writes) == 1 and "memory_usage" in writes[0] and "set_config" in writes[0]

@@ -1,0 +1,59 @@
+"""A small scope's keyword list scored in hand is the list the BM25 statement returns."""
+
+from __future__ import annotations
+
+import random
+
+from memoryd.client import MemoryClient
+from memoryd.models.db import session_scope
+from memoryd.models.keys import Scope
+from memoryd.recall.keyword_scan import bm25_scanned
+from memoryd.recall.search import SCAN_LIMIT, bm25_ranked, read_scope, search_params
+from memoryd.settings import Settings
+from memoryd.text import query_tokens
+
+ANN = Scope("bot", "ann")
+WORDS = (
+    "green tea coffee morning meetings marathon training Lisbon Porto payment module "
+    "release Friday violin cello daughter dentist appointment Portuguese lessons vim "
+    "editor theme peanuts allergy budget savings flights hotel Beijing 喜欢 龙井茶 周会 "
+    "杭州 西湖 日语 每周 项目 咖啡 早上 跑步"
+).split()
+QUERIES = [
+    "green tea in the morning",
+    "what did she train for, the Lisbon marathon?",
+    "payment module release Friday Friday",
+    "龙井茶 周会",
+    "杭州的项目",
+    "daughter violin lessons and the dentist appointment",
+    "budget savings flights hotel Beijing coffee",
+    "nothing matches zebra",
+]
+
+
+def texts(count: int, seed: int) -> list[str]:
+    """Memories of one to forty words from a small vocabulary: terms held by many of
+    them and by few, repeats within one, short notes beside long ones."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(WORDS, k=rng.randint(1, 40))) for _ in range(count)]
+
+
+def test_a_whole_scope_scored_in_hand_ranks_as_the_statement(settings: Settings) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    for n, text in enumerate(texts(SCAN_LIMIT - 10, seed=7)):
+        client.remember("bot", "ann", f"{text} {n}", name="diet" if n % 17 == 0 else "")
+    for text in texts(10, seed=8):  # the agent's shared memories are in the scope too
+        client.remember("bot", "*", text, shared=True)
+    client.remember("bot", "bob", "green tea green tea morning")  # another user's
+    gone = client.remember("bot", "ann", "green tea Lisbon marathon, soon retired")
+    client.forget("bot", "ann", gone.id)
+    params = search_params(ANN, None, None)
+    with session_scope(settings.storage, readonly=True) as session:
+        stats, rows = read_scope(session, params, ("test", settings.storage.database_url))
+        assert rows is not None and len(rows) == SCAN_LIMIT  # read whole: scored in hand
+        for query in QUERIES:
+            terms = query_tokens(query)
+            expected = bm25_ranked(session, ANN, None, None, terms, stats)
+            assert bm25_scanned(rows, terms, stats) == expected, query
+            assert expected or query == "nothing matches zebra"
+        assert gone.id not in {row.id for row in rows}
