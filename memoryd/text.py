@@ -6,6 +6,7 @@ import hashlib
 import re
 import threading
 import unicodedata
+from collections import Counter
 from functools import lru_cache
 from typing import Any
 
@@ -175,8 +176,13 @@ def memory_search_text(name: str, content: str) -> str:
 
 def query_tokens(query: str) -> list[str]:
     """Distinct search terms of a user query, longest first, at most MAX_QUERY_TOKENS."""
-    unique = dict.fromkeys(t for t in search_tokens(query[:4000]) if t)
-    return sorted(unique, key=len, reverse=True)[:MAX_QUERY_TOKENS]
+    return list(query_term_counts(query))
+
+
+def query_term_counts(query: str) -> dict[str, int]:
+    """query_tokens, each with how many times the query says it."""
+    counts = Counter(t for t in search_tokens(query[:4000]) if t)
+    return {t: counts[t] for t in sorted(counts, key=len, reverse=True)[:MAX_QUERY_TOKENS]}
 
 
 def content_words(text: str) -> str:

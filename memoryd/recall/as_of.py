@@ -14,7 +14,6 @@ were); stored vectors describe today's text, so meaning does not take part."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -30,9 +29,10 @@ from memoryd.models.base import EventKind, MemoryStatus
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MAX_PAGE, MemoryOut
 from memoryd.models.tables import Memory, MemoryEvent
+from memoryd.recall.keyword_scan import bm25_points
 from memoryd.recall.rank import Hit, ScoreParts
-from memoryd.recall.search import K1, B, narrowing
-from memoryd.text import memory_search_text, query_tokens
+from memoryd.recall.search import POINTS, ScopeStats, narrowing
+from memoryd.text import memory_search_text, query_term_counts
 
 # The status an event leaves a memory in; the other kinds (created, confirmed,
 # updated, promoted, restored) leave it active.
@@ -110,8 +110,8 @@ def recall_as_of(
     """The k memories active at `when` that best match `query`'s keywords; with no
     search terms, the newest of them."""
     pasts = [p for p in _stood_at(session, scope, when, categories, tiers) if p.active]
-    terms = query_tokens(query)
-    scored = _bm25(pasts, terms) if terms else [(0.0, p) for p in pasts]
+    counts = query_term_counts(query)
+    scored = _bm25(pasts, counts) if counts else [(0.0, p) for p in pasts]
     scored.sort(key=lambda pair: pair[0], reverse=True)  # stable: newest first on ties
     return [_hit(past, score, rank) for rank, (score, past) in enumerate(scored[:k], 1)]
 
@@ -166,25 +166,15 @@ def _then(past: _Past) -> dict[str, Any]:
     return {"content": past.content, "status": str(past.status)}
 
 
-def _bm25(pasts: list[_Past], terms: list[str]) -> list[tuple[float, _Past]]:
-    """BM25 with the constants of the keyword index (recall/search.py), over the texts
-    as they were; only memories holding a term are kept."""
+def _bm25(pasts: list[_Past], counts: dict[str, int]) -> list[tuple[float, _Past]]:
+    """BM25 with the constants and query weights of the keyword index (recall/search.py),
+    over the texts as they were; only memories holding a term (of `counts`, the query's
+    terms and how often it says each) are kept."""
     docs = [Counter(memory_search_text(p.memory.name, p.content).split()) for p in pasts]
-    if not docs:
-        return []
-    average = sum(sum(d.values()) for d in docs) / len(docs) or 1.0
-    wanted = set(terms)
-    frequency = Counter(term for d in docs for term in wanted if term in d)
-    scored = []
-    for past, doc in zip(pasts, docs, strict=True):
-        length, score = sum(doc.values()), 0.0
-        for term in wanted & doc.keys():
-            idf = math.log(1 + (len(docs) - frequency[term] + 0.5) / (frequency[term] + 0.5))
-            tf = doc[term]
-            score += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))
-        if score > 0:
-            scored.append((score, past))
-    return scored
+    sized = [(doc, sum(doc.values())) for doc in docs]
+    stats = ScopeStats(len(sized), sum(length for _, length in sized))
+    points = bm25_points(sized, list(counts), stats, counts)
+    return [(p / POINTS, past) for p, past in zip(points, pasts, strict=True) if p]
 
 
 def _hit(past: _Past, score: float, rank: int) -> Hit:

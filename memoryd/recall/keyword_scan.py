@@ -13,10 +13,10 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memoryd.recall.search import K1, LIST_LIMIT, POINTS, B, ScopeStats
+from memoryd.recall.search import K1, LIST_LIMIT, MILLI, POINTS, B, ScopeStats, term_weights
 from memoryd.recall.trigrams import TEXT_CACHE
 
 
@@ -29,29 +29,49 @@ def term_counts(search_text: str) -> dict[str, int]:
 
 
 def bm25_scanned(
-    rows: Sequence[Any], terms: Sequence[str], stats: ScopeStats, limit: int = LIST_LIMIT
+    rows: Sequence[Any],
+    terms: Sequence[str],
+    stats: ScopeStats,
+    counts: Mapping[str, int] | None = None,
+    limit: int = LIST_LIMIT,
 ) -> list[tuple[int, float]]:
     """(memory id, BM25 score) of the `rows` (a whole scope, with their id, search_text
-    and search_length) holding any of the distinct `terms`, best first, at most `limit`:
-    what bm25_ranked returns for them."""
+    and search_length) holding any of the distinct `terms`, each weighed by how many
+    times the question says it (`counts`), best first, at most `limit`: what
+    bm25_ranked returns for them."""
+    docs = [(term_counts(row.search_text or ""), row.search_length) for row in rows]
+    points = bm25_points(docs, terms, stats, counts)
+    scored = [(p, row.id) for p, row in zip(points, rows, strict=True) if p is not None]
+    scored.sort(key=lambda item: (-item[0], -item[1]))
+    return [(mid, p / POINTS) for p, mid in scored[:limit]]
+
+
+def bm25_points(
+    docs: Sequence[tuple[Mapping[str, int], int]],
+    terms: Sequence[str],
+    stats: ScopeStats,
+    counts: Mapping[str, int] | None = None,
+) -> list[float | None]:
+    """Each document's BM25 points (its terms with their counts, and its length) for the
+    distinct `terms`, weighed by `counts`; None for one that holds none of them."""
     if not terms or not stats.docs:
-        return []
-    held = [(row, term_counts(row.search_text or "")) for row in rows]
-    counts = {term: sum(term in found for _, found in held) for term in terms}
-    idf = {term: _idf(float(n), float(stats.docs)) for term, n in counts.items() if n}
+        return [None] * len(docs)
+    weights = dict(zip(terms, term_weights(terms, counts), strict=True))
+    holders = {term: sum(term in found for found, _ in docs) for term in terms}
+    idf = {
+        term: _idf(float(n), float(stats.docs)) * (weights[term] / MILLI)
+        for term, n in holders.items()
+        if n
+    }
     average = stats.average
-    scored = []
-    for row, found in held:
-        points, matched = 0.0, False
-        length = float(row.search_length)
+    out: list[float | None] = []
+    for found, length in docs:
+        points: float | None = None
         for term, weight in idf.items():
             if tf := found.get(term):
-                points += _part(weight, float(tf), length, average)
-                matched = True
-        if matched:
-            scored.append((points, row.id))
-    scored.sort(key=lambda item: (-item[0], -item[1]))
-    return [(mid, points / POINTS) for points, mid in scored[:limit]]
+                points = (points or 0.0) + _part(weight, float(tf), float(length), average)
+        out.append(points)
+    return out
 
 
 def _idf(n: float, counted: float) -> float:
@@ -61,6 +81,7 @@ def _idf(n: float, counted: float) -> float:
 
 
 def _part(idf: float, tf: float, length: float, average: float) -> float:
-    """search._bm25_statement's part of one term in one memory, in whole points."""
+    """search._bm25_statement's part of one term in one memory, in whole points, for its
+    `idf` already weighed."""
     norm = K1 * (1.0 - B + B * length / average)
     return float(math.floor(idf * tf * (K1 + 1.0) / (tf + norm) * POINTS))

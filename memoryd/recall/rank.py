@@ -48,7 +48,7 @@ from memoryd.recall.search import (
 )
 from memoryd.recall.trigrams import trigram_ranked
 from memoryd.settings import RecallSettings, Settings
-from memoryd.text import query_tokens
+from memoryd.text import query_term_counts
 
 EMBEDDING_POOL = 200  # nearest vectors read when category/tier filters apply
 # Statements every recall runs, built once and read as plain rows: building them and
@@ -103,7 +103,7 @@ def recall(
     k = settings.extraction.prefetch_limit if k is None else k
     if k <= 0:
         return []
-    search = _Search(scope, categories, tiers, query_tokens(query))
+    search = _Search(scope, categories, tiers, query_term_counts(query))
     lists = _ranked_lists(session, settings, search, query, query_vector)
     if search.terms or lists.nearest:
         rows = _matched_rows(session, search, lists)
@@ -142,12 +142,13 @@ class _Search:
         scope: Scope,
         categories: Sequence[str] | None,
         tiers: Sequence[str] | None,
-        terms: list[str],
+        counts: dict[str, int],
     ) -> None:
         self.scope = scope
         self.categories = categories
         self.tiers = tiers
-        self.terms = terms
+        self.counts = counts  # each search term, and how many times the query says it
+        self.terms = list(counts)
         self.params = search_params(scope, categories, tiers)
 
 
@@ -201,12 +202,15 @@ def _ranked_lists(
     stats, scope_rows = read_scope(session, search.params, stats_key)
     # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
     lists = _Lists(settings.recall, {row.id: row for row in scope_rows or ()})
+    # Repeats weigh more in the keywords alone; beside a model's list they cost
+    # MADial hit@5 (search.REPEATS).
+    counts = search.counts if query_vector is None else None
     if scope_rows is None:
         lists.keyword = bm25_ranked(
-            session, scope, categories, tiers, search.terms, stats, seen=lists.seen
+            session, scope, categories, tiers, search.terms, stats, seen=lists.seen, counts=counts
         )
     else:  # the same list, without a statement
-        lists.keyword = bm25_scanned(scope_rows, search.terms, stats)
+        lists.keyword = bm25_scanned(scope_rows, search.terms, stats, counts)
     lists.trigram = trigram_ranked(
         session,
         scope,

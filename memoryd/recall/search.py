@@ -15,6 +15,8 @@ User text never reaches a query syntax raw: terms are letters and digits only
 from __future__ import annotations
 
 import functools
+import json
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +25,7 @@ from sqlalchemy import (
     ARRAY,
     Executable,
     Float,
+    Integer,
     Select,
     String,
     any_,
@@ -57,6 +60,17 @@ from memoryd.models.tables import Memory, MemoryStatus, MemoryTerm
 # long note's length less against it next to shorter memories sharing its words.
 K1 = 0.6
 B = 0.75
+# A term the question says again is more what it asks about (a pasted dialogue comes
+# back to its topic): its part weighs 1 + 0.5 ln(how many times), one ln(2)/2 more for
+# a second mention. bench/quality.py hit@5 without a model (RealMem, MADial zh, en) at
+# 0 / 0.25 / 0.4 / 0.5 / 0.75: 0.686 / 0.686 / 0.689 / 0.689 / 0.689, 0.819 / 0.825 /
+# 0.819 / 0.825 / 0.825, 0.794 / 0.812 / 0.806 / 0.812 / 0.812. Recall leaves it out
+# when a model's nearest vectors are fused too (rank.py): with use-multilingual, 0 /
+# 0.25 / 0.5 gave 0.702 / 0.702 / 0.702, 0.838 / 0.831 / 0.812, 0.856 / 0.850 / 0.844.
+REPEATS = 0.5
+# Weights travel in thousandths, whole numbers, each divided by MILLI where it is used:
+# every database reads the same value (SQLite's JSON reads a fraction its own way).
+MILLI = 1000.0
 LIST_LIMIT = 50
 # Scopes up to this size are read whole and their trigram similarity computed row by
 # row; a larger one finds its trigram candidates through the postings (trigrams.py).
@@ -206,6 +220,14 @@ def read_scope(
     return stats, None
 
 
+def term_weights(terms: Sequence[str], counts: Mapping[str, int] | None) -> list[int]:
+    """Each term's weight in thousandths (REPEATS), from how many times the question
+    says it (`counts`, text.query_term_counts); 1,000 each without counts."""
+    if counts is None:
+        return [int(MILLI)] * len(terms)
+    return [round(MILLI * (1.0 + REPEATS * math.log(counts.get(t, 1)))) for t in terms]
+
+
 def bm25_ranked(
     session: Session,
     scope: Scope,
@@ -216,6 +238,7 @@ def bm25_ranked(
     limit: int = LIST_LIMIT,
     seen: dict[int, Any] | None = None,
     own_only: bool = False,
+    counts: Mapping[str, int] | None = None,
 ) -> list[tuple[int, float]]:
     """(memory id, BM25 score) of the scope's memories (without the shared `*` scope's
     when `own_only`) holding any term, best first, in
@@ -234,7 +257,10 @@ def bm25_ranked(
     if own_only:
         params["users"] = [scope.user_id]
     params.update(terms=terms, docs=float(stats.docs), average=stats.average, limit=limit)
-    statement = _bm25_statement(not is_sqlite(session), bool(categories), bool(tiers))
+    postgres = not is_sqlite(session)
+    weights = term_weights(terms, counts)
+    params["weights"] = weights if postgres else json.dumps(dict(zip(terms, weights, strict=True)))
+    statement = _bm25_statement(postgres, bool(categories), bool(tiers))
     rows = session.connection().execute(statement, params).all()
     if seen is not None:
         seen.update((row.id, row) for row in rows)
@@ -276,10 +302,12 @@ def _bm25_statement(postgres: bool, categories: bool, tiers: bool) -> Select[Any
         postings.c.memory_id,
         postings.c.tf,
         postings.c.search_length,
+        postings.c.weight,
         func.count().over(partition_by=postings.c.term).label("n"),
     ).subquery("with_df")
     # Every operand a double, so both databases do the same floating-point arithmetic.
-    n, tf, length = (cast(c, Float) for c in (with_df.c.n, with_df.c.tf, with_df.c.search_length))
+    columns = (with_df.c.n, with_df.c.tf, with_df.c.search_length, with_df.c.weight)
+    n, tf, length, milli = (cast(c, Float) for c in columns)
     # A large scope's count is reused for a while (reused_stats): never below a term's
     # own count, or a term held by more memories than were counted would weigh less
     # than nothing.
@@ -287,7 +315,9 @@ def _bm25_statement(postgres: bool, categories: bool, tiers: bool) -> Select[Any
     docs = case((n > counted, n), else_=counted)
     idf = func.ln(1.0 + (docs - n + 0.5) / (n + 0.5), type_=Float)
     norm = K1 * (1.0 - B + B * length / bindparam("average", type_=Float))
-    part = func.floor(idf * tf * (K1 + 1.0) / (tf + norm) * POINTS, type_=Float)
+    # Operations in keyword_scan._part's order: the same double in Python.
+    weighted = idf * (milli / MILLI)
+    part = func.floor(weighted * tf * (K1 + 1.0) / (tf + norm) * POINTS, type_=Float)
     points = func.sum(part, type_=Float).label("points")
     best = (
         select(with_df.c.memory_id, points)
@@ -321,10 +351,16 @@ def _postings(postgres: bool, categories: bool, tiers: bool) -> Subquery:
         )
 
     if not postgres:
-        matching = select(*columns).where(
-            MemoryTerm.agent_id == bindparam("agent"),
-            MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
-            listed(MemoryTerm.term, "terms", postgres),
+        # Each term's weight from the JSON object {term: weight} of the "weights" parameter.
+        weights = func.json_each(bindparam("weights")).table_valued("key", "value").alias("asked")
+        matching = (
+            select(*columns, weights.c.value.label("weight"))
+            .join(weights, weights.c.key == MemoryTerm.term)
+            .where(
+                MemoryTerm.agent_id == bindparam("agent"),
+                MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
+                listed(MemoryTerm.term, "terms", postgres),
+            )
         )
         return narrowed(matching).subquery("postings")
     # Each term of the array looked up in the index by itself, per readable user: a
@@ -332,8 +368,10 @@ def _postings(postgres: bool, categories: bool, tiers: bool) -> Subquery:
     # join). With `term = ANY(array)`, or a plain join, a planner without statistics (a
     # freshly loaded store, autovacuum off) read every posting of the scope and
     # filtered them: 100-400 ms for a user of 9,000 postings.
-    terms = func.unnest(bindparam("terms", type_=ARRAY(String)))
-    asked = terms.table_valued("term").render_derived(name="asked")
+    terms = func.unnest(
+        bindparam("terms", type_=ARRAY(String)), bindparam("weights", type_=ARRAY(Integer))
+    )
+    asked = terms.table_valued("term", "weight").render_derived(name="asked")
     who = users_table()
     matching = select(*columns).where(
         MemoryTerm.agent_id == bindparam("agent"),
@@ -342,7 +380,11 @@ def _postings(postgres: bool, categories: bool, tiers: bool) -> Subquery:
     )
     found = narrowed(matching).offset(literal_column("0")).lateral("found")
     return (
-        select(found).select_from(asked).join(who, true()).join(found, true()).subquery("postings")
+        select(found, asked.c.weight)
+        .select_from(asked)
+        .join(who, true())
+        .join(found, true())
+        .subquery("postings")
     )
 
 

@@ -10,7 +10,7 @@ from memoryd.models.keys import Scope
 from memoryd.recall.keyword_scan import bm25_scanned
 from memoryd.recall.search import SCAN_LIMIT, bm25_ranked, read_scope, search_params
 from memoryd.settings import Settings
-from memoryd.text import query_tokens
+from memoryd.text import query_term_counts
 
 ANN = Scope("bot", "ann")
 WORDS = (
@@ -22,7 +22,7 @@ WORDS = (
 QUERIES = [
     "green tea in the morning",
     "what did she train for, the Lisbon marathon?",
-    "payment module release Friday Friday",
+    "payment module release Friday Friday, the release on Friday",
     "龙井茶 周会",
     "杭州的项目",
     "daughter violin lessons and the dentist appointment",
@@ -52,8 +52,9 @@ def test_a_whole_scope_scored_in_hand_ranks_as_the_statement(settings: Settings)
         stats, rows = read_scope(session, params, ("test", settings.storage.database_url))
         assert rows is not None and len(rows) == SCAN_LIMIT  # read whole: scored in hand
         for query in QUERIES:
-            terms = query_tokens(query)
-            expected = bm25_ranked(session, ANN, None, None, terms, stats)
-            assert bm25_scanned(rows, terms, stats) == expected, query
+            counts = query_term_counts(query)  # repeats weigh more, alike in both
+            terms = list(counts)
+            expected = bm25_ranked(session, ANN, None, None, terms, stats, counts=counts)
+            assert bm25_scanned(rows, terms, stats, counts) == expected, query
             assert expected or query == "nothing matches zebra"
         assert gone.id not in {row.id for row in rows}

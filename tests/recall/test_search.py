@@ -17,7 +17,7 @@ from memoryd.recall import search
 from memoryd.recall.search import bm25_ranked, scope_stats, search_params
 from memoryd.recall.trigrams import trigram_ranked
 from memoryd.settings import Settings
-from memoryd.text import query_tokens, search_tokens
+from memoryd.text import query_term_counts, query_tokens, search_tokens
 from tests.conftest import make_settings
 from tests.factories import make_memory
 
@@ -55,6 +55,7 @@ QUERIES = [
     "meetings",
     "allergic",
     "teas",
+    "tea before the marathon? tea, green tea",
 ]
 
 
@@ -65,7 +66,8 @@ ANNS_MEMORIES = search_params(ANN, None, None)
 def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:
     with session_scope(settings.storage, readonly=True) as session:
         stats = scope_stats(session, ANNS_MEMORIES)
-        return bm25_ranked(session, ANN, None, None, query_tokens(query), stats)
+        counts = query_term_counts(query)
+        return bm25_ranked(session, ANN, None, None, list(counts), stats, counts=counts)
 
 
 def trigram_order(settings: Settings, query: str) -> list[tuple[int, float]]:
@@ -217,3 +219,14 @@ def test_a_stale_count_never_makes_a_term_weigh_less_than_nothing(
     ranked = bm25_ranked(db, ANN, None, None, ["dog", "walk"], counted_before_growth)
     assert len(ranked) == 7 and all(score > 0 for _id, score in ranked)
     assert min(score for _id, score in ranked[:6]) > ranked[6][1]  # "dog" adds, not takes
+
+
+def test_a_word_the_question_keeps_coming_back_to_weighs_more(settings: Settings) -> None:
+    """A pasted dialogue says its topic again and again; a word said once in passing
+    does not outrank it, though its memory is the shorter one."""
+    client = MemoryClient(settings, dispatch=False)
+    client.remember("bot", "ann", "Ran a marathon")
+    client.remember("bot", "ann", "Drinks green tea every morning before work")
+    question = "Big race day, the marathon! But first: tea. Which tea do I like? Tea, please."
+    assert client.recall(question, "bot", "ann")[0].content.startswith("Drinks green tea")
+    assert client.recall("tea or a marathon?", "bot", "ann")[0].content == "Ran a marathon"
