@@ -64,7 +64,8 @@ B = 0.75
 # back to its topic): its part weighs 1 + 0.5 ln(how many times), one ln(2)/2 more for
 # a second mention. bench/quality.py hit@5 without a model (RealMem, MADial zh, en) at
 # 0 / 0.25 / 0.4 / 0.5 / 0.75: 0.686 / 0.686 / 0.689 / 0.689 / 0.689, 0.819 / 0.825 /
-# 0.819 / 0.825 / 0.825, 0.794 / 0.812 / 0.806 / 0.812 / 0.812. Recall leaves it out
+# 0.819 / 0.825 / 0.825, 0.794 / 0.812 / 0.806 / 0.812 / 0.812 (weights as unrounded
+# fractions; in thousandths, 0.5 gave RealMem 0.691 in the next run). Recall leaves it out
 # when a model's nearest vectors are fused too (rank.py): with use-multilingual, 0 /
 # 0.25 / 0.5 gave 0.702 / 0.702 / 0.702, 0.838 / 0.831 / 0.812, 0.856 / 0.850 / 0.844.
 REPEATS = 0.5
@@ -241,9 +242,10 @@ def bm25_ranked(
     counts: Mapping[str, int] | None = None,
 ) -> list[tuple[int, float]]:
     """(memory id, BM25 score) of the scope's memories (without the shared `*` scope's
-    when `own_only`) holding any term, best first, in
-    one statement: the database sums the postings and returns the best memories with
-    their SCORING_COLUMNS, which `seen` collects. Postings exist for active memories only
+    when `own_only`) holding any term, each term weighed by how many times the question
+    says it (`counts`, term_weights; all alike without), best first, in one statement:
+    the database sums the postings and returns the best memories with their
+    SCORING_COLUMNS, which `seen` collects. Postings exist for active memories only
     and carry what the formula needs, so without categories or tiers to match they are
     read alone, from the index that holds them; with them, they are joined to their
     memories.
@@ -259,7 +261,10 @@ def bm25_ranked(
     params.update(terms=terms, docs=float(stats.docs), average=stats.average, limit=limit)
     postgres = not is_sqlite(session)
     weights = term_weights(terms, counts)
-    params["weights"] = weights if postgres else json.dumps(dict(zip(terms, weights, strict=True)))
+    if postgres:
+        params["weights"] = weights
+    else:  # unescaped: SQLite need not decode a character's escape (or surrogate pair)
+        params["weights"] = json.dumps(dict(zip(terms, weights, strict=True)), ensure_ascii=False)
     statement = _bm25_statement(postgres, bool(categories), bool(tiers))
     rows = session.connection().execute(statement, params).all()
     if seen is not None:
@@ -334,8 +339,9 @@ def _bm25_statement(postgres: bool, categories: bool, tiers: bool) -> Select[Any
 
 
 def _postings(postgres: bool, categories: bool, tiers: bool) -> Subquery:
-    """The scope's postings of the query's terms (memory_id, term, tf, search_length),
-    of memories in those categories and tiers when they are asked for."""
+    """The scope's postings of the query's terms (memory_id, term, tf, search_length,
+    and the term's weight), of memories in those categories and tiers when they are
+    asked for."""
     columns: tuple[Any, ...] = (
         MemoryTerm.memory_id,
         MemoryTerm.term,

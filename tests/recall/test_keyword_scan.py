@@ -10,23 +10,27 @@ from memoryd.models.keys import Scope
 from memoryd.recall.keyword_scan import bm25_scanned
 from memoryd.recall.search import SCAN_LIMIT, bm25_ranked, read_scope, search_params
 from memoryd.settings import Settings
-from memoryd.text import query_term_counts
+from memoryd.text import MAX_QUERY_TOKENS, query_term_counts
 
 ANN = Scope("bot", "ann")
-WORDS = (
+VOCABULARY = (
     "green tea coffee morning meetings marathon training Lisbon Porto payment module "
     "release Friday violin cello daughter dentist appointment Portuguese lessons vim "
     "editor theme peanuts allergy budget savings flights hotel Beijing 喜欢 龙井茶 周会 "
-    "杭州 西湖 日语 每周 项目 咖啡 早上 跑步"
-).split()
+    "杭州 西湖 日语 每周 项目 咖啡 早上 跑步 𠀀𠀁 café"
+)
+WORDS = VOCABULARY.split()
 QUERIES = [
     "green tea in the morning",
     "what did she train for, the Lisbon marathon?",
     "payment module release Friday Friday, the release on Friday",
     "龙井茶 周会",
     "杭州的项目",
+    "𠀀𠀁 café, café",
     "daughter violin lessons and the dentist appointment",
     "budget savings flights hotel Beijing coffee",
+    # A pasted dialogue of more distinct words than a query keeps.
+    " ".join(f"x{n} marathon" for n in range(2 * MAX_QUERY_TOKENS)),
     "nothing matches zebra",
 ]
 
@@ -40,21 +44,25 @@ def texts(count: int, seed: int) -> list[str]:
 
 def test_a_whole_scope_scored_in_hand_ranks_as_the_statement(settings: Settings) -> None:
     client = MemoryClient(settings, dispatch=False)
-    for n, text in enumerate(texts(SCAN_LIMIT - 10, seed=7)):
-        client.remember("bot", "ann", f"{text} {n}", name="diet" if n % 17 == 0 else "")
+    for n, text in enumerate(texts(SCAN_LIMIT - 11, seed=7)):
+        category = "project" if n % 3 else "user"
+        client.remember("bot", "ann", f"{text} {n}", category=category, name="diet" * (n % 17 == 0))
+    client.remember("bot", "ann", "the and of")  # stop words only: no search terms
     for text in texts(10, seed=8):  # the agent's shared memories are in the scope too
         client.remember("bot", "*", text, shared=True)
     client.remember("bot", "bob", "green tea green tea morning")  # another user's
     gone = client.remember("bot", "ann", "green tea Lisbon marathon, soon retired")
     client.forget("bot", "ann", gone.id)
-    params = search_params(ANN, None, None)
     with session_scope(settings.storage, readonly=True) as session:
-        stats, rows = read_scope(session, params, ("test", settings.storage.database_url))
-        assert rows is not None and len(rows) == SCAN_LIMIT  # read whole: scored in hand
-        for query in QUERIES:
-            counts = query_term_counts(query)  # repeats weigh more, alike in both
-            terms = list(counts)
-            expected = bm25_ranked(session, ANN, None, None, terms, stats, counts=counts)
-            assert bm25_scanned(rows, terms, stats, counts) == expected, query
-            assert expected or query == "nothing matches zebra"
-        assert gone.id not in {row.id for row in rows}
+        for categories, size in ((None, SCAN_LIMIT), (["project"], 126)):
+            params = search_params(ANN, categories, None)
+            key = ("test", settings.storage.database_url, str(categories))
+            stats, rows = read_scope(session, params, key)
+            assert rows is not None and len(rows) == size  # read whole: scored in hand
+            assert gone.id not in {row.id for row in rows}
+            for query in QUERIES:
+                counts = query_term_counts(query)  # repeats weigh more, alike in both
+                terms = list(counts)
+                expected = bm25_ranked(session, ANN, categories, None, terms, stats, counts=counts)
+                assert bm25_scanned(rows, terms, stats, counts) == expected, query
+                assert expected or query == "nothing matches zebra"
