@@ -74,7 +74,7 @@ MATH_FUNCTIONS = {"ln": math.log, "floor": lambda x: float(math.floor(x))}
 
 
 def _ensure_math_functions(dbapi_conn: Any) -> None:
-    """Recall's BM25 runs ln and floor in SQL (recall/search.py). SQLite builds without
+    """Recall's BM25 runs ln and floor in SQL (recall/bm25.py). SQLite builds without
     its math functions get them from Python, which calls the same C library."""
     try:
         dbapi_conn.execute("SELECT ln(1.0), floor(1.5)")

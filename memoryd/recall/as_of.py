@@ -29,9 +29,10 @@ from memoryd.models.base import EventKind, MemoryStatus
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MAX_PAGE, MemoryOut
 from memoryd.models.tables import Memory, MemoryEvent
+from memoryd.recall.bm25 import POINTS
 from memoryd.recall.keyword_scan import bm25_points
 from memoryd.recall.rank import Hit, ScoreParts
-from memoryd.recall.search import POINTS, ScopeStats, narrowing
+from memoryd.recall.search import ScopeStats, narrowing
 from memoryd.text import memory_search_text, query_term_counts
 
 # The status an event leaves a memory in; the other kinds (created, confirmed,
@@ -167,7 +168,7 @@ def _then(past: _Past) -> dict[str, Any]:
 
 
 def _bm25(pasts: list[_Past], counts: dict[str, int]) -> list[tuple[float, _Past]]:
-    """BM25 with the constants and query weights of the keyword index (recall/search.py),
+    """BM25 with the constants and query weights of the keyword index (recall/bm25.py),
     over the texts as they were; only memories holding a term (of `counts`, the query's
     terms and how often it says each) are kept."""
     docs = [Counter(memory_search_text(p.memory.name, p.content).split()) for p in pasts]

@@ -15,10 +15,11 @@ from sqlalchemy.orm import Session
 from memoryd.memories.proposals import Fact
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
+from memoryd.recall.bm25 import bm25_ranked
 from memoryd.recall.embedders import Vectors
 from memoryd.recall.embeddings import embed_query
 from memoryd.recall.rank import Hit, recall
-from memoryd.recall.search import ScopeStats, bm25_ranked, reused_stats, search_params
+from memoryd.recall.search import ScopeStats, reused_stats, search_params
 from memoryd.settings import Settings, StorageSettings
 from memoryd.text import content_hash, query_tokens
 

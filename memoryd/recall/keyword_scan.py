@@ -1,5 +1,5 @@
 """The keyword list of a small scope, scored in Python over the rows recall has already
-read (search.read_scope), instead of by search.bm25_ranked's statement.
+read (search.read_scope), instead of by bm25.bm25_ranked's statement.
 
 Same formula, same constants, same operations in the same order, each term's part
 floored to whole points before the sum, and the same ties (best points, then newest
@@ -19,7 +19,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memoryd.recall.search import K1, LIST_LIMIT, MILLI, POINTS, B, ScopeStats, term_weights
+from memoryd.recall.bm25 import K1, MILLI, POINTS, B, term_weights
+from memoryd.recall.search import LIST_LIMIT, ScopeStats
 from memoryd.recall.trigrams import TEXT_CACHE
 
 
@@ -78,13 +79,13 @@ def bm25_points(
 
 
 def _idf(n: float, counted: float) -> float:
-    """search._bm25_statement's idf, for a term `n` memories hold."""
+    """bm25._bm25_statement's idf, for a term `n` memories hold."""
     docs = n if n > counted else counted
     return math.log(1.0 + (docs - n + 0.5) / (n + 0.5))
 
 
 def _part(idf: float, tf: float, length: float, average: float) -> float:
-    """search._bm25_statement's part of one term in one memory, in whole points, for its
+    """bm25._bm25_statement's part of one term in one memory, in whole points, for its
     `idf` already weighed."""
     norm = K1 * (1.0 - B + B * length / average)
     return float(math.floor(idf * tf * (K1 + 1.0) / (tf + norm) * POINTS))

@@ -3,8 +3,9 @@ the whole scope, fused by weighted reciprocal rank, then re-scored by strength, 
 and confidence.
 
 Every query reads one scope: the user's own memories plus the agent's shared `*` scope.
-Its reads, and search.py's, run on the session's connection: plain rows, without the
-ORM's work per statement (about 0.2 ms each; recall has no pending objects to flush).
+Its reads, and those of search.py and bm25.py, run on the session's connection: plain
+rows, without the ORM's work per statement (about 0.2 ms each; recall has no pending
+objects to flush).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from memoryd.models.base import readable_users
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
+from memoryd.recall.bm25 import bm25_ranked
 from memoryd.recall.embeddings import closest
 from memoryd.recall.intent import (
     Intent,
@@ -39,7 +41,6 @@ from memoryd.recall.rerank import reranked, reranker_for
 from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
-    bm25_ranked,
     filters,
     narrowing_parameters,
     read_scope,
@@ -203,7 +204,7 @@ def _ranked_lists(
     # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
     lists = _Lists(settings.recall, {row.id: row for row in scope_rows or ()})
     # Repeats weigh more in the keywords alone; beside a model's list they cost
-    # MADial hit@5 (search.REPEATS).
+    # MADial hit@5 (bm25.REPEATS).
     counts = search.counts if query_vector is None else None
     if scope_rows is None:
         lists.keyword = bm25_ranked(

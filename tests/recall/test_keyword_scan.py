@@ -7,8 +7,9 @@ import random
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
+from memoryd.recall.bm25 import bm25_ranked
 from memoryd.recall.keyword_scan import bm25_scanned
-from memoryd.recall.search import SCAN_LIMIT, bm25_ranked, read_scope, search_params
+from memoryd.recall.search import SCAN_LIMIT, read_scope, search_params
 from memoryd.settings import Settings
 from memoryd.text import MAX_QUERY_TOKENS, query_term_counts
 

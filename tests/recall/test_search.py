@@ -14,7 +14,8 @@ from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Category, MemoryTerm, Tier
 from memoryd.recall import search
-from memoryd.recall.search import bm25_ranked, scope_stats, search_params
+from memoryd.recall.bm25 import bm25_ranked
+from memoryd.recall.search import scope_stats, search_params
 from memoryd.recall.trigrams import trigram_ranked
 from memoryd.settings import Settings
 from memoryd.text import query_term_counts, query_tokens, search_tokens

@@ -1,0 +1,235 @@
+"""Recall's keyword list, BM25 (k1 0.6, b 0.75, Lucene's IDF) over every active memory
+of the scope, summed by the database from the postings that its triggers keep in
+`memory_terms`: one statement, the same on both databases over the same rows, adding
+whole numbers, so PostgreSQL and SQLite rank the same data identically. A scope that
+search.read_scope reads whole is scored in hand instead, to the same list
+(keyword_scan.py). Each term weighs by how many times the question says it."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    ARRAY,
+    Float,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    case,
+    cast,
+    func,
+    literal_column,
+    select,
+    true,
+)
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import Subquery
+
+from memoryd.models.db import is_sqlite
+from memoryd.models.keys import Scope
+from memoryd.models.tables import Memory, MemoryTerm
+from memoryd.recall.search import (
+    LIST_LIMIT,
+    SCORING_COLUMNS,
+    ScopeStats,
+    listed,
+    narrowing_parameters,
+    search_params,
+    users_table,
+)
+
+# Memories run from a sentence to a long note: a term's second occurrence says little
+# more than its first, and a long note holds more, it does not pad. Until subject keys
+# (0013) a memory without a name repeated its text as its name, which ranks as k1 0.6
+# on the text once. Scoring it once, k1 0.8 was chosen while strength weighed
+# 0.15 in re-scoring; with strength a tie-breaker (0.05), bench/quality.py's hit@5 over
+# k1 0.5 / 0.6 / 0.8 (RealMem's 1,415 questions, MADial-Bench zh, en) is, without
+# vectors, 0.673 / 0.676 / 0.673, 0.812 / 0.819 / 0.825, 0.794 for all three; with the
+# local MiniLM vectors, 0.723 / 0.721 / 0.714, 0.656 / 0.656 / 0.650, 0.900 / 0.900 /
+# 0.887. At 0.8 RealMem with vectors was 0.6 points under its figure before subject
+# keys (8 of its questions, most between 5th and 6th place). A lower k1 also holds a
+# long note's length less against it next to shorter memories sharing its words.
+K1 = 0.6
+B = 0.75
+# A term the question says again is more what it asks about (a pasted dialogue comes
+# back to its topic): its part weighs 1 + 0.5 ln(how many times), one ln(2)/2 more for
+# a second mention. bench/quality.py hit@5 without a model (RealMem, MADial zh, en) at
+# 0 / 0.25 / 0.4 / 0.5 / 0.75: 0.686 / 0.686 / 0.689 / 0.689 / 0.689, 0.819 / 0.825 /
+# 0.819 / 0.825 / 0.825, 0.794 / 0.812 / 0.806 / 0.812 / 0.812 (weights as unrounded
+# fractions; in thousandths, 0.5 gave RealMem 0.691 in the next run). Recall leaves it out
+# when a model's nearest vectors are fused too (rank.py): with use-multilingual, 0 /
+# 0.25 / 0.5 gave 0.702 / 0.702 / 0.702, 0.838 / 0.831 / 0.812, 0.856 / 0.850 / 0.844.
+REPEATS = 0.5
+# Weights travel in thousandths, whole numbers, each divided by MILLI where it is used:
+# Python and both databases then weigh with the same double.
+MILLI = 1000.0
+
+
+def term_weights(terms: Sequence[str], counts: Mapping[str, int] | None) -> list[int]:
+    """Each term's weight in thousandths (REPEATS), from how many times the question
+    says it (`counts`, text.query_term_counts); 1,000 each without counts."""
+    if counts is None:
+        return [int(MILLI)] * len(terms)
+    return [round(MILLI * (1.0 + REPEATS * math.log(counts.get(t, 1)))) for t in terms]
+
+
+def bm25_ranked(
+    session: Session,
+    scope: Scope,
+    categories: Sequence[str] | None,
+    tiers: Sequence[str] | None,
+    terms: list[str],
+    stats: ScopeStats,
+    limit: int = LIST_LIMIT,
+    seen: dict[int, Any] | None = None,
+    own_only: bool = False,
+    counts: Mapping[str, int] | None = None,
+) -> list[tuple[int, float]]:
+    """(memory id, BM25 score) of the scope's memories (without the shared `*` scope's
+    when `own_only`) holding any term, each term weighed by how many times the question
+    says it (`counts`, term_weights; all alike without), best first, in one statement:
+    the database sums the postings and returns the best memories with their
+    SCORING_COLUMNS, which `seen` collects. Postings exist for active memories only
+    and carry what the formula needs, so without categories or tiers to match they are
+    read alone, from the index that holds them; with them, they are joined to their
+    memories.
+
+    Each term's part is floored to whole nano-points before the sum: integers add up
+    exactly in any order, so both databases compute the same scores from the same rows
+    (their floating-point sums could differ in the last bit with the order of rows)."""
+    if not terms or not stats.docs:
+        return []
+    params = search_params(scope, categories, tiers)
+    if own_only:
+        params["users"] = [scope.user_id]
+    params.update(terms=terms, docs=float(stats.docs), average=stats.average, limit=limit)
+    postgres = not is_sqlite(session)
+    weights = term_weights(terms, counts)
+    repeated = 0
+    if postgres:
+        params["weights"] = weights
+    else:  # the terms said again, with their weights, as SQLite's CASE names them
+        said_again = [(t, w) for t, w in zip(terms, weights, strict=True) if w != MILLI]
+        repeated = len(said_again)
+        for i, (term, weight) in enumerate(said_again):
+            params[f"again_{i}"], params[f"weight_{i}"] = term, weight
+    statement = _bm25_statement(postgres, bool(categories), bool(tiers), repeated)
+    rows = session.connection().execute(statement, params).all()
+    if seen is not None:
+        seen.update((row.id, row) for row in rows)
+    return [(row.id, row.points / POINTS) for row in rows]
+
+
+POINTS = 1e9  # BM25 points per unit of score, summed as whole numbers
+
+
+@functools.cache
+def _bm25_statement(postgres: bool, categories: bool, tiers: bool, repeated: int) -> Select[Any]:
+    """bm25_ranked's statement, built once per shape (building it took longer than the
+    database takes to run it): the scope's best memories by BM25, with their
+    SCORING_COLUMNS and score in points."""
+    postings = _postings(postgres, categories, tiers, repeated)
+    # Each term's document count beside its postings, by a window rather than a join
+    # of per-term counts: no join order for a planner to get wrong (without statistics
+    # PostgreSQL nested-looped the counts once per posting: 300 ms for 3,000 postings).
+    with_df = select(
+        postings.c.memory_id,
+        postings.c.tf,
+        postings.c.search_length,
+        postings.c.weight,
+        func.count().over(partition_by=postings.c.term).label("n"),
+    ).subquery("with_df")
+    # Every operand a double, so both databases do the same floating-point arithmetic.
+    columns = (with_df.c.n, with_df.c.tf, with_df.c.search_length, with_df.c.weight)
+    n, tf, length, milli = (cast(c, Float) for c in columns)
+    # A large scope's count is reused for a while (reused_stats): never below a term's
+    # own count, or a term held by more memories than were counted would weigh less
+    # than nothing.
+    counted = bindparam("docs", type_=Float)
+    docs = case((n > counted, n), else_=counted)
+    idf = func.ln(1.0 + (docs - n + 0.5) / (n + 0.5), type_=Float)
+    norm = K1 * (1.0 - B + B * length / bindparam("average", type_=Float))
+    # Operations in keyword_scan._part's order: the same double in Python.
+    weighted = idf * (milli / MILLI)
+    part = func.floor(weighted * tf * (K1 + 1.0) / (tf + norm) * POINTS, type_=Float)
+    points = func.sum(part, type_=Float).label("points")
+    best = (
+        select(with_df.c.memory_id, points)
+        .group_by(with_df.c.memory_id)
+        .order_by(points.desc(), with_df.c.memory_id.desc())
+        .limit(bindparam("limit"))
+        .subquery("best")
+    )  # limited before the join: only the best memories are read
+    return (
+        select(*SCORING_COLUMNS, best.c.points)
+        .join(best, best.c.memory_id == Memory.id)
+        .order_by(best.c.points.desc(), Memory.id.desc())
+    )
+
+
+def _postings(postgres: bool, categories: bool, tiers: bool, repeated: int) -> Subquery:
+    """The scope's postings of the query's terms (memory_id, term, tf, search_length,
+    and the term's weight), of memories in those categories and tiers when they are
+    asked for."""
+    columns: tuple[Any, ...] = (
+        MemoryTerm.memory_id,
+        MemoryTerm.term,
+        MemoryTerm.tf,
+        MemoryTerm.search_length,
+    )
+
+    def narrowed(matching: Select[Any]) -> Select[Any]:
+        if not (categories or tiers):
+            return matching
+        return matching.join(Memory, Memory.id == MemoryTerm.memory_id).where(
+            *narrowing_parameters(categories, tiers)
+        )
+
+    if not postgres:
+        # A term said once weighs MILLI; those said again are named in a CASE. Joined
+        # to the weights as a table (json_each), the postings' lookup took three times
+        # as long.
+        weight: ColumnElement[Any] = literal_column(str(int(MILLI)), Integer)
+        if repeated:
+            named = [
+                (
+                    MemoryTerm.term == bindparam(f"again_{i}"),
+                    bindparam(f"weight_{i}", type_=Integer),
+                )
+                for i in range(repeated)
+            ]
+            weight = case(*named, else_=weight)
+        matching = select(*columns, weight.label("weight")).where(
+            MemoryTerm.agent_id == bindparam("agent"),
+            MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
+            listed(MemoryTerm.term, "terms", postgres),
+        )
+        return narrowed(matching).subquery("postings")
+    # Each term of the array looked up in the index by itself, per readable user: a
+    # LATERAL lookup, kept as one by OFFSET 0 (else the planner pulls it up into a
+    # join). With `term = ANY(array)`, or a plain join, a planner without statistics (a
+    # freshly loaded store, autovacuum off) read every posting of the scope and
+    # filtered them: 100-400 ms for a user of 9,000 postings.
+    terms = func.unnest(
+        bindparam("terms", type_=ARRAY(String)), bindparam("weights", type_=ARRAY(Integer))
+    )
+    asked = terms.table_valued("term", "weight").render_derived(name="asked")
+    who = users_table()
+    matching = select(*columns).where(
+        MemoryTerm.agent_id == bindparam("agent"),
+        MemoryTerm.user_id == who.c.user_id,
+        MemoryTerm.term == asked.c.term,
+    )
+    found = narrowed(matching).offset(literal_column("0")).lateral("found")
+    return (
+        select(found, asked.c.weight)
+        .select_from(asked)
+        .join(who, true())
+        .join(found, true())
+        .subquery("postings")
+    )
