@@ -1,8 +1,8 @@
 """The differences between SQLite and PostgreSQL that the stages meet, one function per
 concern, so no stage asks which database it runs on: row locks, upserts, the larger of
 two values, one writer at a time, planner statistics. (Many rows written at once:
-models/bulk.py; the turn insert: ingest/rows.py; search statements: recall/search.py
-and recall/trigrams.py; recall's usage append: recall/usage.py.)"""
+models/bulk.py; the turn insert: ingest/rows.py; search statements: recall/search.py,
+recall/bm25.py and recall/trigrams.py; recall's usage append: recall/usage.py.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Recall's keyword list, BM25 (k1 0.6, b 0.75, Lucene's IDF) over every active memory
 of the scope, summed by the database from the postings that its triggers keep in
-`memory_terms`: one statement, the same on both databases over the same rows, adding
-whole numbers, so PostgreSQL and SQLite rank the same data identically. A scope that
+`memory_terms`: one statement, with the same arithmetic on both databases over the same
+rows, adding whole numbers, so PostgreSQL and SQLite rank the same data identically. A scope that
 search.read_scope reads whole is scored in hand instead, to the same list
 (keyword_scan.py). Each term weighs by how many times the question says it."""
 
@@ -114,8 +114,13 @@ def bm25_ranked(
     if postgres:
         params["weights"] = weights
     else:  # the terms said again, with their weights, as SQLite's CASE names them
-        said_again = [(t, w) for t, w in zip(terms, weights, strict=True) if w != MILLI]
-        repeated = len(said_again)
+        said_again: list[tuple[str | None, int]] = [
+            (t, w) for t, w in zip(terms, weights, strict=True) if w != MILLI
+        ]
+        # Slots in powers of two, the spare ones matching nothing (term = NULL): a few
+        # statement shapes, not one per count of repeats, each built and compiled once.
+        repeated = 1 << (len(said_again) - 1).bit_length() if said_again else 0
+        said_again += [(None, int(MILLI))] * (repeated - len(said_again))
         for i, (term, weight) in enumerate(said_again):
             params[f"again_{i}"], params[f"weight_{i}"] = term, weight
     statement = _bm25_statement(postgres, bool(categories), bool(tiers), repeated)

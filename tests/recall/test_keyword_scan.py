@@ -32,6 +32,8 @@ QUERIES = [
     "budget savings flights hotel Beijing coffee",
     # A pasted dialogue of more distinct words than a query keeps.
     " ".join(f"x{n} marathon" for n in range(2 * MAX_QUERY_TOKENS)),
+    # Every term said again: as many weights as a query keeps terms.
+    " ".join(f"tea x{n} x{n} tea" for n in range(MAX_QUERY_TOKENS)),
     "nothing matches zebra",
 ]
 
