@@ -1,9 +1,10 @@
 """Recall's keyword list, BM25 (k1 0.6, b 0.75, Lucene's IDF) over every active memory
 of the scope, summed by the database from the postings that its triggers keep in
-`memory_terms`: one statement, with the same arithmetic on both databases over the same
-rows, adding whole numbers, so PostgreSQL and SQLite rank the same data identically. A scope that
-search.read_scope reads whole is scored in hand instead, to the same list
-(keyword_scan.py). Each term weighs by how many times the question says it."""
+`memory_terms`: one statement, with the same arithmetic on both databases over the
+same rows, adding whole numbers, so PostgreSQL and SQLite rank the same data
+identically. A scope that search.read_scope reads whole is scored in hand instead, to
+the same list (keyword_scan.py). Each term weighs by how many times the question says
+it."""
 
 from __future__ import annotations
 
@@ -113,16 +114,8 @@ def bm25_ranked(
     repeated = 0
     if postgres:
         params["weights"] = weights
-    else:  # the terms said again, with their weights, as SQLite's CASE names them
-        said_again: list[tuple[str | None, int]] = [
-            (t, w) for t, w in zip(terms, weights, strict=True) if w != MILLI
-        ]
-        # Slots in powers of two, the spare ones matching nothing (term = NULL): a few
-        # statement shapes, not one per count of repeats, each built and compiled once.
-        repeated = 1 << (len(said_again) - 1).bit_length() if said_again else 0
-        said_again += [(None, int(MILLI))] * (repeated - len(said_again))
-        for i, (term, weight) in enumerate(said_again):
-            params[f"again_{i}"], params[f"weight_{i}"] = term, weight
+    else:
+        repeated = _said_again(params, terms, weights)
     statement = _bm25_statement(postgres, bool(categories), bool(tiers), repeated)
     rows = session.connection().execute(statement, params).all()
     if seen is not None:
@@ -131,6 +124,21 @@ def bm25_ranked(
 
 
 POINTS = 1e9  # BM25 points per unit of score, summed as whole numbers
+
+
+def _said_again(params: dict[str, Any], terms: Sequence[str], weights: Sequence[int]) -> int:
+    """SQLite's parameters for the terms said again ("again_i", "weight_i"), which its
+    CASE names (_sqlite_postings); returns the CASE's slots. Slots come in powers of
+    two, the spare ones matching nothing (term = NULL): a few statement shapes, not one
+    per count of repeats, each built and compiled once."""
+    again: list[tuple[str | None, int]] = [
+        (t, w) for t, w in zip(terms, weights, strict=True) if w != MILLI
+    ]
+    slots = 1 << (len(again) - 1).bit_length() if again else 0
+    again += [(None, int(MILLI))] * (slots - len(again))
+    for i, (term, weight) in enumerate(again):
+        params[f"again_{i}"], params[f"weight_{i}"] = term, weight
+    return slots
 
 
 @functools.cache
@@ -177,60 +185,70 @@ def _bm25_statement(postgres: bool, categories: bool, tiers: bool, repeated: int
     )
 
 
+# What a posting carries to the formula, besides its term's weight.
+POSTING_COLUMNS: tuple[Any, ...] = (
+    MemoryTerm.memory_id,
+    MemoryTerm.term,
+    MemoryTerm.tf,
+    MemoryTerm.search_length,
+)
+
+
 def _postings(postgres: bool, categories: bool, tiers: bool, repeated: int) -> Subquery:
-    """The scope's postings of the query's terms (memory_id, term, tf, search_length,
-    and the term's weight), of memories in those categories and tiers when they are
-    asked for."""
-    columns: tuple[Any, ...] = (
-        MemoryTerm.memory_id,
-        MemoryTerm.term,
-        MemoryTerm.tf,
-        MemoryTerm.search_length,
+    """The scope's postings of the query's terms (POSTING_COLUMNS and the term's
+    weight), of memories in those categories and tiers when they are asked for."""
+    if postgres:
+        return _pg_postings(categories, tiers)
+    return _sqlite_postings(categories, tiers, repeated)
+
+
+def _narrowed(matching: Select[Any], categories: bool, tiers: bool) -> Select[Any]:
+    """`matching` postings joined to their memories when categories or tiers are asked
+    for; alone otherwise (read from the index that holds them)."""
+    if not (categories or tiers):
+        return matching
+    return matching.join(Memory, Memory.id == MemoryTerm.memory_id).where(
+        *narrowing_parameters(categories, tiers)
     )
 
-    def narrowed(matching: Select[Any]) -> Select[Any]:
-        if not (categories or tiers):
-            return matching
-        return matching.join(Memory, Memory.id == MemoryTerm.memory_id).where(
-            *narrowing_parameters(categories, tiers)
-        )
 
-    if not postgres:
-        # A term said once weighs MILLI; those said again are named in a CASE. Joined
-        # to the weights as a table (json_each), the postings' lookup took three times
-        # as long.
-        weight: ColumnElement[Any] = literal_column(str(int(MILLI)), Integer)
-        if repeated:
-            named = [
-                (
-                    MemoryTerm.term == bindparam(f"again_{i}"),
-                    bindparam(f"weight_{i}", type_=Integer),
-                )
-                for i in range(repeated)
-            ]
-            weight = case(*named, else_=weight)
-        matching = select(*columns, weight.label("weight")).where(
-            MemoryTerm.agent_id == bindparam("agent"),
-            MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
-            listed(MemoryTerm.term, "terms", postgres),
-        )
-        return narrowed(matching).subquery("postings")
-    # Each term of the array looked up in the index by itself, per readable user: a
-    # LATERAL lookup, kept as one by OFFSET 0 (else the planner pulls it up into a
-    # join). With `term = ANY(array)`, or a plain join, a planner without statistics (a
-    # freshly loaded store, autovacuum off) read every posting of the scope and
-    # filtered them: 100-400 ms for a user of 9,000 postings.
+def _sqlite_postings(categories: bool, tiers: bool, repeated: int) -> Subquery:
+    """SQLite: the terms as an IN list; a term said once weighs MILLI, those said again
+    are named in a CASE of `repeated` slots. Joined to the weights as a table
+    (json_each), the postings' lookup took three times as long."""
+    weight: ColumnElement[Any] = literal_column(str(int(MILLI)), Integer)
+    if repeated:
+        named = [
+            (MemoryTerm.term == bindparam(f"again_{i}"), bindparam(f"weight_{i}", type_=Integer))
+            for i in range(repeated)
+        ]
+        weight = case(*named, else_=weight)
+    matching = select(*POSTING_COLUMNS, weight.label("weight")).where(
+        MemoryTerm.agent_id == bindparam("agent"),
+        MemoryTerm.user_id.in_(bindparam("users", expanding=True)),
+        listed(MemoryTerm.term, "terms", postgres=False),
+    )
+    return _narrowed(matching, categories, tiers).subquery("postings")
+
+
+def _pg_postings(categories: bool, tiers: bool) -> Subquery:
+    """PostgreSQL: each term of the array, with its weight from the array beside it,
+    looked up in the index by itself, per readable user: a LATERAL lookup, kept as one
+    by OFFSET 0 (else the planner pulls it up into a join). With `term = ANY(array)`,
+    or a plain join, a planner without statistics (a freshly loaded store, autovacuum
+    off) read every posting of the scope and filtered them: 100-400 ms for a user of
+    9,000 postings."""
     terms = func.unnest(
         bindparam("terms", type_=ARRAY(String)), bindparam("weights", type_=ARRAY(Integer))
     )
     asked = terms.table_valued("term", "weight").render_derived(name="asked")
     who = users_table()
-    matching = select(*columns).where(
+    matching = select(*POSTING_COLUMNS).where(
         MemoryTerm.agent_id == bindparam("agent"),
         MemoryTerm.user_id == who.c.user_id,
         MemoryTerm.term == asked.c.term,
     )
-    found = narrowed(matching).offset(literal_column("0")).lateral("found")
+    found = _narrowed(matching, categories, tiers).offset(literal_column("0")).lateral("found")
     return (
         select(found, asked.c.weight)
         .select_from(asked)
