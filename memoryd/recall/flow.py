@@ -26,7 +26,7 @@ from memoryd.recall.pending import embed_pending, merged, pending_hits
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.usage import log_retrieval
 from memoryd.settings import AgentDefaults, Settings
-from memoryd.text import query_tokens
+from memoryd.text import query_term_counts, query_tokens
 
 BlockRules = tuple[Settings, list[str] | None, list[str] | None]
 # Turns not yet extracted that a block may show, under their own heading.
@@ -54,7 +54,8 @@ def ranked(
     ids = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
     with tracing.span(base, "memoryd.recall", **ids, k=k) as span:  # ids, never the query
         vector = embeddings.embed_query(base, query)  # before any transaction opens
-        embed_pending(base, Scope(agent_id, user_id), query, vector)
+        counts = query_term_counts(query)  # tokenised once for every step below
+        embed_pending(base, Scope(agent_id, user_id), query, vector, list(counts))
         now = utcnow()
         with session_scope(base.storage, autocommit=True) as session:  # see log_retrieval
             # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories.
@@ -63,12 +64,14 @@ def ranked(
             if not settings.agent.memory_enabled or categories == []:
                 return []
             scope = Scope(agent_id, user_id)
-            hits = _ranked(session, settings, scope, query, categories, tiers, now, vector, k)
+            hits = _ranked(
+                session, settings, scope, query, categories, tiers, now, vector, counts, k
+            )
             if categories is None and tiers is None:  # a filter asks for memories only
                 # Read after the memories: a batch finishing in between hides its turns
                 # from this read, and the memories it wrote were not yet read: never both.
                 limit = settings.extraction.prefetch_limit if k is None else k
-                pending = pending_hits(session, settings, scope, query, limit, vector)
+                pending = pending_hits(session, settings, scope, query, limit, vector, list(counts))
                 hits = merged(hits, pending, limit)
             remembered = [h for h in hits if not h.pending]
             log_retrieval(session, settings.recall, scope, remembered, query, session_id, now)
@@ -108,7 +111,8 @@ def _context_block(
 ) -> tuple[str, int]:
     """context_block's work: the block, and how many entries it holds (memories and
     pending turns)."""
-    if not query_tokens(query):
+    counts = query_term_counts(query)
+    if not counts:
         return "", 0
     key = SessionKey(agent_id, user_id, session_id) if session_id else None
     rules, vector = None, None
@@ -120,7 +124,7 @@ def _context_block(
         if rules is None:
             return "", 0
         vector = embeddings.embed_query(base, query)
-        embed_pending(base, Scope(agent_id, user_id), query, vector)
+        embed_pending(base, Scope(agent_id, user_id), query, vector, list(counts))
     now = utcnow()
     with session_scope(base.storage, autocommit=True) as session:  # see log_retrieval
         rules = rules or block_rules(session, base, agent_id, query, key)
@@ -128,10 +132,11 @@ def _context_block(
             return "", 0
         settings, categories, tiers = rules
         scope = Scope(agent_id, user_id)
-        hits = _ranked(session, settings, scope, query, categories, tiers, now, vector)
+        hits = _ranked(session, settings, scope, query, categories, tiers, now, vector, counts)
         hits = inject.injectable(settings.agent, hits)
         if categories is None and tiers is None:  # as in ranked(): after the memories
-            hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK, vector)
+            terms = list(counts)
+            hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK, vector, terms)
         block, included = _rendered(session, settings.agent, scope, hits, token_budget, now)
         remembered = [h for h in included if not h.pending]
         log_retrieval(session, settings.recall, scope, remembered, query, session_id, now)
@@ -200,6 +205,7 @@ def _ranked(
     tiers: Sequence[str] | None,
     now: datetime,
     vector: Vectors | None,
+    counts: dict[str, int],
     k: int | None = None,
 ) -> list[Hit]:
     """recall with the flow's arguments."""
@@ -213,6 +219,7 @@ def _ranked(
         tiers=tiers,
         now=now,
         query_vector=vector,
+        counts=counts,
     )
 
 

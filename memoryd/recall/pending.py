@@ -66,13 +66,17 @@ def pending_hits(
     query: str,
     k: int,
     vector: Vectors | None = None,
+    terms: Sequence[str] | None = None,
 ) -> list[Hit]:
     """The scope's unextracted user turns that match `query`, best first (how well, then
-    newest), at most `k`; with the query's `vector`, the one nearest in meaning too."""
-    terms = query_tokens(query)
+    newest), at most `k`; with the query's `vector`, the one nearest in meaning too.
+    `terms` are the query's search terms (text.query_tokens) when the caller has them."""
+    terms = query_tokens(query) if terms is None else list(terms)
     if not terms or k <= 0 or not settings.agent.recall_pending:
         return []
     rows = _readable(session, scope, query)
+    if not rows:  # most scopes most of the time: no matcher to build
+        return []
     match, nearest = (
         _Match(settings.recall, query, terms),
         _nearest_in_meaning(settings, vector, rows),
@@ -88,10 +92,18 @@ def pending_hits(
     return [_hit(settings.recall, row, share) for share, row in scored[:k]]
 
 
-def embed_pending(settings: Settings, scope: Scope, query: str, vector: Vectors | None) -> None:
+def embed_pending(
+    settings: Settings,
+    scope: Scope,
+    query: str,
+    vector: Vectors | None,
+    terms: Sequence[str] | None = None,
+) -> None:
     """Embed the scope's unextracted turns not yet embedded, in a read-only transaction
     of its own, before the recall's: pending_hits then finds their vectors known."""
-    if vector is None or not settings.agent.recall_pending or not query_tokens(query):
+    if vector is None or not settings.agent.recall_pending:
+        return
+    if not (query_tokens(query) if terms is None else terms):
         return
     with session_scope(settings.storage, readonly=True) as session:
         rows = _readable(session, scope, query)

@@ -97,14 +97,18 @@ def recall(
     tiers: Sequence[str] | None = None,
     now: datetime,
     query_vector: NDArray[np.float32] | None = None,
+    counts: dict[str, int] | None = None,
 ) -> list[Hit]:
     """The k most useful active memories for `query`. With a query that has no search
     terms, the strongest and most recent ones; otherwise only memories that some list
-    matched. Reads only: no row is locked."""
+    matched. Reads only: no row is locked. `counts` are the query's term counts
+    (text.query_term_counts) when the caller has them: a long query's tokenising costs
+    about as much as a small scope's keyword search."""
     k = settings.extraction.prefetch_limit if k is None else k
     if k <= 0:
         return []
-    search = _Search(scope, categories, tiers, query_term_counts(query))
+    counts = query_term_counts(query) if counts is None else counts
+    search = _Search(scope, categories, tiers, counts)
     lists = _ranked_lists(session, settings, search, query, query_vector)
     if search.terms or lists.nearest:
         rows = _matched_rows(session, search, lists)
