@@ -222,13 +222,15 @@ def session_factory(
     key = (url, readonly, autocommit, *timeouts, *pool, pooler)  # as get_engine's
     factory = _factories.get(key)  # dispose_engines() empties this with the engines
     if factory is None:
-        engine = get_engine(settings, autocommit=autocommit and not readonly)
+        engine = get_engine(settings, autocommit=autocommit)
         bind = engine
         if readonly:
             # One snapshot for the whole read (an export streamed in chunks stays
             # consistent); on SQLite, WAL gives the same to a DEFERRED transaction.
+            # Read-only and autocommit on PostgreSQL: a snapshot per statement, for a
+            # read that is one statement (no BEGIN and COMMIT round trips).
             options: dict[str, Any] = {READONLY: True}
-            if engine.dialect.name == "postgresql":
+            if engine.dialect.name == "postgresql" and not autocommit:
                 options |= {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
             bind = engine.execution_options(**options)
         factory = _factories[key] = sessionmaker(bind, expire_on_commit=False)
@@ -243,7 +245,8 @@ def session_scope(
     write; they read one consistent snapshot and never hold up writers (on SQLite they do
     not take the database write lock). `autocommit` sessions, on PostgreSQL, run each
     statement as its own transaction, without BEGIN and COMMIT round trips: for work
-    whose every write is one statement (recall); on SQLite they are ordinary ones."""
+    whose every write is one statement (recall); on SQLite they are ordinary ones. Both
+    at once: a read of one statement, whose snapshot is that statement's."""
     session = session_factory(settings, readonly, autocommit)()
     try:
         yield session

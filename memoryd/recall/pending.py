@@ -99,13 +99,13 @@ def embed_pending(
     vector: Vectors | None,
     terms: Sequence[str] | None = None,
 ) -> None:
-    """Embed the scope's unextracted turns not yet embedded, in a read-only transaction
-    of its own, before the recall's: pending_hits then finds their vectors known."""
+    """Embed the scope's unextracted turns not yet embedded, read in a statement of its
+    own before the recall's: pending_hits then finds their vectors known."""
     if vector is None or not settings.agent.recall_pending:
         return
     if not (query_tokens(query) if terms is None else terms):
         return
-    with session_scope(settings.storage, readonly=True) as session:
+    with session_scope(settings.storage, readonly=True, autocommit=True) as session:
         rows = _readable(session, scope, query)
     embed_texts(settings, _texts(rows))
 
