@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -248,10 +248,22 @@ def cached_bytes() -> int:
         return _scopes.nbytes
 
 
+def counted_stamp(scope_rows: Sequence[Any]) -> tuple[int, int, int]:
+    """The count, id sum and vector_version sum of the embedded memories among a whole
+    scope's rows (search.read_scope, without filters): what scope_vectors would read."""
+    embedded = [row for row in scope_rows if row.embedded]
+    return len(embedded), sum(r.id for r in embedded), sum(r.vector_version for r in embedded)
+
+
 def scope_vectors(
-    session: Session, settings: Settings, scope: Scope
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    counted: tuple[int, int, int] | None = None,
 ) -> tuple[NDArray[np.int64], Vectors]:
-    """Ids and vectors of the scope's embedded active memories (its own and shared)."""
+    """Ids and vectors of the scope's embedded active memories (its own and shared).
+    `counted` is counted_stamp of the scope read whole, when recall read it: the
+    statement that counts them is then spared."""
     key = (settings.storage.resolved_database_url, scope.agent_id, scope.user_id)
     now = time.monotonic()
     model_id = vector_model.known_id(session, settings)
@@ -263,13 +275,16 @@ def scope_vectors(
         Memory.status == MemoryStatus.ACTIVE,
         Memory.vector.is_not(None),
     ]
-    count, id_sum, versions = session.execute(
-        select(
-            func.count(),
-            func.coalesce(func.sum(Memory.id), 0),
-            func.coalesce(func.sum(Memory.vector_version), 0),
-        ).where(*where)
-    ).one()
+    count, id_sum, versions = (
+        counted
+        or session.execute(
+            select(
+                func.count(),
+                func.coalesce(func.sum(Memory.id), 0),
+                func.coalesce(func.sum(Memory.vector_version), 0),
+            ).where(*where)
+        ).one()
+    )
     unnamed = vector_model.compares_unnamed(session, settings, model_id)
     stamp = (int(count), int(id_sum), int(versions), model_id, unnamed)
     cached = _scopes.get(key, stamp, now)
@@ -299,11 +314,16 @@ def scope_vectors(
 
 
 def closest(
-    session: Session, settings: Settings, scope: Scope, query: Vectors, limit: int
+    session: Session,
+    settings: Settings,
+    scope: Scope,
+    query: Vectors,
+    limit: int,
+    counted: tuple[int, int, int] | None = None,
 ) -> list[tuple[int, float]]:
     """(memory id, cosine) of the scope's memories nearest the query, best first, at
-    least embedding_min_similarity."""
-    ids, matrix = scope_vectors(session, settings, scope)
+    least embedding_min_similarity. `counted`: see scope_vectors."""
+    ids, matrix = scope_vectors(session, settings, scope, counted)
     if not len(ids) or matrix.shape[1] != query.shape[0]:
         return []
     scores = matrix @ query

@@ -28,7 +28,7 @@ from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.bm25 import bm25_ranked
-from memoryd.recall.embeddings import closest
+from memoryd.recall.embeddings import closest, counted_stamp
 from memoryd.recall.intent import (
     Intent,
     asks_about_now,
@@ -231,7 +231,10 @@ def _ranked_lists(
         # The vectors are the scope's active memories: with no other filter the list's
         # own length is enough; with one, a deeper pool leaves that many after it.
         pool = EMBEDDING_POOL if categories or tiers else LIST_LIMIT
-        lists.nearest = closest(session, settings, scope, query_vector, pool)
+        # A scope read whole, unfiltered, tells the vectors' stamp without a statement.
+        whole = scope_rows is not None and not categories and not tiers
+        counted = counted_stamp(scope_rows) if whole and scope_rows is not None else None
+        lists.nearest = closest(session, settings, scope, query_vector, pool, counted)
     lists.rank(with_vectors=query_vector is not None)
     return lists
 

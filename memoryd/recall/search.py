@@ -136,8 +136,15 @@ def _counted(categories: bool, tiers: bool) -> Executable:
 
 @functools.cache
 def _in_scope(categories: bool, tiers: bool) -> Executable:
-    # search_text too: a scope read whole is also BM25-scored in hand (keyword_scan.py).
-    read = (Memory.search_length, Memory.search_text, BODY.label("body"))
+    # search_text too: a scope read whole is also BM25-scored in hand (keyword_scan.py);
+    # and what the embedding cache's stamp sums (embeddings.counted_stamp).
+    read = (
+        Memory.search_length,
+        Memory.search_text,
+        BODY.label("body"),
+        Memory.vector_version,
+        Memory.vector.is_not(None).label("embedded"),
+    )
     in_scope = select(*SCORING_COLUMNS, *read)
     # The limit bound at execution: the statement is built once, SCAN_LIMIT read each time.
     return in_scope.where(*filters(categories, tiers)).limit(bindparam("scan_limit"))
