@@ -7,7 +7,7 @@ The database is the source of truth; broker messages only say "look at this sess
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -62,17 +62,31 @@ def validate_turns(
 def _validate(
     items: Sequence[Mapping[str, Any] | TurnIn], settings: IngestSettings, key_prefix: str | None
 ) -> tuple[list[tuple[int, TurnIn]], list[dict[str, Any]]]:
-    """Good items with their index, and bad ones reported by index with field errors.
-    With `key_prefix`, an item without a turn_key gets `<prefix>:<index>`, so the same
-    message stored twice (a redelivery) stores each turn once."""
+    """Good items with their index, and bad ones reported by index with field errors."""
+    _check_size(items, settings)
+    bad: list[dict[str, Any]] = []
+    return _validated(enumerate(items), settings, key_prefix, bad), bad
+
+
+def _check_size(items: Sequence[Any], settings: IngestSettings) -> None:
     if len(items) > settings.max_bulk_turns:
         raise TurnRejected(
             f"{len(items)} turns in one call; the limit is {settings.max_bulk_turns} "
             "(MEMORYD_MAX_BULK_TURNS): split the call"
         )
+
+
+def _validated(
+    items: Iterable[tuple[int, Mapping[str, Any] | TurnIn]],
+    settings: IngestSettings,
+    key_prefix: str | None,
+    bad: list[dict[str, Any]],
+) -> list[tuple[int, TurnIn]]:
+    """The good (index, item) pairs as turns; each bad one goes to `bad` with its field
+    errors. With `key_prefix`, an item without a turn_key gets `<prefix>:<index>`, so the
+    same message stored twice (a redelivery) stores each turn once."""
     good: list[tuple[int, TurnIn]] = []
-    bad: list[dict[str, Any]] = []
-    for index, item in enumerate(items):
+    for index, item in items:
         try:
             turn = item if isinstance(item, TurnIn) else TurnIn.model_validate(item)
         except ValidationError as exc:
@@ -99,18 +113,22 @@ def _validate(
         if turn.turn_key is None and key_prefix is not None:
             turn = turn.model_copy(update={"turn_key": f"{key_prefix}:{index}"})
         good.append((index, turn))
-    return good, bad
+    return good
 
 
 def _not_ahead_of_the_clock(
-    settings: Settings, good: list[tuple[int, TurnIn]], bad: list[dict[str, Any]]
+    settings: Settings,
+    good: list[tuple[int, TurnIn]],
+    bad: list[dict[str, Any]],
+    read_clock: Callable[[], datetime] | None = None,
 ) -> list[tuple[int, TurnIn]]:
     """Turns not stamped later than the database clock allows; the others go to `bad`.
     A turn from a sender whose clock is ahead would count as said after every later turn,
-    and its facts would outrank what the user says next."""
+    and its facts would outrank what the user says next. `read_clock` reads the
+    database's clock (database_now by default)."""
     if all(turn.timestamp is None for _index, turn in good):
         return good  # the common case costs no clock read
-    now = database_now(settings.storage)
+    now = read_clock() if read_clock else database_now(settings.storage)
     latest = now + timedelta(seconds=settings.ingest.max_clock_skew_seconds)
     kept: list[tuple[int, TurnIn]] = []
     for index, turn in good:
@@ -161,12 +179,19 @@ def store_turns(
         return result, []
     conn = db.connection() if isinstance(db, Session) else db
     ids, touched = rows_sql.store(conn, turns, now)
-    result.accepted = len(ids)
-    result.duplicates = len(turns) - len(ids)
-    result.turn_ids = sorted(ids)
-    size = settings.batch_size
+    return _stored_result(len(turns), ids), _due(touched, settings.batch_size)
+
+
+def _stored_result(stored: int, ids: list[int]) -> IngestResult:
+    """The result of storing `stored` good turns, of which those `ids` were new."""
+    return IngestResult(accepted=len(ids), duplicates=stored - len(ids), turn_ids=sorted(ids))
+
+
+def _due(touched: list[tuple[SessionKey, int, int]], size: int) -> list[SessionKey]:
+    """The sessions whose pending turns crossed a multiple of `size` (once each, though
+    a call's chunks may bump a session twice)."""
     due = [key for key, before, added in touched if (before + added) // size > before // size]
-    return result, due
+    return list(dict.fromkeys(due))
 
 
 def ingest(
@@ -180,6 +205,11 @@ def ingest(
     Returns the result and the sessions to trigger, which the caller sends only now that
     the turns are committed.
     """
+    _check_size(items, settings.ingest)
+    if len(items) > rows_sql.CHUNK_TURNS and not settings.storage.resolved_database_url.startswith(
+        "sqlite"
+    ):
+        return _ingest_in_chunks(settings, items, now, key_prefix)
     good, bad = _validate(items, settings.ingest, key_prefix)
     good = _not_ahead_of_the_clock(settings, good, bad)
     result, due = IngestResult(), list[SessionKey]()
@@ -194,6 +224,59 @@ def ingest(
             result, due = _store_one_by_one(settings, good, now, bad)
     result.rejected = sorted(bad, key=lambda r: int(r["index"]))
     return result, due
+
+
+def _ingest_in_chunks(
+    settings: Settings,
+    items: Sequence[Mapping[str, Any] | TurnIn],
+    now: datetime,
+    key_prefix: str | None,
+) -> tuple[IngestResult, list[SessionKey]]:
+    """ingest() of a large call on PostgreSQL: the items in their sessions' lock order,
+    validated a chunk at a time, each chunk stored while the next is validated
+    (rows.store_pg_chunks), all in one transaction."""
+    order = sorted(range(len(items)), key=lambda index: _lock_key(items[index]))
+    good: list[tuple[int, TurnIn]] = []
+    bad: list[dict[str, Any]] = []
+    clock: list[datetime] = []  # the database's clock, read once if a turn is stamped
+
+    def read_clock() -> datetime:
+        if not clock:
+            clock.append(database_now(settings.storage))
+        return clock[0]
+
+    def chunks() -> Iterator[list[rows_sql.Values]]:
+        for start in range(0, len(order), rows_sql.CHUNK_TURNS):
+            part = [(index, items[index]) for index in order[start : start + rows_sql.CHUNK_TURNS]]
+            checked = _validated(part, settings.ingest, key_prefix, bad)
+            checked = _not_ahead_of_the_clock(settings, checked, bad, read_clock)
+            good.extend(checked)
+            yield [rows_sql.turn_values(turn, now) for _index, turn in checked]
+
+    validating = chunks()
+    try:
+        with write_connection(settings.storage) as conn:
+            assert not isinstance(conn, Connection)  # PostgreSQL's own connection
+            ids, touched = rows_sql.store_pg_chunks(conn, validating, now, conn.invalidate)
+        result, due = _stored_result(len(good), ids), _due(touched, settings.extraction.batch_size)
+    except REFUSED_BY_DATABASE:
+        for _rest in validating:  # every item validated, as the other path does first
+            pass
+        result, due = _store_one_by_one(settings, sorted(good), now, bad)
+    result.rejected = sorted(bad, key=lambda r: int(r["index"]))
+    return result, due
+
+
+def _lock_key(item: Mapping[str, Any] | TurnIn) -> tuple[str, str, str]:
+    """An item's session in lock order, read before validation as validation will keep
+    the ids (stripped). An item that is no turn sorts anywhere: it will be rejected."""
+    if isinstance(item, TurnIn):
+        return rows_sql.lock_order(item.agent_id, item.user_id, item.session_id)
+    if not isinstance(item, Mapping):
+        return ("", "", "")
+    ids = [item.get(name) for name in ("agent_id", "user_id", "session_id")]
+    agent, user, chat = (value.strip() if isinstance(value, str) else "" for value in ids)
+    return rows_sql.lock_order(agent, user, chat)
 
 
 # What a database says about one row's data (not an outage: those propagate).

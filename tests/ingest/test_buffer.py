@@ -6,6 +6,7 @@ import math
 import threading
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from sqlalchemy import select, text
@@ -14,7 +15,7 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.errors import TurnRejected
 from memoryd.ingest.buffer import ingest, store_turns, validate_turns
-from memoryd.ingest.rows import COPY_FROM
+from memoryd.ingest.rows import CHUNK_TURNS
 from memoryd.models.conversation_tables import ChatSession
 from memoryd.models.db import get_engine, is_sqlite, session_factory, utcnow
 from memoryd.models.keys import SessionKey
@@ -120,7 +121,8 @@ def test_same_turn_key_twice_stores_one_turn(settings: Settings, db: Session) ->
     assert count_turns(db) == 2
 
 
-@pytest.mark.parametrize("size", [5, COPY_FROM + 40])  # arrays, and COPY on PostgreSQL
+# One statement, and on PostgreSQL chunks of CHUNK_TURNS in one transaction.
+@pytest.mark.parametrize("size", [5, 2 * CHUNK_TURNS + 40])
 def test_a_bulk_call_keeps_order_keys_and_counts_at_any_size(
     settings: Settings, db: Session, size: int
 ) -> None:
@@ -131,13 +133,56 @@ def test_a_bulk_call_keeps_order_keys_and_counts_at_any_size(
     items.insert(3, turn(2, turn_key="k2", session_id="s0"))  # a repeat inside the call
     result = client.enqueue_turns(items)
     assert (result.accepted, result.duplicates, result.rejected) == (size - 1, 2, [])
-    stored = db.execute(select(Turn.id, Turn.content, Turn.metadata_).order_by(Turn.id)).all()
-    assert [t.content for t in stored] == [f"message {i}" for i in range(size)]
-    assert [t.metadata_ for t in stored[1:]] == [{"i": i} for i in range(1, size)]
+    columns = (Turn.id, Turn.session_id, Turn.content, Turn.metadata_)
+    stored = db.execute(select(*columns).order_by(Turn.id)).all()
+    # Each session's turns in the order given (a large call stores session by session).
+    for chat in ("s0", "s1"):
+        said = [int(t.content.split()[1]) for t in stored[1:] if t.session_id == chat]
+        assert said == [i for i in range(1, size) if f"s{i % 2}" == chat]
+    assert all(t.metadata_ == {"i": int(t.content.split()[1])} for t in stored[1:])
     assert result.turn_ids == [t.id for t in stored[1:]]
     pending = dict(db.execute(select(ChatSession.session_id, ChatSession.pending_count)).all())
     assert pending == {"s1": 1 + size // 2, "s0": (size + 1) // 2 - 1}
     assert client.enqueue_turns(items).duplicates == size + 1  # a second call on the pool
+
+
+def test_bulk_calls_over_the_same_sessions_in_opposite_orders_do_not_deadlock(
+    backend: str, settings: Settings, db: Session
+) -> None:
+    """A large call is stored in several statements of one transaction: were each to lock
+    its sessions in the order given, two calls over the same sessions in opposite orders
+    would each hold what the other waits for."""
+    if backend != "postgres":
+        pytest.skip("SQLite's write lock lets one call in at a time")
+    sessions = [f"s{i:03d}" for i in range(3 * CHUNK_TURNS)]
+    forward = [turn(i, session_id=chat) for i, chat in enumerate(sessions)]
+    rounds, failures = 4, list[Exception]()
+    for _ in range(rounds):
+        start = threading.Barrier(2)
+        threads = [
+            threading.Thread(target=_send_at_once, args=(settings, items, start, failures))
+            for items in (forward, forward[::-1])
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert failures == []
+    pending = db.execute(select(ChatSession.pending_count)).scalars().all()
+    assert pending == [2 * rounds] * len(sessions)
+
+
+def _send_at_once(
+    settings: Settings,
+    items: list[dict[str, Any]],
+    start: threading.Barrier,
+    failures: list[Exception],
+) -> None:
+    start.wait()
+    try:
+        MemoryClient(settings, dispatch=False).enqueue_turns(items)
+    except Exception as error:
+        failures.append(error)
 
 
 def test_a_key_another_call_stores_during_a_bulk_call_is_stored_once(
@@ -148,7 +193,7 @@ def test_a_key_another_call_stores_during_a_bulk_call_is_stored_once(
     or a second turn."""
     if backend != "postgres":
         pytest.skip("SQLite's write lock lets no other call in between")
-    items = [turn(i, turn_key=f"k{i}", session_id=f"s{i % 2}") for i in range(COPY_FROM + 10)]
+    items = [turn(i, turn_key=f"k{i}", session_id=f"s{i % 2}") for i in range(CHUNK_TURNS + 10)]
     with get_engine(settings.storage).connect() as other:
         other_call = other.begin()
         # The other call stored k7 (in a session of its own, so that the key is all the
@@ -252,7 +297,11 @@ def test_a_row_the_database_refuses_costs_only_itself(settings: Settings, db: Se
     try:
         items = [turn(1), turn(2, content="poison pill"), turn(3), turn(4, content="x\x00")]
         result = MemoryClient(settings, dispatch=False).enqueue_turns(items)
-        many = [turn(i) for i in range(10, 10 + COPY_FROM)] + [turn(9, content="poison")]
+        # In chunks on PostgreSQL, in their sessions' order: the poison (session "a")
+        # in the first chunk, the bad item (agent "zz") in the last, not yet validated
+        # when the refusal comes.
+        many = [turn(i) for i in range(10, 10 + 2 * CHUNK_TURNS)]
+        many += [turn(9, content="poison", session_id="a"), {"agent_id": "zz", "role": "user"}]
         copied = MemoryClient(settings, dispatch=False).enqueue_turns(many)
     finally:
         _drop_refusal(settings)
@@ -261,8 +310,11 @@ def test_a_row_the_database_refuses_costs_only_itself(settings: Settings, db: Se
     assert (
         "the database refused this turn: poison row" in result.rejected[0]["errors"][0]["message"]
     )
-    assert (copied.accepted, [r["index"] for r in copied.rejected]) == (COPY_FROM, [COPY_FROM])
-    assert count_turns(db) == 2 + COPY_FROM
+    n = 2 * CHUNK_TURNS
+    assert (copied.accepted, [r["index"] for r in copied.rejected]) == (n, [n, n + 1])
+    assert "the database refused" in copied.rejected[0]["errors"][0]["message"]
+    assert "user_id" in [e["field"] for e in copied.rejected[1]["errors"]]
+    assert count_turns(db) == 2 + n
 
 
 def test_dispatch_when_pending_turns_cross_batch_size(settings: Settings) -> None:
