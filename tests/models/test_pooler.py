@@ -14,11 +14,13 @@ from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.exc import DBAPIError
 
 from memoryd.client import MemoryClient
+from memoryd.ingest.rows import CHUNK_TURNS
 from memoryd.models.coordination import LOCK_CLASS_EMBEDDING, single_flight
 from memoryd.models.db import get_engine
 from memoryd.settings import Settings
 from testkit.services import PgBouncer
 from tests.conftest import make_settings, through
+from tests.factories import turn_item
 
 THREADS = 8
 ROUNDS = 20  # each statement runs far more often than psycopg's prepare threshold (5)
@@ -65,6 +67,26 @@ def test_many_clients_share_three_server_connections(pooler: PgBouncer, direct: 
     pooled = through(pooler, direct, db_transaction_pooler=True)
     assert run_in_threads(clients_at_work(pooled)) == []
     assert MemoryClient(direct, dispatch=False).health().active == THREADS * ROUNDS
+
+
+def test_large_bulk_calls_share_three_server_connections(
+    pooler: PgBouncer, direct: Settings
+) -> None:
+    """A large bulk call is stored in chunks, pipelined in one transaction: through the
+    pooler, from many threads, each call more often than the prepare threshold."""
+    pooled = through(pooler, direct, db_transaction_pooler=True)
+    size = 2 * CHUNK_TURNS + 1
+
+    def work(i: int) -> None:
+        client = MemoryClient(pooled, dispatch=False)
+        for n in range(6):
+            items = [turn_item(k, user_id=f"user-{i}", session_id=f"s{k % 3}") for k in range(size)]
+            assert client.enqueue_turns(items).accepted == size, n
+
+    assert run_in_threads(work) == []
+    with get_engine(direct.storage).connect() as conn:
+        stored = conn.execute(text("SELECT count(*) FROM turns")).scalar()
+    assert stored == THREADS * 6 * size
 
 
 @pytest.mark.parametrize("pooler_setting", [True, False])
