@@ -7,7 +7,7 @@ The database is the source of truth; broker messages only say "look at this sess
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -120,15 +120,15 @@ def _not_ahead_of_the_clock(
     settings: Settings,
     good: list[tuple[int, TurnIn]],
     bad: list[dict[str, Any]],
-    read_clock: Callable[[], datetime] | None = None,
+    clock: datetime | None = None,
 ) -> list[tuple[int, TurnIn]]:
     """Turns not stamped later than the database clock allows; the others go to `bad`.
     A turn from a sender whose clock is ahead would count as said after every later turn,
-    and its facts would outrank what the user says next. `read_clock` reads the
-    database's clock (database_now by default)."""
+    and its facts would outrank what the user says next. `clock` is the database's
+    clock when the caller read it already."""
     if all(turn.timestamp is None for _index, turn in good):
         return good  # the common case costs no clock read
-    now = read_clock() if read_clock else database_now(settings.storage)
+    now = clock or database_now(settings.storage)
     latest = now + timedelta(seconds=settings.ingest.max_clock_skew_seconds)
     kept: list[tuple[int, TurnIn]] = []
     for index, turn in good:
@@ -232,24 +232,19 @@ def _ingest_in_chunks(
     now: datetime,
     key_prefix: str | None,
 ) -> tuple[IngestResult, list[SessionKey]]:
-    """ingest() of a large call on PostgreSQL: the items in their sessions' lock order,
-    validated a chunk at a time, each chunk stored while the next is validated
-    (rows.store_pg_chunks), all in one transaction."""
-    order = sorted(range(len(items)), key=lambda index: _lock_key(items[index]))
+    """ingest() of a large call on PostgreSQL: validated a chunk at a time, each chunk
+    stored while the next is validated (rows.store_pg_chunks), in one transaction."""
     good: list[tuple[int, TurnIn]] = []
     bad: list[dict[str, Any]] = []
-    clock: list[datetime] = []  # the database's clock, read once if a turn is stamped
-
-    def read_clock() -> datetime:
-        if not clock:
-            clock.append(database_now(settings.storage))
-        return clock[0]
+    # Read before the write transaction opens, so that it never holds a connection
+    # while waiting for a second one.
+    clock = database_now(settings.storage) if any(map(_stamped, items)) else None
 
     def chunks() -> Iterator[list[rows_sql.Values]]:
-        for start in range(0, len(order), rows_sql.CHUNK_TURNS):
-            part = [(index, items[index]) for index in order[start : start + rows_sql.CHUNK_TURNS]]
+        for start in range(0, len(items), rows_sql.CHUNK_TURNS):
+            part = enumerate(items[start : start + rows_sql.CHUNK_TURNS], start)
             checked = _validated(part, settings.ingest, key_prefix, bad)
-            checked = _not_ahead_of_the_clock(settings, checked, bad, read_clock)
+            checked = _not_ahead_of_the_clock(settings, checked, bad, clock)
             good.extend(checked)
             yield [rows_sql.turn_values(turn, now) for _index, turn in checked]
 
@@ -262,21 +257,16 @@ def _ingest_in_chunks(
     except REFUSED_BY_DATABASE:
         for _rest in validating:  # every item validated, as the other path does first
             pass
-        result, due = _store_one_by_one(settings, sorted(good), now, bad)
+        result, due = _store_one_by_one(settings, good, now, bad)
     result.rejected = sorted(bad, key=lambda r: int(r["index"]))
     return result, due
 
 
-def _lock_key(item: Mapping[str, Any] | TurnIn) -> tuple[str, str, str]:
-    """An item's session in lock order, read before validation as validation will keep
-    the ids (stripped). An item that is no turn sorts anywhere: it will be rejected."""
+def _stamped(item: Mapping[str, Any] | TurnIn) -> bool:
+    """Whether an item, valid or not, names a timestamp."""
     if isinstance(item, TurnIn):
-        return rows_sql.lock_order(item.agent_id, item.user_id, item.session_id)
-    if not isinstance(item, Mapping):
-        return ("", "", "")
-    ids = [item.get(name) for name in ("agent_id", "user_id", "session_id")]
-    agent, user, chat = (value.strip() if isinstance(value, str) else "" for value in ids)
-    return rows_sql.lock_order(agent, user, chat)
+        return item.timestamp is not None
+    return isinstance(item, Mapping) and item.get("timestamp") is not None
 
 
 # What a database says about one row's data (not an outage: those propagate).

@@ -70,7 +70,7 @@ WITH new_turns AS (
 ), bumped AS (
     INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
     SELECT agent_id, user_id, session_id, %(now)s, added FROM per_session
-    ORDER BY agent_id COLLATE "C", user_id COLLATE "C", session_id COLLATE "C"
+    ORDER BY agent_id, user_id, session_id
     ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
         pending_count = s.pending_count + excluded.pending_count,
         last_activity_at = excluded.last_activity_at,
@@ -93,21 +93,36 @@ _FROM_ARRAYS = """unnest(CAST(%(turn_key)b AS text[]), CAST(%(agent_id)b AS text
          AS x(k, a, u, s, r, c, m, t, n)"""
 _PG_STORE_ARRAYS = _PG_STORE_TURNS.format(source=_FROM_ARRAYS)
 
-# Calls of more than CHUNK_TURNS turns go in statements of that many, sent in psycopg's
-# pipeline mode as each chunk is built: the client validates the next chunk while the
-# server stores the last, one transaction for all. Their turns come sorted by session
-# (lock_order), and each statement locks its sessions in that same byte order (COLLATE
-# "C" above), so two calls touching the same sessions lock them in one order and never
-# deadlock. One statement per 1,000 turns, or COPY into a temporary table, kept the
-# client and the server waiting on each other: 25-30% fewer turns a second
-# (bench/ingest.py, docs/benchmarks.md).
+# Calls of more than CHUNK_TURNS turns insert their turns in statements of that many,
+# sent in psycopg's pipeline mode as each chunk is built: the client validates the next
+# chunk while the server stores the last, one transaction for all. Their sessions are
+# bumped after every turn is in, in one statement in key order as above: a session
+# locked by an early chunk and held while a later chunk waited on another call's
+# uncommitted turn_key could close a cycle with that call, and two calls over the same
+# sessions in other orders would lock them in other orders. One statement per 1,000
+# turns, or COPY into a temporary table, kept the client and the server waiting on each
+# other (bench/ingest.py, docs/benchmarks.md).
 CHUNK_TURNS = 200
-
-
-def lock_order(agent_id: str, user_id: str, session_id: str) -> tuple[str, str, str]:
-    """The order turns' sessions are locked in, across a call's statements: by code point,
-    as COLLATE "C" compares them."""
-    return (agent_id, user_id, session_id)
+_PG_INSERT_TURNS = f"""
+INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
+                   created_at, received_at, status, attempts, token_count)
+SELECT k, a, u, s, r, c, m::json, t, %(now)s, 'pending', 0, n
+FROM {_FROM_ARRAYS}
+ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
+RETURNING id, agent_id, user_id, session_id
+"""
+_PG_BUMP_SESSIONS = """
+INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
+SELECT a, u, c, %(now)s, n
+FROM unnest(CAST(%(agent_id)b AS text[]), CAST(%(user_id)b AS text[]),
+            CAST(%(session_id)b AS text[]), CAST(%(added)b AS int[])) AS x(a, u, c, n)
+ORDER BY a, u, c
+ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
+    pending_count = s.pending_count + excluded.pending_count,
+    last_activity_at = excluded.last_activity_at,
+    ended_at = NULL
+RETURNING agent_id, user_id, session_id, pending_count
+"""
 
 
 # The same for one turn with scalar parameters: no array encoding and no unnest, the
@@ -159,8 +174,7 @@ def store_pg(
     """Returns the new turn ids and, per touched session, (key, pending before, added).
     `invalidate` tells SQLAlchemy the connection is dead."""
     if len(values) > CHUNK_TURNS:
-        ordered = sorted(values, key=lambda v: lock_order(v.agent_id, v.user_id, v.session_id))
-        chunks = (ordered[i : i + CHUNK_TURNS] for i in range(0, len(ordered), CHUNK_TURNS))
+        chunks = (values[i : i + CHUNK_TURNS] for i in range(0, len(values), CHUNK_TURNS))
         return store_pg_chunks(pooled, chunks, now, invalidate)
     return _pg_errors(lambda: _run_pg_store(pooled.driver_connection, values, now), invalidate)
 
@@ -173,20 +187,45 @@ def store_pg_chunks(
 ) -> Stored:
     """store_pg of turns in chunks of at most CHUNK_TURNS, in one transaction, each chunk
     sent as soon as `chunks` yields it (see CHUNK_TURNS): a generator that validates
-    each chunk does so while the server stores the one before. The turns must come in
-    lock_order across chunks; an error `chunks` raises rolls every chunk back."""
+    each chunk does so while the server stores the one before. An error `chunks` raises
+    rolls every chunk back."""
 
     def run() -> Stored:
         conn: Any = pooled.driver_connection
-        cursors = []
-        with conn.transaction(), conn.pipeline():
-            for values in chunks:
-                if values:
-                    cursors.append(conn.cursor())
-                    cursors[-1].execute(_PG_STORE_ARRAYS, _arrays(values, now))
-            return _stored([row for cursor in cursors for row in cursor.fetchall()])
+        with conn.transaction():
+            with conn.pipeline():
+                cursors = []
+                for values in chunks:
+                    if values:
+                        cursors.append(conn.cursor())
+                        cursors[-1].execute(_PG_INSERT_TURNS, _arrays(values, now))
+                new = [row for cursor in cursors for row in cursor.fetchall()]
+            added = Counter(SessionKey(agent, user, chat) for _id, agent, user, chat in new)
+            return [row[0] for row in new], _bump_sessions(conn, added, now)
 
     return _pg_errors(run, invalidate)
+
+
+def _bump_sessions(
+    psycopg_conn: Any, added: Counter[SessionKey], now: datetime
+) -> list[tuple[SessionKey, int, int]]:
+    """Add each session's new turns to its pending count: (key, pending before, added)."""
+    if not added:
+        return []
+    columns = {
+        "agent_id": [key.agent_id for key in added],
+        "user_id": [key.user_id for key in added],
+        "session_id": [key.session_id for key in added],
+        "added": list(added.values()),
+    }
+    with psycopg_conn.cursor() as cursor:
+        cursor.execute(_PG_BUMP_SESSIONS, {**columns, "now": now})
+        bumped = cursor.fetchall()
+    touched = []
+    for agent, user, chat, pending in bumped:
+        key = SessionKey(agent, user, chat)
+        touched.append((key, pending - added[key], added[key]))
+    return touched
 
 
 def _pg_errors(run: Callable[[], Stored], invalidate: Callable[[BaseException], None]) -> Stored:

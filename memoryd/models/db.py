@@ -246,7 +246,8 @@ def session_scope(
     not take the database write lock). `autocommit` sessions, on PostgreSQL, run each
     statement as its own transaction, without BEGIN and COMMIT round trips: for work
     whose every write is one statement (recall); on SQLite they are ordinary ones. Both
-    at once: a read of one statement, whose snapshot is that statement's."""
+    at once: a read of one statement, whose snapshot is that statement's (on PostgreSQL
+    nothing refuses a write there, and each would commit alone: write elsewhere)."""
     session = session_factory(settings, readonly, autocommit)()
     try:
         yield session

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.errors import ConfigError, LLMError
 from memoryd.memo import RecentMemo
@@ -250,9 +251,31 @@ def cached_bytes() -> int:
 
 def counted_stamp(scope_rows: Sequence[Any]) -> tuple[int, int, int]:
     """The count, id sum and vector_version sum of the embedded memories among a whole
-    scope's rows (search.read_scope, without filters): what scope_vectors would read."""
+    scope's rows (search.read_scope, without filters): scope_counts without a statement."""
     embedded = [row for row in scope_rows if row.embedded]
     return len(embedded), sum(r.id for r in embedded), sum(r.vector_version for r in embedded)
+
+
+def _embedded(scope: Scope) -> tuple[ColumnElement[bool], ...]:
+    """The scope's embedded active memories (its own and shared)."""
+    return (
+        Memory.readable_by(scope),
+        Memory.status == MemoryStatus.ACTIVE,
+        Memory.vector.is_not(None),
+    )
+
+
+def scope_counts(session: Session, scope: Scope) -> tuple[int, int, int]:
+    """The count, id sum and vector_version sum of the scope's embedded active memories:
+    what the cache's stamp holds of them, counted by the database."""
+    count, id_sum, versions = session.execute(
+        select(
+            func.count(),
+            func.coalesce(func.sum(Memory.id), 0),
+            func.coalesce(func.sum(Memory.vector_version), 0),
+        ).where(*_embedded(scope))
+    ).one()
+    return int(count), int(id_sum), int(versions)
 
 
 def scope_vectors(
@@ -270,27 +293,13 @@ def scope_vectors(
     cached = _scopes.recent(key, now, model_id)
     if cached is not None:
         return cached
-    where = [
-        Memory.readable_by(scope),
-        Memory.status == MemoryStatus.ACTIVE,
-        Memory.vector.is_not(None),
-    ]
-    count, id_sum, versions = (
-        counted
-        or session.execute(
-            select(
-                func.count(),
-                func.coalesce(func.sum(Memory.id), 0),
-                func.coalesce(func.sum(Memory.vector_version), 0),
-            ).where(*where)
-        ).one()
-    )
+    count, id_sum, versions = counted or scope_counts(session, scope)
     unnamed = vector_model.compares_unnamed(session, settings, model_id)
     stamp = (int(count), int(id_sum), int(versions), model_id, unnamed)
     cached = _scopes.get(key, stamp, now)
     if cached is not None:
         return cached
-    read = select(Memory.id, Memory.vector, Memory.vector_model_id).where(*where)
+    read = select(Memory.id, Memory.vector, Memory.vector_model_id).where(*_embedded(scope))
     # Only this model's vectors (and those from before models were named, if its own).
     own: set[int | None] = set() if model_id is None else {model_id}
     if unnamed:

@@ -233,7 +233,7 @@ def _ranked_lists(
         pool = EMBEDDING_POOL if categories or tiers else LIST_LIMIT
         # A scope read whole, unfiltered, tells the vectors' stamp without a statement.
         whole = scope_rows is not None and not categories and not tiers
-        counted = counted_stamp(scope_rows) if whole and scope_rows is not None else None
+        counted = counted_stamp(scope_rows or ()) if whole else None
         lists.nearest = closest(session, settings, scope, query_vector, pool, counted)
     lists.rank(with_vectors=query_vector is not None)
     return lists

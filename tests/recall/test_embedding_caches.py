@@ -8,8 +8,8 @@ from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.models.keys import Scope
-from memoryd.models.tables import Memory, VectorModel
-from memoryd.recall import backfill, embeddings
+from memoryd.models.tables import Memory, MemoryStatus, VectorModel
+from memoryd.recall import backfill, embeddings, search
 from memoryd.settings import Settings
 from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
@@ -188,3 +188,28 @@ def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
     embeddings.clear_caches()
     assert MemoryClient(tiny).recall("green tea", "bot", "ann")[0].parts.embedding is not None
     assert embeddings.cached_bytes() == 0  # a scope over the budget is read, not kept
+
+
+def test_a_scope_read_whole_stamps_its_vectors_as_the_database_counts_them(
+    settings: Settings, db: Session
+) -> None:
+    """Recall takes the vector cache's stamp from the rows of a small scope it read whole
+    (embeddings.counted_stamp) instead of counting them in a statement: the same
+    memories must count, the shared scope's among them, the unembedded and inactive not."""
+    vector = b"\x00\x00\x80?" * 4
+    for content, user, status, embedded in [
+        ("Prefers green tea", "ann", MemoryStatus.ACTIVE, True),
+        ("Walks the dog at noon", "ann", MemoryStatus.ACTIVE, True),
+        ("Not embedded yet", "ann", MemoryStatus.ACTIVE, False),
+        ("An archived habit", "ann", MemoryStatus.ARCHIVED, True),
+        ("Every user of the bot is greeted in French", "*", MemoryStatus.ACTIVE, True),
+        ("Another user's memory", "bob", MemoryStatus.ACTIVE, True),
+    ]:
+        columns = {"vector": vector, "vector_version": 3} if embedded else {}
+        make_memory(db, settings, content, user_id=user, status=status, **columns)
+    db.commit()
+    scope = Scope("bot", "ann")
+    _stats, rows = search.read_scope(db, search.search_params(scope, None, None), object())
+    assert rows is not None
+    assert embeddings.counted_stamp(rows) == embeddings.scope_counts(db, scope)
+    assert embeddings.scope_counts(db, scope)[0] == 3
