@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.errors import TurnRejected
 from memoryd.extraction.batch import extract_session
+from memoryd.ingest.rows import CHUNK_TURNS
 from memoryd.models.coordination import database_now
 from memoryd.models.keys import SessionKey
 from memoryd.settings import Settings
@@ -56,6 +57,28 @@ def test_the_skew_is_measured_by_the_database_clock_and_is_a_setting(
     result = MemoryClient(strict, dispatch=False).enqueue_turns([turn_item(2, timestamp=soon)])
     assert (result.accepted, [r["index"] for r in result.rejected]) == (0, [0])
     assert count_turns(db) == 1
+
+
+def test_a_large_call_reads_the_clock_once_and_refuses_only_the_turns_ahead(
+    settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A history import of more than CHUNK_TURNS stamped turns is validated chunk by
+    chunk inside its write transaction: the database clock is read once, before it."""
+    from memoryd.ingest import buffer
+
+    reads: list[object] = []
+    monkeypatch.setattr(
+        buffer, "database_now", lambda storage: reads.append(1) or database_now(storage)
+    )
+    size = 2 * CHUNK_TURNS + 1
+    past = (database_now(settings.storage) - timedelta(days=3)).isoformat()
+    items = [turn_item(i, timestamp=past) for i in range(size)]
+    items[-1] = turn_item(size - 1, timestamp=IN_2099)  # in the last chunk
+    result = MemoryClient(settings, dispatch=False).enqueue_turns(items)
+    assert (result.accepted, [r["index"] for r in result.rejected]) == (size - 1, [size - 1])
+    assert result.rejected[0]["errors"][0]["field"] == "timestamp"
+    assert len(reads) == 1
+    assert count_turns(db) == size - 1
 
 
 def test_the_celery_task_refuses_a_future_turn_and_keeps_the_rest(
