@@ -56,31 +56,34 @@ def turn_values(turn: TurnIn, now: datetime) -> Values:
 # turns themselves, so the counter can never strand a turn. Both statements run on the
 # psycopg cursor itself (plain %(name)s placeholders): SQLAlchemy's compile and result
 # layers cost more than the round trip, and psycopg prepares repeated statements.
+_INSERT_TURNS = """
+INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
+                   created_at, received_at, status, attempts, token_count)
+SELECT k, a, u, s, r, c, m::json, t, %(now)s, 'pending', 0, n
+FROM {source}
+ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
+RETURNING id, agent_id, user_id, session_id
+"""
+# Sessions are locked in key order, as every writer of several locks them.
+_BUMP_SESSIONS = """
+INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
+SELECT a, u, c, %(now)s, n FROM {source}
+ORDER BY a, u, c
+ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
+    pending_count = s.pending_count + excluded.pending_count,
+    last_activity_at = excluded.last_activity_at,
+    ended_at = NULL
+RETURNING agent_id, user_id, session_id, pending_count
+"""
 _PG_STORE_TURNS = """
-WITH new_turns AS (
-    INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
-                       created_at, received_at, status, attempts, token_count)
-    SELECT k, a, u, s, r, c, m::json, t, %(now)s, 'pending', 0, n
-    FROM {source}
-    ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
-    RETURNING id, agent_id, user_id, session_id
-), per_session AS (
-    SELECT agent_id, user_id, session_id, count(*) AS added
+WITH new_turns AS ({insert}), per_session AS (
+    SELECT agent_id AS a, user_id AS u, session_id AS c, count(*) AS n
     FROM new_turns GROUP BY agent_id, user_id, session_id
-), bumped AS (
-    INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
-    SELECT agent_id, user_id, session_id, %(now)s, added FROM per_session
-    ORDER BY agent_id, user_id, session_id
-    ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
-        pending_count = s.pending_count + excluded.pending_count,
-        last_activity_at = excluded.last_activity_at,
-        ended_at = NULL
-    RETURNING agent_id, user_id, session_id, pending_count
-)
+), bumped AS ({bump})
 SELECT id, NULL, NULL, NULL, NULL, NULL FROM new_turns
 UNION ALL
-SELECT NULL, b.agent_id, b.user_id, b.session_id, b.pending_count - p.added, p.added
-FROM bumped b JOIN per_session p USING (agent_id, user_id, session_id)
+SELECT NULL, b.agent_id, b.user_id, b.session_id, b.pending_count - p.n, p.n
+FROM bumped b JOIN per_session p ON (b.agent_id, b.user_id, b.session_id) = (p.a, p.u, p.c)
 """
 # The arrays go in binary (%(name)b): the server then parses no array literal, whose
 # quoting of every text cost a call of 1,000 turns in sessions of 50 about a third of
@@ -91,7 +94,10 @@ _FROM_ARRAYS = """unnest(CAST(%(turn_key)b AS text[]), CAST(%(agent_id)b AS text
                 CAST(%(metadata)b AS text[]), CAST(%(created_at)b AS timestamptz[]),
                 CAST(%(token_count)b AS int[]))
          AS x(k, a, u, s, r, c, m, t, n)"""
-_PG_STORE_ARRAYS = _PG_STORE_TURNS.format(source=_FROM_ARRAYS)
+_PG_STORE_ARRAYS = _PG_STORE_TURNS.format(
+    insert=_INSERT_TURNS.format(source=_FROM_ARRAYS),
+    bump=_BUMP_SESSIONS.format(source="per_session"),
+)
 
 # Calls of more than CHUNK_TURNS turns insert their turns in statements of that many,
 # sent in psycopg's pipeline mode as each chunk is built: the client validates the next
@@ -103,26 +109,11 @@ _PG_STORE_ARRAYS = _PG_STORE_TURNS.format(source=_FROM_ARRAYS)
 # turns, or COPY into a temporary table, kept the client and the server waiting on each
 # other (bench/ingest.py, docs/benchmarks.md).
 CHUNK_TURNS = 200
-_PG_INSERT_TURNS = f"""
-INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
-                   created_at, received_at, status, attempts, token_count)
-SELECT k, a, u, s, r, c, m::json, t, %(now)s, 'pending', 0, n
-FROM {_FROM_ARRAYS}
-ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
-RETURNING id, agent_id, user_id, session_id
-"""
-_PG_BUMP_SESSIONS = """
-INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
-SELECT a, u, c, %(now)s, n
-FROM unnest(CAST(%(agent_id)b AS text[]), CAST(%(user_id)b AS text[]),
-            CAST(%(session_id)b AS text[]), CAST(%(added)b AS int[])) AS x(a, u, c, n)
-ORDER BY a, u, c
-ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
-    pending_count = s.pending_count + excluded.pending_count,
-    last_activity_at = excluded.last_activity_at,
-    ended_at = NULL
-RETURNING agent_id, user_id, session_id, pending_count
-"""
+_PG_INSERT_TURNS = _INSERT_TURNS.format(source=_FROM_ARRAYS)
+_PG_BUMP_SESSIONS = _BUMP_SESSIONS.format(
+    source="""unnest(CAST(%(agent_id)b AS text[]), CAST(%(user_id)b AS text[]),
+                 CAST(%(session_id)b AS text[]), CAST(%(added)b AS int[])) AS x(a, u, c, n)"""
+)
 
 
 # The same for one turn with scalar parameters: no array encoding and no unnest, the
