@@ -6,6 +6,7 @@ The database is the source of truth; broker messages only say "look at this sess
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -188,8 +189,7 @@ def _stored_result(stored: int, ids: list[int]) -> IngestResult:
 
 
 def _due(touched: list[tuple[SessionKey, int, int]], size: int) -> list[SessionKey]:
-    """The sessions whose pending turns crossed a multiple of `size` (once each, though
-    a call's chunks may bump a session twice)."""
+    """The sessions whose pending turns crossed a multiple of `size`, each once."""
     due = [key for key, before, added in touched if (before + added) // size > before // size]
     return list(dict.fromkeys(due))
 
@@ -249,10 +249,14 @@ def _ingest_in_chunks(
             yield [rows_sql.turn_values(turn, now) for _index, turn in checked]
 
     validating = chunks()
+    first = next((chunk for chunk in validating if chunk), None)
+    if first is None:  # every item rejected: no transaction at all, as ingest() does
+        return IngestResult(rejected=sorted(bad, key=lambda r: int(r["index"]))), []
     try:
         with write_connection(settings.storage) as conn:
             assert not isinstance(conn, Connection)  # PostgreSQL's own connection
-            ids, touched = rows_sql.store_pg_chunks(conn, validating, now, conn.invalidate)
+            stream = itertools.chain([first], validating)
+            ids, touched = rows_sql.store_pg_chunks(conn, stream, now, conn.invalidate)
         result, due = _stored_result(len(good), ids), _due(touched, settings.extraction.batch_size)
     except REFUSED_BY_DATABASE:
         for _rest in validating:  # every item validated, as the other path does first

@@ -53,9 +53,9 @@ def turn_values(turn: TurnIn, now: datetime) -> Values:
 # PostgreSQL: turns and their session's counters in ONE statement, so an enqueue on an
 # autocommit connection is a single round trip. Arrays carry any number of turns.
 # sessions.pending_count only decides when to send a trigger; the sweeper reads the
-# turns themselves, so the counter can never strand a turn. Both statements run on the
-# psycopg cursor itself (plain %(name)s placeholders): SQLAlchemy's compile and result
-# layers cost more than the round trip, and psycopg prepares repeated statements.
+# turns themselves, so the counter can never strand a turn. The statements run on the
+# psycopg cursor itself (%(name)s and %(name)b placeholders): SQLAlchemy's compile and
+# result layers cost more than the round trip, and psycopg prepares repeated statements.
 _INSERT_TURNS = """
 INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
                    created_at, received_at, status, attempts, token_count)

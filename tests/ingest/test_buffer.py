@@ -5,19 +5,20 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import Connection, select, text
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.errors import TurnRejected
 from memoryd.ingest.buffer import ingest, store_turns, validate_turns
-from memoryd.ingest.rows import CHUNK_TURNS
+from memoryd.ingest.rows import CHUNK_TURNS, Values, store_pg_chunks, turn_values
 from memoryd.models.conversation_tables import ChatSession
-from memoryd.models.db import get_engine, is_sqlite, session_factory, utcnow
+from memoryd.models.db import get_engine, is_sqlite, session_factory, utcnow, write_connection
 from memoryd.models.keys import SessionKey
 from memoryd.models.schemas import IngestResult, TurnIn
 from memoryd.models.tables import Turn
@@ -131,15 +132,16 @@ def test_a_bulk_call_keeps_order_keys_and_counts_at_any_size(
     items = [turn(i, turn_key=f"k{i}", session_id=f"s{i % 2}", metadata={"i": i})
              for i in range(size)]  # fmt: skip
     items.insert(3, turn(2, turn_key="k2", session_id="s0"))  # a repeat inside the call
+    items.append(turn(1, turn_key="k1", session_id="s1"))  # and in another chunk
     result = client.enqueue_turns(items)
-    assert (result.accepted, result.duplicates, result.rejected) == (size - 1, 2, [])
+    assert (result.accepted, result.duplicates, result.rejected) == (size - 1, 3, [])
     stored = db.execute(select(Turn.id, Turn.content, Turn.metadata_).order_by(Turn.id)).all()
     assert [t.content for t in stored] == [f"message {i}" for i in range(size)]
     assert [t.metadata_ for t in stored[1:]] == [{"i": i} for i in range(1, size)]
     assert result.turn_ids == [t.id for t in stored[1:]]
     pending = dict(db.execute(select(ChatSession.session_id, ChatSession.pending_count)).all())
     assert pending == {"s1": 1 + size // 2, "s0": (size + 1) // 2 - 1}
-    assert client.enqueue_turns(items).duplicates == size + 1  # a second call on the pool
+    assert client.enqueue_turns(items).duplicates == size + 2  # a second call on the pool
 
 
 def test_bulk_calls_over_the_same_sessions_in_opposite_orders_do_not_deadlock(
@@ -166,6 +168,41 @@ def test_bulk_calls_over_the_same_sessions_in_opposite_orders_do_not_deadlock(
     assert failures == []
     pending = db.execute(select(ChatSession.pending_count)).scalars().all()
     assert pending == [2 * rounds] * len(sessions)
+
+
+def test_a_large_call_stores_nothing_when_a_later_chunk_fails(
+    backend: str, settings: Settings, db: Session
+) -> None:
+    """The chunks are one transaction: a chunk that cannot be built after others were
+    sent (here the generator fails) leaves no turn and no session behind."""
+    if backend != "postgres":
+        pytest.skip("chunks are PostgreSQL's")
+    now = utcnow()
+    first = [turn_values(TurnIn.model_validate(turn(i)), now) for i in range(CHUNK_TURNS)]
+
+    def chunks() -> Iterator[list[Values]]:
+        yield first
+        raise RuntimeError("the second chunk could not be built")
+
+    with pytest.raises(RuntimeError), write_connection(settings.storage) as conn:
+        assert not isinstance(conn, Connection)
+        store_pg_chunks(conn, chunks(), now, conn.invalidate)
+    assert count_turns(db) == 0
+    assert db.execute(select(ChatSession.session_id)).all() == []
+
+
+def test_a_large_call_of_bad_items_opens_no_transaction(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every item rejected: the call answers with their errors and never asks the
+    database for a connection (an outage must not turn a 422 into a 503)."""
+    from memoryd.ingest import buffer
+
+    monkeypatch.setattr(buffer, "write_connection", None)  # any use fails
+    items = [{"role": "user", "content": f"no ids {i}"} for i in range(2 * CHUNK_TURNS + 1)]
+    result = MemoryClient(settings, dispatch=False).enqueue_turns(items)
+    assert result.accepted == 0
+    assert [r["index"] for r in result.rejected] == list(range(len(items)))
 
 
 def test_single_turns_sent_during_a_large_call_of_their_keys_do_not_deadlock(

@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session
@@ -18,7 +21,7 @@ from memoryd.extraction.batch import extract_session
 from memoryd.ingest.rows import CHUNK_TURNS
 from memoryd.models.coordination import database_now
 from memoryd.models.keys import SessionKey
-from memoryd.settings import Settings
+from memoryd.settings import Settings, StorageSettings
 from testkit.workers import settings_env
 from tests.factories import count_turns, turn_item
 
@@ -66,10 +69,21 @@ def test_a_large_call_reads_the_clock_once_and_refuses_only_the_turns_ahead(
     chunk inside its write transaction: the database clock is read once, before it."""
     from memoryd.ingest import buffer
 
-    reads: list[object] = []
-    monkeypatch.setattr(
-        buffer, "database_now", lambda storage: reads.append(1) or database_now(storage)
-    )
+    events: list[str] = []
+    write_connection = buffer.write_connection
+
+    def clock(storage: StorageSettings) -> datetime:
+        events.append("clock")
+        return database_now(storage)
+
+    @contextmanager
+    def writing(storage: StorageSettings) -> Iterator[Any]:
+        events.append("write")
+        with write_connection(storage) as conn:
+            yield conn
+
+    monkeypatch.setattr(buffer, "database_now", clock)
+    monkeypatch.setattr(buffer, "write_connection", writing)
     size = 2 * CHUNK_TURNS + 1
     past = (database_now(settings.storage) - timedelta(days=3)).isoformat()
     items = [turn_item(i, timestamp=past) for i in range(size)]
@@ -77,7 +91,7 @@ def test_a_large_call_reads_the_clock_once_and_refuses_only_the_turns_ahead(
     result = MemoryClient(settings, dispatch=False).enqueue_turns(items)
     assert (result.accepted, [r["index"] for r in result.rejected]) == (size - 1, [size - 1])
     assert result.rejected[0]["errors"][0]["field"] == "timestamp"
-    assert len(reads) == 1
+    assert events == ["clock", "write"]  # no connection held while the clock is read
     assert count_turns(db) == size - 1
 
 
