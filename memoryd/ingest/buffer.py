@@ -206,9 +206,8 @@ def ingest(
     the turns are committed.
     """
     _check_size(items, settings.ingest)
-    if len(items) > rows_sql.CHUNK_TURNS and not settings.storage.resolved_database_url.startswith(
-        "sqlite"
-    ):
+    on_postgres = not settings.storage.resolved_database_url.startswith("sqlite")
+    if on_postgres and len(items) > rows_sql.CHUNK_TURNS:
         return _ingest_in_chunks(settings, items, now, key_prefix)
     good, bad = _validate(items, settings.ingest, key_prefix)
     good = _not_ahead_of_the_clock(settings, good, bad)

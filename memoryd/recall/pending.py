@@ -39,7 +39,7 @@ from memoryd.recall.embeddings import embed_texts, known_vectors
 from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.recall.trigrams import TrigramShare
 from memoryd.settings import RecallSettings, Settings
-from memoryd.text import content_words, holds_secret, query_tokens
+from memoryd.text import content_words, holds_secret
 
 PENDING_SCAN = 50  # the newest unextracted user turns a recall reads
 PENDING_CHARS = 500  # of each, the beginning is matched: a backlog must not slow recall
@@ -65,13 +65,12 @@ def pending_hits(
     scope: Scope,
     query: str,
     k: int,
-    vector: Vectors | None = None,
-    terms: Sequence[str] | None = None,
+    vector: Vectors | None,
+    terms: Sequence[str],
 ) -> list[Hit]:
     """The scope's unextracted user turns that match `query`, best first (how well, then
     newest), at most `k`; with the query's `vector`, the one nearest in meaning too.
-    `terms` are the query's search terms (text.query_tokens) when the caller has them."""
-    terms = query_tokens(query) if terms is None else list(terms)
+    `terms` are the query's search terms (text.query_tokens)."""
     if not terms or k <= 0 or not settings.agent.recall_pending:
         return []
     rows = _readable(session, scope, query)
@@ -97,13 +96,12 @@ def embed_pending(
     scope: Scope,
     query: str,
     vector: Vectors | None,
-    terms: Sequence[str] | None = None,
+    terms: Sequence[str],
 ) -> None:
     """Embed the scope's unextracted turns not yet embedded, read in a statement of its
-    own before the recall's: pending_hits then finds their vectors known."""
-    if vector is None or not settings.agent.recall_pending:
-        return
-    if not (query_tokens(query) if terms is None else terms):
+    own before the recall's: pending_hits then finds their vectors known. `terms` as
+    pending_hits'."""
+    if vector is None or not settings.agent.recall_pending or not terms:
         return
     with session_scope(settings.storage, readonly=True, autocommit=True) as session:
         rows = _readable(session, scope, query)
@@ -147,7 +145,7 @@ class _Match:
     that counts; and the subject key, as the offline rules read the turn: "I just moved
     to Porto" tells the home city that "where does ann live now?" asks about."""
 
-    def __init__(self, settings: RecallSettings, query: str, terms: list[str]) -> None:
+    def __init__(self, settings: RecallSettings, query: str, terms: Sequence[str]) -> None:
         self.terms = set(terms)
         self.keywords = _matcher(self.terms)
         self.trigrams = TrigramShare(content_words(query[:1000]))
