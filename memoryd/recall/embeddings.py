@@ -28,7 +28,7 @@ from memoryd.memo import RecentMemo
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall import search, vector_model
-from memoryd.recall.embedders import MAX_INPUT_CHARS, Vectors, embedder
+from memoryd.recall.embedders import MAX_INPUT_CHARS, Vectors, embedder, unit
 from memoryd.settings import Settings, StorageSettings
 
 log = logging.getLogger(__name__)
@@ -72,23 +72,37 @@ def _model_key(settings: Settings) -> tuple[str, str, str]:
     )
 
 
-def embed_query(settings: Settings, query: str) -> Vectors | None:
-    """The query's unit vector, or None when embeddings are off or the provider fails."""
+def embed_query(
+    settings: Settings, query: str, *, stress_last_line: bool = False
+) -> Vectors | None:
+    """The query's unit vector, or None when embeddings are off or the provider fails.
+    With `stress_last_line` (a recall's question), the vector of a query of several lines
+    has its last line's added, at embedding_last_line_weight: one call for both."""
     if not settings.embeddings_on or not query.strip():
         return None
     text = query[:MAX_INPUT_CHARS]
-    key = (*_model_key(settings), text)
+    weight = settings.recall.embedding_last_line_weight if stress_last_line else 0.0
+    last = last_line(query) if weight else None
+    stressed = () if last is None else (last, repr(weight))
+    key = (*_model_key(settings), text, *stressed)
     cached = _queries.get(key)
     if cached is not None:
         return cached
     try:
-        vector: Vectors = embedder(settings).embed([text], query=True)[0]
+        vectors = embedder(settings).embed([text] if last is None else [text, last], query=True)
     except (LLMError, ConfigError) as exc:
         log.warning("query embedding failed, recalling without it: %s", exc)
         return None
+    vector: Vectors = vectors[0] if last is None else unit([vectors[0] + weight * vectors[1]])[0]
     if settings.recall.embedding_query_cache:
         _queries.put(key, vector, settings.recall.embedding_query_cache)
     return vector
+
+
+def last_line(query: str) -> str | None:
+    """The last non-blank line of a query of several, else None."""
+    lines = [line for line in query.splitlines() if line.strip()]
+    return lines[-1][:MAX_INPUT_CHARS] if len(lines) > 1 else None
 
 
 # Vectors of texts that are not memories yet (the user turns recall/pending.py reads

@@ -53,7 +53,8 @@ def ranked(
         return _ranked_as_of(base, query, Scope(agent_id, user_id), k, categories, tiers, as_of)
     ids = {"agent_id": agent_id, "user_id": user_id, "session_id": session_id}
     with tracing.span(base, "memoryd.recall", **ids, k=k) as span:  # ids, never the query
-        vector = embeddings.embed_query(base, query)  # before any transaction opens
+        # Before any transaction opens: it may be a call to the embedding endpoint.
+        vector = embeddings.embed_query(base, query, stress_last_line=True)
         counts = query_term_counts(query)  # tokenised once for every step below
         embed_pending(base, Scope(agent_id, user_id), query, vector, list(counts))
         now = utcnow()
@@ -123,7 +124,7 @@ def _context_block(
             rules = block_rules(session, base, agent_id, query, key)
         if rules is None:
             return "", 0
-        vector = embeddings.embed_query(base, query)
+        vector = embeddings.embed_query(base, query, stress_last_line=True)
         embed_pending(base, Scope(agent_id, user_id), query, vector, list(counts))
     now = utcnow()
     with session_scope(base.storage, autocommit=True) as session:  # see log_retrieval

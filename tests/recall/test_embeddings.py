@@ -277,3 +277,26 @@ def test_a_bundled_model_whose_package_is_missing_names_the_extra(
     s = settings.updated(embedding_provider="local", embedding_model="use-multilingual")
     with pytest.raises(ConfigError, match=r"use-multilingual needs the 'multilingual' extra"):
         embedders.embedder(s)
+
+
+def test_a_dialogues_last_line_leads_its_recall_by_meaning(settings: Settings) -> None:
+    """Asked at the end of a talk about running, the question in the last line finds its
+    memory first; with the last line's weight at 0 the talk's topic wins."""
+    dialogue = (
+        "<ann>: Training for a race is exhausting.\n<assistant>: How far do you run?\n"
+        "<ann>: About thirty kilometres every Sunday.\n<assistant>: That is a lot.\n"
+        "<ann>: Oh, and what should I feed a young kitten?"
+    )
+    firsts = []
+    for user, weight in (("ann", 0.5), ("bob", 0.0)):  # a scope each
+        s = settings.updated(
+            embedding_provider="local",
+            embedding_model="use-multilingual",
+            embedding_last_line_weight=weight,
+        )
+        client = MemoryClient(s)
+        for text in ("Trains for long-distance running", "Adopted a kitten named Miso"):
+            client.remember("bot", user, text)
+        assert backfill.fill_missing(s) == 2
+        firsts.append(client.recall(dialogue, "bot", user, k=2)[0].content)
+    assert firsts == ["Adopted a kitten named Miso", "Trains for long-distance running"]
