@@ -37,7 +37,7 @@ class Action:
     finish_reason: str = "stop"
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
-    body: dict[str, Any] | None = None  # raw error body for non-200
+    body: dict[str, Any] | None = None  # raw body: of an error, or of an embeddings answer
 
 
 def answer(payload: dict[str, Any] | str, delay: float = 0.0) -> Action:
@@ -241,7 +241,7 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if self.path.endswith("/embeddings"):
                     action = fake._next_action(body, self.client_address[0])
-                    if action.status != 200:
+                    if action.status != 200 or action.body is not None:  # scripted as is
                         self._send(action.status, action.body or {}, action.headers)
                         return
                     inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]

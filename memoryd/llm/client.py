@@ -155,6 +155,10 @@ class LLMClient:
             response = self._retried(self._client.embeddings.create, model=model, input=texts)
             tracing.record_llm_call(span, model, response)
         ordered = sorted(response.data, key=lambda d: d.index)
+        if len(ordered) != len(texts):  # a vector per text, or none can be matched to its text
+            raise LLMError(
+                f"the embeddings endpoint answered {len(ordered)} vectors for {len(texts)} texts"
+            )
         return [list(d.embedding) for d in ordered]
 
     def _retried(self, call: Any, **kwargs: Any) -> Any:

@@ -93,15 +93,19 @@ def embed_query(
     except (LLMError, ConfigError) as exc:
         log.warning("query embedding failed, recalling without it: %s", exc)
         return None
-    vector: Vectors = vectors[0] if last is None else unit([vectors[0] + weight * vectors[1]])[0]
+    vector: Vectors = vectors[0]
+    if last is not None:
+        vector = unit([vector + weight * vectors[1]])[0]
     if settings.recall.embedding_query_cache:
         _queries.put(key, vector, settings.recall.embedding_query_cache)
     return vector
 
 
 def last_line(query: str) -> str | None:
-    """The last non-blank line of a query of several, else None."""
-    lines = [line for line in query.splitlines() if line.strip()]
+    """The last non-blank line of a query of several, else None. Lines end at newlines
+    only: a form feed or a Unicode line separator does not make a question a dialogue."""
+    lines = [line.strip() for line in query.split("\n")]
+    lines = [line for line in lines if line]
     return lines[-1][:MAX_INPUT_CHARS] if len(lines) > 1 else None
 
 

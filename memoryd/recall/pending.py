@@ -35,7 +35,7 @@ from memoryd.models.conversation_tables import Turn
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.recall.embedders import Vectors
-from memoryd.recall.embeddings import embed_texts, known_vectors
+from memoryd.recall.embeddings import embed_texts, known_vectors, last_line
 from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.recall.trigrams import TrigramShare
 from memoryd.settings import RecallSettings, Settings
@@ -110,12 +110,13 @@ def embed_pending(
 
 def _readable(session: Session, scope: Scope, query: str) -> list[Any]:
     """The scope's newest unextracted user turns, but for the question itself (the turn
-    just sent) and secrets, which extraction would never keep: never shown back."""
-    asked = _plain(query)
+    just sent; of a dialogue, its last line) and secrets, which extraction would never
+    keep: never shown back."""
+    asked = {_plain(query), _plain(last_line(query) or query)}
     return [
         row
         for row in session.connection().execute(_NEWEST_UNEXTRACTED, scope_params(scope))
-        if _plain(row.content) != asked and not holds_secret(row.content)
+        if _plain(row.content) not in asked and not holds_secret(row.content)
     ]
 
 

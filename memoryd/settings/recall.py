@@ -94,6 +94,7 @@ class RecallSettings(Part):
     embedding_last_line_weight: float = Field(
         0.5,
         ge=0,
+        le=4,
         description="Weight of a question's last line beside the whole, when it has several"
         " (a dialogue): its vector is added to the whole's; 0 embeds the whole alone",
     )

@@ -17,7 +17,7 @@ from memoryd.llm.shared import Shared
 from memoryd.models.base import Base
 from memoryd.models.db import get_engine
 from memoryd.models.tables import Category, Memory, Tier
-from memoryd.recall import backfill, embedders, embeddings, search
+from memoryd.recall import backfill, candidates, embedders, embeddings, search
 from memoryd.settings import Settings
 from testkit import fakellm
 from testkit.fakellm import FakeLLM
@@ -300,3 +300,41 @@ def test_a_dialogues_last_line_leads_its_recall_by_meaning(settings: Settings) -
         assert backfill.fill_missing(s) == 2
         firsts.append(client.recall(dialogue, "bot", user, k=2)[0].content)
     assert firsts == ["Adopted a kitten named Miso", "Trains for long-distance running"]
+
+
+def test_a_dialogue_is_embedded_with_its_last_line_in_one_call(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    """Recall and the context block send the dialogue and its last line together;
+    extraction's candidate search, and a weight of 0, send the whole alone."""
+    dialogue = "Hi!\r\nWhat tea do I like? \r\n"
+    s = with_llm(settings, fake_llm, **REMOTE)
+    client = MemoryClient(s)
+    client.remember("bot", "ann", "Likes green tea")
+    backfill.fill_missing(s)
+    fake_llm.requests.clear()
+    client.recall(dialogue, "bot", "ann")
+    client.build_context(dialogue + " ", "bot", "ann")
+    candidates.query_vector(s, dialogue)  # the stressed vector cached above is not its own
+    MemoryClient(s.updated(embedding_last_line_weight=0)).recall(dialogue + "?", "bot", "ann")
+    last = "What tea do I like?"
+    assert embedding_calls(fake_llm) == [
+        [dialogue, last],
+        [dialogue + " ", last],
+        [dialogue],
+        [dialogue + "?"],
+    ]
+
+
+def test_an_endpoint_answering_fewer_vectors_than_texts_leaves_recall_to_the_words(
+    settings: Settings, fake_llm: FakeLLM
+) -> None:
+    s = with_llm(settings, fake_llm, **REMOTE, llm_retries=0)
+    client = MemoryClient(s)
+    client.remember("bot", "ann", "Likes green tea")
+    assert backfill.fill_missing(s) == 1
+    one = {"object": "embedding", "index": 0, "embedding": fakellm.fake_vector("tea")}
+    # One vector for a dialogue and its last line: which text it is of, nobody knows.
+    fake_llm.push(fakellm.Action(body={"object": "list", "data": [one], "model": "m"}))
+    [hit] = client.recall("Hi!\nwhich green tea?", "bot", "ann")
+    assert hit.content == "Likes green tea" and hit.parts.embedding is None

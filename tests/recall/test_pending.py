@@ -81,6 +81,8 @@ def test_secrets_and_the_question_itself_are_not_shown_back(settings: Settings) 
     _said(client, "Where do I live now? My password is hunter2secret, Porto or Lisbon", key="a")
     _said(client, QUESTION, key="b")  # the turn just sent, recalled with its own text
     assert client.recall(QUESTION, "bot", "ann") == []
+    # Recalled with the conversation so far, whose last line it is.
+    assert client.recall(f"Hi!\nHello, how can I help?\n{QUESTION}", "bot", "ann") == []
 
 
 def test_pending_turns_keep_the_memories_order_and_are_never_reinforced(
