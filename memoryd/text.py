@@ -179,6 +179,14 @@ def query_tokens(query: str) -> list[str]:
     return list(query_term_counts(query))
 
 
+def last_line(query: str) -> str | None:
+    """The last non-blank line of a question of several (a dialogue's latest turn), else
+    None. Lines end at newlines only: a form feed or a Unicode line separator does not
+    make a question a dialogue."""
+    lines = [line for line in (part.strip() for part in query.split("\n")) if line]
+    return lines[-1] if len(lines) > 1 else None
+
+
 def query_term_counts(query: str) -> dict[str, int]:
     """query_tokens, each with how many times the query says it."""
     counts = Counter(t for t in search_tokens(query[:4000]) if t)

@@ -30,6 +30,7 @@ from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall import search, vector_model
 from memoryd.recall.embedders import MAX_INPUT_CHARS, Vectors, embedder, unit
 from memoryd.settings import Settings, StorageSettings
+from memoryd.text import last_line
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +84,13 @@ def embed_query(
     text = query[:MAX_INPUT_CHARS]
     weight = settings.recall.embedding_last_line_weight if stress_last_line else 0.0
     last = last_line(query) if weight else None
-    stressed = () if last is None else (last, repr(weight))
-    key = (*_model_key(settings), text, *stressed)
+    texts = [text] if last is None else [text, last[:MAX_INPUT_CHARS]]
+    key = (*_model_key(settings), *texts, *([repr(weight)] if last else []))
     cached = _queries.get(key)
     if cached is not None:
         return cached
     try:
-        vectors = embedder(settings).embed([text] if last is None else [text, last], query=True)
+        vectors = embedder(settings).embed(texts, query=True)
     except (LLMError, ConfigError) as exc:
         log.warning("query embedding failed, recalling without it: %s", exc)
         return None
@@ -99,14 +100,6 @@ def embed_query(
     if settings.recall.embedding_query_cache:
         _queries.put(key, vector, settings.recall.embedding_query_cache)
     return vector
-
-
-def last_line(query: str) -> str | None:
-    """The last non-blank line of a query of several, else None. Lines end at newlines
-    only: a form feed or a Unicode line separator does not make a question a dialogue."""
-    lines = [line.strip() for line in query.split("\n")]
-    lines = [line for line in lines if line]
-    return lines[-1][:MAX_INPUT_CHARS] if len(lines) > 1 else None
 
 
 # Vectors of texts that are not memories yet (the user turns recall/pending.py reads

@@ -35,11 +35,11 @@ from memoryd.models.conversation_tables import Turn
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.recall.embedders import Vectors
-from memoryd.recall.embeddings import embed_texts, known_vectors, last_line
+from memoryd.recall.embeddings import embed_texts, known_vectors
 from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.recall.trigrams import TrigramShare
 from memoryd.settings import RecallSettings, Settings
-from memoryd.text import content_words, holds_secret
+from memoryd.text import content_words, holds_secret, last_line
 
 PENDING_SCAN = 50  # the newest unextracted user turns a recall reads
 PENDING_CHARS = 500  # of each, the beginning is matched: a backlog must not slow recall
@@ -112,7 +112,7 @@ def _readable(session: Session, scope: Scope, query: str) -> list[Any]:
     """The scope's newest unextracted user turns, but for the question itself (the turn
     just sent; of a dialogue, its last line) and secrets, which extraction would never
     keep: never shown back."""
-    asked = {_plain(query), _plain(last_line(query) or query)}
+    asked = {_plain(text) for text in (query, last_line(query)) if text}
     return [
         row
         for row in session.connection().execute(_NEWEST_UNEXTRACTED, scope_params(scope))
