@@ -232,7 +232,8 @@ def _ingest_in_chunks(
     key_prefix: str | None,
 ) -> tuple[IngestResult, list[SessionKey]]:
     """ingest() of a large call on PostgreSQL: validated a chunk at a time, each chunk
-    stored while the next is validated (rows.store_pg_chunks), in one transaction."""
+    stored while the next is validated (rows.store_pg_chunks), in one transaction; the
+    chunks take the items in session order (rows.session_chunks)."""
     good: list[tuple[int, TurnIn]] = []
     bad: list[dict[str, Any]] = []
     # Read before the write transaction opens, so that it never holds a connection
@@ -240,8 +241,7 @@ def _ingest_in_chunks(
     clock = database_now(settings.storage) if any(map(_stamped, items)) else None
 
     def chunks() -> Iterator[list[rows_sql.Values]]:
-        for start in range(0, len(items), rows_sql.CHUNK_TURNS):
-            part = enumerate(items[start : start + rows_sql.CHUNK_TURNS], start)
+        for part in rows_sql.session_chunks(enumerate(items), _named_session):
             checked = _validated(part, settings.ingest, key_prefix, bad)
             checked = _not_ahead_of_the_clock(settings, checked, bad, clock)
             good.extend(checked)
@@ -263,6 +263,20 @@ def _ingest_in_chunks(
         result, due = _store_one_by_one(settings, good, now, bad)
     result.rejected = sorted(bad, key=lambda r: int(r["index"]))
     return result, due
+
+
+def _named_session(indexed: tuple[int, Mapping[str, Any] | TurnIn]) -> rows_sql.SessionOf:
+    """The session an item, valid or not, names, as text (rows.session_chunks' order)."""
+    _index, item = indexed
+    if isinstance(item, TurnIn):
+        return item.agent_id, item.user_id, item.session_id
+    if not isinstance(item, Mapping):
+        return "", "", ""
+    return (
+        str(item.get("agent_id", "")),
+        str(item.get("user_id", "")),
+        str(item.get("session_id", "")),
+    )
 
 
 def _stamped(item: Mapping[str, Any] | TurnIn) -> bool:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, exc
 from sqlalchemy.dialects import sqlite
@@ -64,11 +64,13 @@ FROM {source}
 ON CONFLICT (agent_id, user_id, turn_key) DO NOTHING
 RETURNING id, agent_id, user_id, session_id
 """
-# Sessions are locked in key order, as every writer of several locks them.
+# Sessions are locked in key order, as every writer of several locks them: in code
+# points' order (COLLATE "C", Python's order of str), whatever the database's collation,
+# as session_chunks puts a large call's chunks in.
 _BUMP_SESSIONS = """
 INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
 SELECT a, u, c, %(now)s, n FROM {source}
-ORDER BY a, u, c
+ORDER BY a COLLATE "C", u COLLATE "C", c COLLATE "C"
 ON CONFLICT (agent_id, user_id, session_id) DO UPDATE SET
     pending_count = s.pending_count + excluded.pending_count,
     last_activity_at = excluded.last_activity_at,
@@ -99,21 +101,42 @@ _PG_STORE_ARRAYS = _PG_STORE_TURNS.format(
     bump=_BUMP_SESSIONS.format(source="per_session"),
 )
 
-# Calls of more than CHUNK_TURNS turns insert their turns in statements of that many,
-# sent in psycopg's pipeline mode as each chunk is built: the client validates the next
-# chunk while the server stores the last, one transaction for all. Their sessions are
-# bumped after every turn is in, in one statement in key order as above: a session
-# locked by an early chunk and held while a later chunk waited on another call's
-# uncommitted turn_key could close a cycle with that call, and two calls over the same
-# sessions in other orders would lock them in other orders. One statement per 1,000
-# turns, or COPY into a temporary table, kept the client and the server waiting on each
-# other (bench/ingest.py, docs/benchmarks.md).
+# Calls of more than CHUNK_TURNS turns are stored in statements of about that many
+# (the statement above, each bumping its own turns' sessions), sent in psycopg's
+# pipeline mode as each chunk is built: the client validates the next chunk while the
+# server stores the last, one transaction for all. The turns go in session order
+# (stably: each session's turns keep theirs) and a chunk never cuts a session, so
+# every call locks its sessions in key order, as every writer of several does, and
+# inserts a session's turns in the same statement that then bumps it: a single enqueue
+# holding a key the call has yet to reach waits for nothing the call holds. Bumping
+# all sessions in one statement after the last chunk left the server that statement
+# (9 to 11 ms a call of 1,000 sessions) with nothing to overlap (docs/benchmarks.md).
 CHUNK_TURNS = 200
-_PG_INSERT_TURNS = _INSERT_TURNS.format(source=_FROM_ARRAYS)
-_PG_BUMP_SESSIONS = _BUMP_SESSIONS.format(
-    source="""unnest(CAST(%(agent_id)b AS text[]), CAST(%(user_id)b AS text[]),
-                 CAST(%(session_id)b AS text[]), CAST(%(added)b AS int[])) AS x(a, u, c, n)"""
-)
+
+T = TypeVar("T")
+
+
+SessionOf = tuple[str, str, str]  # agent, user and session, as their text
+
+
+def session_chunks(items: Iterable[T], session: Callable[[T], SessionOf]) -> Iterator[list[T]]:
+    """`items` sorted by session, stably, in chunks of at least CHUNK_TURNS (the last
+    one fewer) that never cut a session; a longer session is a chunk of its own."""
+    chunk: list[T] = []
+    last: SessionOf | None = None
+    for item in sorted(items, key=session):
+        key = session(item)
+        if len(chunk) >= CHUNK_TURNS and key != last:
+            yield chunk
+            chunk = []
+        chunk.append(item)
+        last = key
+    if chunk:
+        yield chunk
+
+
+def values_session(values: Values) -> SessionOf:
+    return values.agent_id, values.user_id, values.session_id
 
 
 # The same for one turn with scalar parameters: no array encoding and no unnest, the
@@ -165,8 +188,7 @@ def store_pg(
     """Returns the new turn ids and, per touched session, (key, pending before, added).
     `invalidate` tells SQLAlchemy the connection is dead."""
     if len(values) > CHUNK_TURNS:
-        chunks = (values[i : i + CHUNK_TURNS] for i in range(0, len(values), CHUNK_TURNS))
-        return store_pg_chunks(pooled, chunks, now, invalidate)
+        return store_pg_chunks(pooled, session_chunks(values, values_session), now, invalidate)
     return _pg_errors(lambda: _run_pg_store(pooled.driver_connection, values, now), invalidate)
 
 
@@ -176,47 +198,22 @@ def store_pg_chunks(
     now: datetime,
     invalidate: Callable[[BaseException], None],
 ) -> Stored:
-    """store_pg of turns in chunks of at most CHUNK_TURNS, in one transaction, each chunk
-    sent as soon as `chunks` yields it (see CHUNK_TURNS): a generator that validates
-    each chunk does so while the server stores the one before. An error `chunks` raises
-    rolls every chunk back."""
+    """store_pg of turns in chunks (session_chunks), in one transaction, each chunk sent
+    as soon as `chunks` yields it (see CHUNK_TURNS): a generator that validates each
+    chunk does so while the server stores the one before. An error `chunks` raises rolls
+    every chunk back."""
 
     def run() -> Stored:
         conn: Any = pooled.driver_connection
-        with conn.transaction():
-            with conn.pipeline():
-                cursors = []
-                for values in chunks:
-                    if values:
-                        cursors.append(conn.cursor())
-                        cursors[-1].execute(_PG_INSERT_TURNS, _arrays(values, now))
-                new = [row for cursor in cursors for row in cursor.fetchall()]
-            added = Counter(SessionKey(agent, user, chat) for _id, agent, user, chat in new)
-            return [row[0] for row in new], _bump_sessions(conn, added, now)
+        with conn.transaction(), conn.pipeline():
+            cursors = []
+            for values in chunks:
+                if values:
+                    cursors.append(conn.cursor())
+                    cursors[-1].execute(_PG_STORE_ARRAYS, _arrays(values, now))
+            return _stored(row for cursor in cursors for row in cursor.fetchall())
 
     return _pg_errors(run, invalidate)
-
-
-def _bump_sessions(
-    psycopg_conn: Any, added: Counter[SessionKey], now: datetime
-) -> list[tuple[SessionKey, int, int]]:
-    """Add each session's new turns to its pending count: (key, pending before, added)."""
-    if not added:
-        return []
-    columns = {
-        "agent_id": [key.agent_id for key in added],
-        "user_id": [key.user_id for key in added],
-        "session_id": [key.session_id for key in added],
-        "added": list(added.values()),
-    }
-    with psycopg_conn.cursor() as cursor:
-        cursor.execute(_PG_BUMP_SESSIONS, {**columns, "now": now})
-        bumped = cursor.fetchall()
-    touched = []
-    for agent, user, chat, pending in bumped:
-        key = SessionKey(agent, user, chat)
-        touched.append((key, pending - added[key], added[key]))
-    return touched
 
 
 def _pg_errors(run: Callable[[], Stored], invalidate: Callable[[BaseException], None]) -> Stored:

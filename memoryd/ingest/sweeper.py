@@ -187,7 +187,8 @@ def _lock_sessions(
     pk = (ChatSession.agent_id, ChatSession.user_id, ChatSession.session_id)
     with_dead_letters = tuple_(*pk).in_(select(*TURN_SESSION).where(*where))
     chosen = or_(with_dead_letters, and_(ChatSession.compress_attempts >= 1, *chat_where))
-    session.execute(select(*pk).where(chosen).order_by(*pk).with_for_update()).all()
+    in_key_order = (column.collate("C") for column in pk)  # as ingest locks them (rows.py)
+    session.execute(select(*pk).where(chosen).order_by(*in_key_order).with_for_update()).all()
 
 
 def skip_failed(

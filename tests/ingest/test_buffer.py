@@ -122,22 +122,30 @@ def test_same_turn_key_twice_stores_one_turn(settings: Settings, db: Session) ->
     assert count_turns(db) == 2
 
 
-# One statement, and on PostgreSQL chunks of CHUNK_TURNS in one transaction.
+# One statement, and on PostgreSQL chunks of about CHUNK_TURNS in one transaction,
+# which take the turns session by session.
 @pytest.mark.parametrize("size", [5, 2 * CHUNK_TURNS + 40])
 def test_a_bulk_call_keeps_order_keys_and_counts_at_any_size(
     settings: Settings, db: Session, size: int
 ) -> None:
     client = MemoryClient(settings, dispatch=False)
-    client.enqueue_turn(turn(0, turn_key="k0"))
+    client.enqueue_turn(turn(0, turn_key="k0"))  # in s1; the call's own k0 is a repeat
     items = [turn(i, turn_key=f"k{i}", session_id=f"s{i % 2}", metadata={"i": i})
              for i in range(size)]  # fmt: skip
     items.insert(3, turn(2, turn_key="k2", session_id="s0"))  # a repeat inside the call
     items.append(turn(1, turn_key="k1", session_id="s1"))  # and in another chunk
     result = client.enqueue_turns(items)
     assert (result.accepted, result.duplicates, result.rejected) == (size - 1, 3, [])
-    stored = db.execute(select(Turn.id, Turn.content, Turn.metadata_).order_by(Turn.id)).all()
-    assert [t.content for t in stored] == [f"message {i}" for i in range(size)]
-    assert [t.metadata_ for t in stored[1:]] == [{"i": i} for i in range(1, size)]
+    columns = (Turn.id, Turn.session_id, Turn.content, Turn.metadata_)
+    stored = db.execute(select(*columns).order_by(Turn.id)).all()
+    sessions = {0: "s1"} | {i: f"s{i % 2}" for i in range(1, size)}
+    for chat in ("s0", "s1"):  # each session's turns in the order they were sent
+        said = [i for i in range(size) if sessions[i] == chat]
+        in_session = [t for t in stored if t.session_id == chat]
+        assert [t.content for t in in_session] == [f"message {i}" for i in said]
+        assert [t.metadata_ for t in in_session if t.id != stored[0].id] == [
+            {"i": i} for i in said if i > 0
+        ]
     assert result.turn_ids == [t.id for t in stored[1:]]
     pending = dict(db.execute(select(ChatSession.session_id, ChatSession.pending_count)).all())
     assert pending == {"s1": 1 + size // 2, "s0": (size + 1) // 2 - 1}
@@ -208,15 +216,18 @@ def test_a_large_call_of_bad_items_opens_no_transaction(
 def test_single_turns_sent_during_a_large_call_of_their_keys_do_not_deadlock(
     backend: str, settings: Settings, db: Session
 ) -> None:
-    """A history import and the live backend storing the same messages of one session at
-    once: a single enqueue stores a key the large call has yet to reach, then waits for
-    the session. Had the call locked the session with its first chunk, its later chunk
-    would wait for that key: a cycle. It bumps its sessions only after its turns."""
+    """A history import and the live backend storing the same messages at once: a single
+    enqueue stores a key the large call has yet to reach, then waits for its session.
+    Had the call locked that session with an earlier chunk, the chunk holding the key
+    would wait for it: a cycle. A session's turns are all in one chunk, which inserts
+    them before it bumps the session (sessions of 150 turns here, against chunks of
+    CHUNK_TURNS)."""
     if backend != "postgres":
         pytest.skip("SQLite's write lock lets one call in at a time")
     size, failures = 3 * CHUNK_TURNS, list[Exception]()
     for round_ in range(3):
-        items = [turn(i, turn_key=f"r{round_}-k{i}") for i in range(size)]
+        items = [turn(i, turn_key=f"r{round_}-k{i}", session_id=f"s{i // 150}")
+                 for i in range(size)]  # fmt: skip
         done = threading.Event()
         threads = [
             threading.Thread(target=_send_live, args=(settings, items[start::7], done, failures))
@@ -233,8 +244,8 @@ def test_single_turns_sent_during_a_large_call_of_their_keys_do_not_deadlock(
             thread.join(timeout=60)
     assert failures == []
     assert count_turns(db) == 3 * size
-    pending = db.execute(select(ChatSession.pending_count)).scalar_one()
-    assert pending == 3 * size
+    pending = db.execute(select(ChatSession.pending_count)).scalars().all()
+    assert pending == [3 * 150] * (size // 150)
 
 
 def _send_live(
