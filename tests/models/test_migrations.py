@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from alembic import command
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 from sqlalchemy.exc import DBAPIError
 
 from memoryd.client import MemoryClient
@@ -213,3 +213,24 @@ def test_the_upgrade_gives_memories_the_terms_of_todays_rules(settings: Settings
     assert [hit.content for hit in client.recall("what food does she eat", "bot", "ann")] == [
         "Vegetarian since 2019"
     ]
+
+
+def test_often_updated_tables_keep_room_on_their_pages(backend: str, settings: Settings) -> None:
+    """PostgreSQL leaves room on each new page of sessions (0032) and memories (0011)
+    for their rows' next versions, so that their updates can be HOT; a downgrade
+    gives sessions full pages again."""
+    if backend != "postgres":
+        pytest.skip("a PostgreSQL storage parameter")
+    options = text("SELECT relname, reloptions FROM pg_class WHERE relname IN :tables")
+    options = options.bindparams(bindparam("tables", expanding=True))
+    tables = {"tables": ["sessions", "memories"]}
+
+    def room() -> dict[str, list[str] | None]:
+        with get_engine(settings.storage).connect() as conn:
+            return {name: found for name, found in conn.execute(options, tables).all()}
+
+    assert room() == {"sessions": ["fillfactor=70"], "memories": ["fillfactor=85"]}
+    command.downgrade(alembic_config(settings), "0031")
+    assert room() == {"sessions": None, "memories": ["fillfactor=85"]}
+    command.upgrade(alembic_config(settings), "head")
+    assert room()["sessions"] == ["fillfactor=70"]
