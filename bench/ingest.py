@@ -4,9 +4,9 @@ Single turns go through MemoryClient.enqueue_turn exactly as a chat backend call
 validation, the turn insert, the session upsert, the commit, and a Celery message to
 Redis whenever a session fills a batch. The baseline is a bare psycopg INSERT + COMMIT
 of the same row on its own connection, alternating with the enqueues. Bulk calls of 1,000
-are set against a bare COPY of the same rows into the same table, in two shapes: turns
-spread over 2,000 users, and whole sessions of 50 turns as a history import sends them;
-SQLite's bulk rate is reported beside them.
+are set against a bare COPY of the same rows into the same table, in three shapes: turns
+spread over 2,000 users, whole sessions of 50 turns as a history import sends them, and
+one conversation of 1,000 turns a call; SQLite's bulk rate is reported beside them.
 
     .venv/bin/python bench/ingest.py [--single 3000] [--bulk-calls 20]
 """
@@ -153,6 +153,8 @@ def main() -> None:
         copy_rate = bare_copy_rate(url, args.bulk_calls)
         rate = bulk_rate(client, args.bulk_calls)
         import_rate = bulk_rate(client, args.bulk_calls, session_turns=IMPORT_SESSION_TURNS)
+        # One long conversation a call: its turns span every chunk of the call.
+        long_rate = bulk_rate(client, args.bulk_calls, session_turns=1000)
         client.flush()  # triggers reach Redis before its db is flushed
         bare_rate = 1000 / (sum(base) / len(base))
     redis.Redis.from_url(REDIS_URL).flushdb()
@@ -173,6 +175,12 @@ def main() -> None:
             ("enqueue_turns bulk (target >= 40000/s)", rate, "turns/s", rate / bare_rate),
             ("enqueue_turns bulk vs bare COPY", rate, "turns/s", rate / copy_rate),
             ("bulk, history import vs bare COPY", import_rate, "turns/s", import_rate / copy_rate),
+            (
+                "bulk, one conversation a call vs bare COPY",
+                long_rate,
+                "turns/s",
+                long_rate / copy_rate,
+            ),
             ("enqueue_turns bulk on SQLite", sqlite_rate, "turns/s", sqlite_rate / bare_rate),
         ],
     )
@@ -182,6 +190,7 @@ def main() -> None:
             "enqueue_p99_ms": p99,
             "bulk_turns_per_s": rate,
             "import_bulk_turns_per_s": import_rate,
+            "one_session_bulk_turns_per_s": long_rate,
             "bare_copy_rows_per_s": copy_rate,
             "sqlite_bulk_turns_per_s": sqlite_rate,
             "baseline_insert_p50_ms": b50,

@@ -12,17 +12,18 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection, exc, update
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import PoolProxiedConnection
 
 from memoryd.errors import TurnRejected, field_errors
+from memoryd.ingest import chunks
 from memoryd.ingest import rows as rows_sql
 from memoryd.models.coordination import database_now
 from memoryd.models.db import rowcount, write_connection
 from memoryd.models.keys import SessionKey, session_pk
-from memoryd.models.schemas import IngestResult, TurnIn
+from memoryd.models.schemas import Ident, IngestResult, TurnIn
 from memoryd.models.tables import ChatSession
 from memoryd.settings import ExtractionSettings, IngestSettings, Settings
 
@@ -207,7 +208,7 @@ def ingest(
     """
     _check_size(items, settings.ingest)
     on_postgres = not settings.storage.resolved_database_url.startswith("sqlite")
-    if on_postgres and len(items) > rows_sql.CHUNK_TURNS:
+    if on_postgres and len(items) > chunks.CHUNK_TURNS:
         return _ingest_in_chunks(settings, items, now, key_prefix)
     good, bad = _validate(items, settings.ingest, key_prefix)
     good = _not_ahead_of_the_clock(settings, good, bad)
@@ -232,30 +233,27 @@ def _ingest_in_chunks(
     key_prefix: str | None,
 ) -> tuple[IngestResult, list[SessionKey]]:
     """ingest() of a large call on PostgreSQL: validated a chunk at a time, each chunk
-    stored while the next is validated (rows.store_pg_chunks), in one transaction; the
-    chunks take the items in session order (rows.session_chunks)."""
+    stored while the next is validated, in one transaction, the items taken in session
+    order (chunks.py)."""
     good: list[tuple[int, TurnIn]] = []
     bad: list[dict[str, Any]] = []
     # Read before the write transaction opens, so that it never holds a connection
     # while waiting for a second one.
     clock = database_now(settings.storage) if any(map(_stamped, items)) else None
 
-    def chunks() -> Iterator[list[rows_sql.Values]]:
-        for part in rows_sql.session_chunks(enumerate(items), _named_session):
+    def validated_chunks() -> Iterator[chunks.Chunk]:
+        for part, cut in chunks.in_session_order(enumerate(items), _named_session):
             checked = _validated(part, settings.ingest, key_prefix, bad)
             checked = _not_ahead_of_the_clock(settings, checked, bad, clock)
             good.extend(checked)
-            yield [rows_sql.turn_values(turn, now) for _index, turn in checked]
+            yield chunks.Chunk([rows_sql.turn_values(turn, now) for _i, turn in checked], cut)
 
-    validating = chunks()
-    first = next((chunk for chunk in validating if chunk), None)
+    validating = validated_chunks()
+    first = next((chunk for chunk in validating if chunk.values), None)
     if first is None:  # every item rejected: no transaction at all, as ingest() does
         return IngestResult(rejected=sorted(bad, key=lambda r: int(r["index"]))), []
     try:
-        with write_connection(settings.storage) as conn:
-            assert not isinstance(conn, Connection)  # PostgreSQL's own connection
-            stream = itertools.chain([first], validating)
-            ids, touched = rows_sql.store_pg_chunks(conn, stream, now, conn.invalidate)
+        ids, touched = _store_chunks(settings, itertools.chain([first], validating), good, now)
         result, due = _stored_result(len(good), ids), _due(touched, settings.extraction.batch_size)
     except REFUSED_BY_DATABASE:
         for _rest in validating:  # every item validated, as the other path does first
@@ -265,18 +263,67 @@ def _ingest_in_chunks(
     return result, due
 
 
-def _named_session(indexed: tuple[int, Mapping[str, Any] | TurnIn]) -> rows_sql.SessionOf:
-    """The session an item, valid or not, names, as text (rows.session_chunks' order)."""
+# A large call that PostgreSQL chose to end a deadlock with is stored again, from its
+# validated turns. Two calls can still close a cycle over turn keys alone: the same
+# keys sent in other orders, or a key sent under another session of its user.
+DEADLOCK_RETRIES = 3
+
+
+def _store_chunks(
+    settings: Settings,
+    stream: Iterator[chunks.Chunk],
+    good: list[tuple[int, TurnIn]],
+    now: datetime,
+) -> rows_sql.Stored:
+    """chunks.store_pg_chunks of `stream`; after a deadlock, of `good` once `stream` has
+    filled it (a rolled-back call stored nothing, so storing it again stores each turn
+    once)."""
+    for attempt in range(DEADLOCK_RETRIES + 1):
+        try:
+            with write_connection(settings.storage) as conn:
+                assert not isinstance(conn, Connection)  # PostgreSQL's own connection
+                return chunks.store_pg_chunks(conn, stream, now, conn.invalidate)
+        except exc.OperationalError as error:
+            if attempt == DEADLOCK_RETRIES or not _deadlock(error):
+                raise
+            log.warning("a bulk call of %d turns met a deadlock; storing it again", len(good))
+            for _rest in stream:  # every item validated into `good`
+                pass
+            values = [rows_sql.turn_values(turn, now) for _index, turn in good]
+            stream = chunks.of_values(values)
+    raise AssertionError("unreachable")
+
+
+def _deadlock(error: exc.OperationalError) -> bool:
+    import psycopg  # PostgreSQL's path only
+
+    return isinstance(error.orig, psycopg.errors.DeadlockDetected)
+
+
+def _named_session(indexed: tuple[int, Mapping[str, Any] | TurnIn]) -> chunks.SessionOf:
+    """The session an item, valid or not, names, as validation will read it (the order
+    of chunks.in_session_order)."""
     _index, item = indexed
     if isinstance(item, TurnIn):
         return item.agent_id, item.user_id, item.session_id
     if not isinstance(item, Mapping):
         return "", "", ""
-    return (
-        str(item.get("agent_id", "")),
-        str(item.get("user_id", "")),
-        str(item.get("session_id", "")),
-    )
+    agent, user, chat = (item.get(name) for name in ("agent_id", "user_id", "session_id"))
+    return _id_text(agent), _id_text(user), _id_text(chat)
+
+
+_IDENT: TypeAdapter[str] = TypeAdapter(Ident)
+
+
+def _id_text(value: Any) -> str:
+    """An id as TurnIn reads it (stripped; bytes and the like made text), "" when it is
+    no id at all: the item is then refused and its place in the order does not matter."""
+    if isinstance(value, str):
+        return value.strip()  # the common case, without a validator's cost
+    try:
+        return _IDENT.validate_python(value)
+    except ValidationError:
+        return ""
 
 
 def _stamped(item: Mapping[str, Any] | TurnIn) -> bool:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, exc
 from sqlalchemy.dialects import sqlite
@@ -56,7 +56,7 @@ def turn_values(turn: TurnIn, now: datetime) -> Values:
 # turns themselves, so the counter can never strand a turn. The statements run on the
 # psycopg cursor itself (%(name)s and %(name)b placeholders): SQLAlchemy's compile and
 # result layers cost more than the round trip, and psycopg prepares repeated statements.
-_INSERT_TURNS = """
+INSERT_TURNS = """
 INSERT INTO turns (turn_key, agent_id, user_id, session_id, role, content, metadata,
                    created_at, received_at, status, attempts, token_count)
 SELECT k, a, u, s, r, c, m::json, t, %(now)s, 'pending', 0, n
@@ -66,8 +66,8 @@ RETURNING id, agent_id, user_id, session_id
 """
 # Sessions are locked in key order, as every writer of several locks them: in code
 # points' order (COLLATE "C", Python's order of str), whatever the database's collation,
-# as session_chunks puts a large call's chunks in.
-_BUMP_SESSIONS = """
+# as chunks.py puts a large call's turns in.
+BUMP_SESSIONS = """
 INSERT INTO sessions AS s (agent_id, user_id, session_id, last_activity_at, pending_count)
 SELECT a, u, c, %(now)s, n FROM {source}
 ORDER BY a COLLATE "C", u COLLATE "C", c COLLATE "C"
@@ -90,54 +90,16 @@ FROM bumped b JOIN per_session p ON (b.agent_id, b.user_id, b.session_id) = (p.a
 # The arrays go in binary (%(name)b): the server then parses no array literal, whose
 # quoting of every text cost a call of 1,000 turns in sessions of 50 about a third of
 # its rate (bench/ingest.py's history import).
-_FROM_ARRAYS = """unnest(CAST(%(turn_key)b AS text[]), CAST(%(agent_id)b AS text[]),
+FROM_ARRAYS = """unnest(CAST(%(turn_key)b AS text[]), CAST(%(agent_id)b AS text[]),
                 CAST(%(user_id)b AS text[]), CAST(%(session_id)b AS text[]),
                 CAST(%(role)b AS text[]), CAST(%(content)b AS text[]),
                 CAST(%(metadata)b AS text[]), CAST(%(created_at)b AS timestamptz[]),
                 CAST(%(token_count)b AS int[]))
          AS x(k, a, u, s, r, c, m, t, n)"""
-_PG_STORE_ARRAYS = _PG_STORE_TURNS.format(
-    insert=_INSERT_TURNS.format(source=_FROM_ARRAYS),
-    bump=_BUMP_SESSIONS.format(source="per_session"),
+PG_STORE_ARRAYS = _PG_STORE_TURNS.format(
+    insert=INSERT_TURNS.format(source=FROM_ARRAYS),
+    bump=BUMP_SESSIONS.format(source="per_session"),
 )
-
-# Calls of more than CHUNK_TURNS turns are stored in statements of about that many
-# (the statement above, each bumping its own turns' sessions), sent in psycopg's
-# pipeline mode as each chunk is built: the client validates the next chunk while the
-# server stores the last, one transaction for all. The turns go in session order
-# (stably: each session's turns keep theirs) and a chunk never cuts a session, so
-# every call locks its sessions in key order, as every writer of several does, and
-# inserts a session's turns in the same statement that then bumps it: a single enqueue
-# holding a key the call has yet to reach waits for nothing the call holds. Bumping
-# all sessions in one statement after the last chunk left the server that statement
-# (9 to 11 ms a call of 1,000 sessions) with nothing to overlap (docs/benchmarks.md).
-CHUNK_TURNS = 200
-
-T = TypeVar("T")
-
-
-SessionOf = tuple[str, str, str]  # agent, user and session, as their text
-
-
-def session_chunks(items: Iterable[T], session: Callable[[T], SessionOf]) -> Iterator[list[T]]:
-    """`items` sorted by session, stably, in chunks of at least CHUNK_TURNS (the last
-    one fewer) that never cut a session; a longer session is a chunk of its own."""
-    chunk: list[T] = []
-    last: SessionOf | None = None
-    for item in sorted(items, key=session):
-        key = session(item)
-        if len(chunk) >= CHUNK_TURNS and key != last:
-            yield chunk
-            chunk = []
-        chunk.append(item)
-        last = key
-    if chunk:
-        yield chunk
-
-
-def values_session(values: Values) -> SessionOf:
-    return values.agent_id, values.user_id, values.session_id
-
 
 # The same for one turn with scalar parameters: no array encoding and no unnest, the
 # common case of a chat backend storing each message as it arrives. No row back means
@@ -187,36 +149,14 @@ def store_pg(
 ) -> Stored:
     """Returns the new turn ids and, per touched session, (key, pending before, added).
     `invalidate` tells SQLAlchemy the connection is dead."""
-    if len(values) > CHUNK_TURNS:
-        return store_pg_chunks(pooled, session_chunks(values, values_session), now, invalidate)
-    return _pg_errors(lambda: _run_pg_store(pooled.driver_connection, values, now), invalidate)
+    from memoryd.ingest import chunks  # which builds on this module
+
+    if len(values) > chunks.CHUNK_TURNS:
+        return chunks.store_pg_chunks(pooled, chunks.of_values(values), now, invalidate)
+    return pg_errors(lambda: _run_pg_store(pooled.driver_connection, values, now), invalidate)
 
 
-def store_pg_chunks(
-    pooled: PoolProxiedConnection,
-    chunks: Iterable[list[Values]],
-    now: datetime,
-    invalidate: Callable[[BaseException], None],
-) -> Stored:
-    """store_pg of turns in chunks (session_chunks), in one transaction, each chunk sent
-    as soon as `chunks` yields it (see CHUNK_TURNS): a generator that validates each
-    chunk does so while the server stores the one before. An error `chunks` raises rolls
-    every chunk back."""
-
-    def run() -> Stored:
-        conn: Any = pooled.driver_connection
-        with conn.transaction(), conn.pipeline():
-            cursors = []
-            for values in chunks:
-                if values:
-                    cursors.append(conn.cursor())
-                    cursors[-1].execute(_PG_STORE_ARRAYS, _arrays(values, now))
-            return _stored(row for cursor in cursors for row in cursor.fetchall())
-
-    return _pg_errors(run, invalidate)
-
-
-def _pg_errors(run: Callable[[], Stored], invalidate: Callable[[BaseException], None]) -> Stored:
+def pg_errors(run: Callable[[], Stored], invalidate: Callable[[BaseException], None]) -> Stored:
     """run(), with psycopg's errors reported as SQLAlchemy's."""
     import psycopg  # loaded with the PostgreSQL engine anyway; SQLite users skip it
 
@@ -236,11 +176,11 @@ def _run_pg_store(psycopg_conn: Any, values: list[Values], now: datetime) -> Sto
     with psycopg_conn.cursor() as cursor:
         if len(values) == 1:
             return _store_one(cursor, values[0], now)
-        cursor.execute(_PG_STORE_ARRAYS, _arrays(values, now))
-        return _stored(cursor.fetchall())
+        cursor.execute(PG_STORE_ARRAYS, arrays(values, now))
+        return stored_rows(cursor.fetchall())
 
 
-def _stored(rows: Iterable[Any]) -> Stored:
+def stored_rows(rows: Iterable[Any]) -> Stored:
     """The statement's rows as store returns them: the new turns' ids, then per touched
     session (key, pending before, added)."""
     ids: list[int] = []
@@ -263,7 +203,7 @@ def _store_one(cursor: Any, turn: Values, now: datetime) -> Stored:
     return [one[0]], [(SessionKey(turn.agent_id, turn.user_id, turn.session_id), one[1] - 1, 1)]
 
 
-def _arrays(values: list[Values], now: datetime) -> dict[str, Any]:
+def arrays(values: list[Values], now: datetime) -> dict[str, Any]:
     """One list per column, named as the column."""
     columns = dict(zip(Values._fields, map(list, zip(*values, strict=True)), strict=True))
     return {**columns, "metadata": [meta_json(m) for m in columns["metadata"]], "now": now}

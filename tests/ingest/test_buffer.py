@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, select, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
 from memoryd.errors import TurnRejected
 from memoryd.ingest.buffer import ingest, store_turns, validate_turns
-from memoryd.ingest.rows import CHUNK_TURNS, Values, store_pg_chunks, turn_values
+from memoryd.ingest.chunks import CHUNK_TURNS, Chunk, store_pg_chunks
+from memoryd.ingest.rows import turn_values
 from memoryd.models.conversation_tables import ChatSession
 from memoryd.models.db import get_engine, is_sqlite, session_factory, utcnow, write_connection
 from memoryd.models.keys import SessionKey
@@ -124,7 +126,7 @@ def test_same_turn_key_twice_stores_one_turn(settings: Settings, db: Session) ->
 
 # One statement, and on PostgreSQL chunks of about CHUNK_TURNS in one transaction,
 # which take the turns session by session.
-@pytest.mark.parametrize("size", [5, 2 * CHUNK_TURNS + 40])
+@pytest.mark.parametrize("size", [5, 5 * CHUNK_TURNS + 40])
 def test_a_bulk_call_keeps_order_keys_and_counts_at_any_size(
     settings: Settings, db: Session, size: int
 ) -> None:
@@ -152,12 +154,26 @@ def test_a_bulk_call_keeps_order_keys_and_counts_at_any_size(
     assert client.enqueue_turns(items).duplicates == size + 2  # a second call on the pool
 
 
-def test_bulk_calls_over_the_same_sessions_in_opposite_orders_do_not_deadlock(
-    backend: str, settings: Settings, db: Session
+def test_a_large_call_orders_its_sessions_as_validation_reads_their_ids(
+    settings: Settings, db: Session
 ) -> None:
-    """A large call inserts its turns in several statements of one transaction: were each
-    to bump its own turns' sessions, two calls over the same sessions in opposite orders
-    would each hold what the other waits for. They are bumped at the end, in key order."""
+    """ " s1 " is s1 once validated: the chunks' session order is the validated ids'
+    order, or s1's later turns would get ids before its earlier ones."""
+    sessions = ["s1"] * 150 + ["b"] * 100 + [" s1 "] * 150
+    items = [turn(i, session_id=chat) for i, chat in enumerate(sessions)]
+    assert MemoryClient(settings, dispatch=False).enqueue_turns(items).accepted == len(items)
+    in_s1 = select(Turn.content).where(Turn.session_id == "s1").order_by(Turn.id)
+    expected = [f"message {i}" for i, chat in enumerate(sessions) if chat != "b"]
+    assert db.scalars(in_s1).all() == expected
+
+
+def test_bulk_calls_over_the_same_sessions_in_opposite_orders_do_not_deadlock(
+    backend: str, settings: Settings, db: Session, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A large call inserts its turns in several statements of one transaction, each
+    bumping the sessions whose turns are all in: taken in the call's order, two calls
+    over the same sessions in opposite orders would each hold what the other waits for.
+    A call takes its turns in session order, and locks its sessions in key order."""
     if backend != "postgres":
         pytest.skip("SQLite's write lock lets one call in at a time")
     sessions = [f"s{i:03d}" for i in range(3 * CHUNK_TURNS)]
@@ -174,6 +190,7 @@ def test_bulk_calls_over_the_same_sessions_in_opposite_orders_do_not_deadlock(
         for thread in threads:
             thread.join(timeout=60)
     assert failures == []
+    assert "deadlock" not in caplog.text  # none met, so none stored again
     pending = db.execute(select(ChatSession.pending_count)).scalars().all()
     assert pending == [2 * rounds] * len(sessions)
 
@@ -188,8 +205,8 @@ def test_a_large_call_stores_nothing_when_a_later_chunk_fails(
     now = utcnow()
     first = [turn_values(TurnIn.model_validate(turn(i)), now) for i in range(CHUNK_TURNS)]
 
-    def chunks() -> Iterator[list[Values]]:
-        yield first
+    def chunks() -> Iterator[Chunk]:
+        yield Chunk(first, ("bot", "ann", "s1"))  # s1 goes on in the next chunk
         raise RuntimeError("the second chunk could not be built")
 
     with pytest.raises(RuntimeError), write_connection(settings.storage) as conn:
@@ -311,6 +328,59 @@ def test_a_key_another_call_stores_during_a_bulk_call_is_stored_once(
     assert sorted(result.turn_ids) == sorted(stored)
     pending = dict(db.execute(select(ChatSession.session_id, ChatSession.pending_count)).all())
     assert pending == {"s0": len(items) // 2, "s1": len(items) // 2 - 1, "elsewhere": 1}
+
+
+def test_a_bulk_call_ended_by_a_deadlock_is_stored_again(
+    backend: str, settings: Settings, db: Session
+) -> None:
+    """A turn key sent under another session of its user closes a cycle that no lock
+    order prevents: another call stored the key in session a and then waits for a,
+    which the bulk call bumped with its first chunk while its second chunk waits for
+    the key. PostgreSQL ends one of the two; the bulk call, ended, stores its turns
+    again, and every key is stored once."""
+    if backend != "postgres":
+        pytest.skip("SQLite's write lock lets one call in at a time")
+    items = [turn(i, turn_key=f"k{i}", session_id="a" if i < 100 else "a2") for i in range(200)]
+    items += [turn(i, turn_key=f"k{i}", session_id="b") for i in range(200, 400)]
+    outcome: list[IngestResult | Exception] = []
+
+    def bulk_call() -> None:
+        try:
+            outcome.append(MemoryClient(settings, dispatch=False).enqueue_turns(items))
+        except Exception as error:
+            outcome.append(error)
+
+    with get_engine(settings.storage).connect() as other:
+        other_call = other.begin()
+        # The other call's turn, under session a, and its session's counter after it.
+        other.execute(
+            text(
+                "INSERT INTO turns (agent_id, user_id, session_id, role, content, turn_key,"
+                " created_at, received_at, status, attempts, token_count, lost_leases)"
+                " VALUES ('bot', 'ann', 'a', 'user', 'k399 again', 'k399', now(), now(),"
+                " 'pending', 0, 3, 0)"
+            )
+        )
+        bulk = threading.Thread(target=bulk_call)
+        bulk.start()
+        assert _waits_on_a_lock(db, seconds=30)  # the second chunk, on k399
+        try:
+            other.execute(
+                text(
+                    "INSERT INTO sessions (agent_id, user_id, session_id, last_activity_at,"
+                    " pending_count) VALUES ('bot', 'ann', 'a', now(), 1)"
+                    " ON CONFLICT (agent_id, user_id, session_id)"
+                    " DO UPDATE SET pending_count = sessions.pending_count + 1"
+                )
+            )
+            other_call.commit()
+        except DBAPIError:  # PostgreSQL ended this side instead: its turn is gone
+            other_call.rollback()
+    bulk.join(timeout=60)
+    assert len(outcome) == 1 and isinstance(outcome[0], IngestResult), outcome
+    assert outcome[0].accepted + outcome[0].duplicates == len(items)
+    keys = db.scalars(select(Turn.turn_key)).all()
+    assert sorted(keys) == sorted(f"k{i}" for i in range(400))
 
 
 def _waits_on_a_lock(db: Session, seconds: float) -> bool:

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from memoryd.client import MemoryClient
 from memoryd.errors import TurnRejected
 from memoryd.extraction.batch import extract_session
-from memoryd.ingest.rows import CHUNK_TURNS
+from memoryd.ingest.chunks import CHUNK_TURNS
 from memoryd.models.coordination import database_now
 from memoryd.models.keys import SessionKey
 from memoryd.settings import Settings, StorageSettings

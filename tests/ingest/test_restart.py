@@ -10,7 +10,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from memoryd.client import MemoryClient
-from memoryd.ingest.rows import CHUNK_TURNS
+from memoryd.ingest.chunks import CHUNK_TURNS
 from memoryd.models.db import dispose_engines
 from memoryd.models.migrate import upgrade
 from memoryd.settings import Settings

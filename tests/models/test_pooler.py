@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.exc import DBAPIError
 
 from memoryd.client import MemoryClient
-from memoryd.ingest.rows import CHUNK_TURNS
+from memoryd.ingest.chunks import CHUNK_TURNS
 from memoryd.models.coordination import LOCK_CLASS_EMBEDDING, single_flight
 from memoryd.models.db import get_engine
 from memoryd.settings import Settings
