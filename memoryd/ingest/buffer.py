@@ -214,10 +214,14 @@ def ingest(
     good = _not_ahead_of_the_clock(settings, good, bad)
     result, due = IngestResult(), list[SessionKey]()
     if good:  # no transaction at all when every item was rejected
-        try:
+
+        def store(_again: bool) -> tuple[IngestResult, list[SessionKey]]:
             # One statement on PostgreSQL, so autocommit makes it a single round trip.
             with write_connection(settings.storage) as conn:
-                result, due = store_turns(conn, settings.extraction, [t for _i, t in good], now)
+                return store_turns(conn, settings.extraction, [t for _i, t in good], now)
+
+        try:
+            result, due = rows_sql.again_after_deadlock(store)
         except REFUSED_BY_DATABASE:
             # The database refused a row that passed validation: store item by item, so
             # the refused one costs only itself.
@@ -263,41 +267,26 @@ def _ingest_in_chunks(
     return result, due
 
 
-# A large call that PostgreSQL chose to end a deadlock with is stored again, from its
-# validated turns. Two calls can still close a cycle over turn keys alone: the same
-# keys sent in other orders, or a key sent under another session of its user.
-DEADLOCK_RETRIES = 3
-
-
 def _store_chunks(
     settings: Settings,
     stream: Iterator[chunks.Chunk],
     good: list[tuple[int, TurnIn]],
     now: datetime,
 ) -> rows_sql.Stored:
-    """chunks.store_pg_chunks of `stream`; after a deadlock, of `good` once `stream` has
-    filled it (a rolled-back call stored nothing, so storing it again stores each turn
-    once)."""
-    for attempt in range(DEADLOCK_RETRIES + 1):
-        try:
-            with write_connection(settings.storage) as conn:
-                assert not isinstance(conn, Connection)  # PostgreSQL's own connection
-                return chunks.store_pg_chunks(conn, stream, now, conn.invalidate)
-        except exc.OperationalError as error:
-            if attempt == DEADLOCK_RETRIES or not _deadlock(error):
-                raise
-            log.warning("a bulk call of %d turns met a deadlock; storing it again", len(good))
+    """chunks.store_pg_chunks of `stream`; after a deadlock (rows.again_after_deadlock),
+    of `good` once `stream` has filled it."""
+
+    def store(again: bool) -> rows_sql.Stored:
+        nonlocal stream
+        if again:
             for _rest in stream:  # every item validated into `good`
                 pass
-            values = [rows_sql.turn_values(turn, now) for _index, turn in good]
-            stream = chunks.of_values(values)
-    raise AssertionError("unreachable")
+            stream = chunks.of_values([rows_sql.turn_values(turn, now) for _i, turn in good])
+        with write_connection(settings.storage) as conn:
+            assert not isinstance(conn, Connection)  # PostgreSQL's own connection
+            return chunks.store_pg_chunks(conn, stream, now, conn.invalidate)
 
-
-def _deadlock(error: exc.OperationalError) -> bool:
-    import psycopg  # PostgreSQL's path only
-
-    return isinstance(error.orig, psycopg.errors.DeadlockDetected)
+    return rows_sql.again_after_deadlock(store)
 
 
 def _named_session(indexed: tuple[int, Mapping[str, Any] | TurnIn]) -> chunks.SessionOf:

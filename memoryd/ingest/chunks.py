@@ -52,8 +52,9 @@ class Chunk(NamedTuple):
 
 
 # The statements holding a cut session alternate between two settings: each reads the
-# count the one before wrote, and never what it writes itself.
-_CARRIED = "current_setting('memoryd.carried_' || %(read_slot)s, true)"
+# count the one before wrote, and never what it writes itself. Read only after the
+# statement before wrote it: a setting never written fails the call, not its count.
+_CARRIED = "CAST(current_setting('memoryd.carried_' || %(read_slot)s) AS int)"
 _CUT_KEY = """(CAST(%(cut_agent)s AS text), CAST(%(cut_user)s AS text),
                CAST(%(cut_session)s AS text))"""
 _BUMPED_ROWS = """
@@ -66,7 +67,7 @@ WITH new_turns AS ({{insert}}), counted AS (
     SELECT agent_id AS a, user_id AS u, session_id AS c, 1 AS n FROM new_turns
     UNION ALL
     SELECT CAST(%(carried_agent)s AS text), CAST(%(carried_user)s AS text),
-           CAST(%(carried_session)s AS text), CAST(NULLIF({_CARRIED}, '') AS int)
+           CAST(%(carried_session)s AS text), {_CARRIED}
     WHERE CAST(%(carried_agent)s AS text) IS NOT NULL
 ), per_session AS (
     SELECT a, u, c, sum(n)::int AS n FROM counted
@@ -88,7 +89,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL FROM cut AS written (v) WHERE v IS NUL
 _PG_BUMP_CARRIED = f"""
 WITH per_session AS (
     SELECT CAST(%(carried_agent)s AS text) AS a, CAST(%(carried_user)s AS text) AS u,
-           CAST(%(carried_session)s AS text) AS c, CAST(NULLIF({_CARRIED}, '') AS int) AS n
+           CAST(%(carried_session)s AS text) AS c, {_CARRIED} AS n
 ), bumped AS ({{bump}})
 {_BUMPED_ROWS} WHERE p.n > 0
 """.format(bump=BUMP_SESSIONS.format(source="per_session WHERE n > 0"))

@@ -9,10 +9,11 @@ turn, then the statement's lists made from it, cost a bulk call more than its va
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, exc
 from sqlalchemy.dialects import sqlite
@@ -22,6 +23,9 @@ from memoryd.models.keys import SessionKey
 from memoryd.models.schemas import TurnIn
 from memoryd.models.tables import Base, TurnStatus
 from memoryd.text import estimate_tokens
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Values(NamedTuple):
@@ -156,6 +160,11 @@ def store_pg(
     return pg_errors(lambda: _run_pg_store(pooled.driver_connection, values, now), invalidate)
 
 
+# What PostgreSQL answers when it ends a statement and keeps its connection: a deadlock
+# or a serialization failure (class 40), a statement or lock timeout.
+_CONNECTION_KEPT = ("40", "57014", "55P03")
+
+
 def pg_errors(run: Callable[[], Stored], invalidate: Callable[[BaseException], None]) -> Stored:
     """run(), with psycopg's errors reported as SQLAlchemy's."""
     import psycopg  # loaded with the PostgreSQL engine anyway; SQLite users skip it
@@ -163,13 +172,33 @@ def pg_errors(run: Callable[[], Stored], invalidate: Callable[[BaseException], N
     try:
         return run()
     except psycopg.Error as error:
-        if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+        kept = (error.sqlstate or "").startswith(_CONNECTION_KEPT)
+        if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError) and not kept:
             # The server went away (a restart): SQLAlchemy did not see this error, so tell
             # its pool, or the dead connection would be handed out again on every call.
             invalidate(error)
         # The cursor is psycopg's own: report it as SQLAlchemy would have, in the class
         # callers catch (a refused row, an outage, a missing table before migrating).
         raise exc.DBAPIError.instance("INSERT INTO turns", None, error, psycopg.Error) from error
+
+
+# A write PostgreSQL ends to break a deadlock rolled back whole, so it is run again:
+# a cycle over turn keys alone (the same keys sent in other orders by two calls, or a
+# key sent under another session of its user) has no lock order to prevent it.
+DEADLOCK_RETRIES = 3
+
+
+def again_after_deadlock(write: Callable[[bool], T]) -> T:
+    """write(again), run again with again=True, at most DEADLOCK_RETRIES times, while
+    PostgreSQL ends it to break a deadlock."""
+    for attempt in range(DEADLOCK_RETRIES + 1):
+        try:
+            return write(attempt > 0)
+        except exc.OperationalError as error:
+            if attempt == DEADLOCK_RETRIES or getattr(error.orig, "sqlstate", None) != "40P01":
+                raise
+            log.warning("an ingest call met a deadlock (attempt %d); storing it again", attempt + 1)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _run_pg_store(psycopg_conn: Any, values: list[Values], now: datetime) -> Stored:

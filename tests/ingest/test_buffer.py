@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, select, text
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
@@ -231,14 +230,13 @@ def test_a_large_call_of_bad_items_opens_no_transaction(
 
 
 def test_single_turns_sent_during_a_large_call_of_their_keys_do_not_deadlock(
-    backend: str, settings: Settings, db: Session
+    backend: str, settings: Settings, db: Session, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A history import and the live backend storing the same messages at once: a single
     enqueue stores a key the large call has yet to reach, then waits for its session.
-    Had the call locked that session with an earlier chunk, the chunk holding the key
-    would wait for it: a cycle. A session's turns are all in one chunk, which inserts
-    them before it bumps the session (sessions of 150 turns here, against chunks of
-    CHUNK_TURNS)."""
+    Had the call bumped that session with an earlier chunk, the chunk holding the key
+    would wait for it: a cycle. A session cut by a chunk's end (sessions of 150 turns
+    here, against chunks of CHUNK_TURNS) is bumped only once its last turn is in."""
     if backend != "postgres":
         pytest.skip("SQLite's write lock lets one call in at a time")
     size, failures = 3 * CHUNK_TURNS, list[Exception]()
@@ -260,6 +258,7 @@ def test_single_turns_sent_during_a_large_call_of_their_keys_do_not_deadlock(
         for thread in threads:
             thread.join(timeout=60)
     assert failures == []
+    assert "deadlock" not in caplog.text  # none met, so none stored again
     assert count_turns(db) == 3 * size
     pending = db.execute(select(ChatSession.pending_count)).scalars().all()
     assert pending == [3 * 150] * (size // 150)
@@ -331,13 +330,13 @@ def test_a_key_another_call_stores_during_a_bulk_call_is_stored_once(
 
 
 def test_a_bulk_call_ended_by_a_deadlock_is_stored_again(
-    backend: str, settings: Settings, db: Session
+    backend: str, settings: Settings, db: Session, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A turn key sent under another session of its user closes a cycle that no lock
     order prevents: another call stored the key in session a and then waits for a,
     which the bulk call bumped with its first chunk while its second chunk waits for
-    the key. PostgreSQL ends one of the two; the bulk call, ended, stores its turns
-    again, and every key is stored once."""
+    the key. The bulk call waited first, so PostgreSQL ends it; it stores its turns
+    again once the other call is in, and every key is stored once."""
     if backend != "postgres":
         pytest.skip("SQLite's write lock lets one call in at a time")
     items = [turn(i, turn_key=f"k{i}", session_id="a" if i < 100 else "a2") for i in range(200)]
@@ -364,27 +363,78 @@ def test_a_bulk_call_ended_by_a_deadlock_is_stored_again(
         bulk = threading.Thread(target=bulk_call)
         bulk.start()
         assert _waits_on_a_lock(db, seconds=30)  # the second chunk, on k399
-        try:
-            other.execute(
-                text(
-                    "INSERT INTO sessions (agent_id, user_id, session_id, last_activity_at,"
-                    " pending_count) VALUES ('bot', 'ann', 'a', now(), 1)"
-                    " ON CONFLICT (agent_id, user_id, session_id)"
-                    " DO UPDATE SET pending_count = sessions.pending_count + 1"
-                )
+        other.execute(
+            text(
+                "INSERT INTO sessions (agent_id, user_id, session_id, last_activity_at,"
+                " pending_count) VALUES ('bot', 'ann', 'a', now(), 1)"
+                " ON CONFLICT (agent_id, user_id, session_id)"
+                " DO UPDATE SET pending_count = sessions.pending_count + 1"
             )
-            other_call.commit()
-        except DBAPIError:  # PostgreSQL ended this side instead: its turn is gone
-            other_call.rollback()
+        )
+        other_call.commit()
     bulk.join(timeout=60)
     assert len(outcome) == 1 and isinstance(outcome[0], IngestResult), outcome
-    assert outcome[0].accepted + outcome[0].duplicates == len(items)
+    assert (outcome[0].accepted, outcome[0].duplicates) == (len(items) - 1, 1)
+    assert "met a deadlock (attempt 1); storing it again" in caplog.text
     keys = db.scalars(select(Turn.turn_key)).all()
     assert sorted(keys) == sorted(f"k{i}" for i in range(400))
 
 
-def _waits_on_a_lock(db: Session, seconds: float) -> bool:
-    """Some other connection of this database waits on a lock, within `seconds`."""
+def test_a_single_turn_ended_by_a_deadlock_is_stored_again(
+    backend: str, settings: Settings, db: Session, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same cycle with a real single enqueue, which stores its key and waits for its
+    session in one statement: it waits first, so PostgreSQL ends it, and it is stored
+    again, after the bulk call, as the duplicate it then is."""
+    if backend != "postgres":
+        pytest.skip("SQLite's write lock lets one call in at a time")
+    items = [turn(i, turn_key=f"k{i}", session_id="a" if i < 100 else "a2") for i in range(200)]
+    items += [turn(i, turn_key=f"k{i}", session_id="b") for i in range(200, 400)]
+    outcome: dict[str, IngestResult | Exception] = {}
+
+    def send(name: str, payload: list[dict[str, Any]]) -> threading.Thread:
+        def call() -> None:
+            try:
+                outcome[name] = MemoryClient(settings, dispatch=False).enqueue_turns(payload)
+            except Exception as error:
+                outcome[name] = error
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        return thread
+
+    with get_engine(settings.storage).connect() as gate:
+        held = gate.begin()  # holds k250, so the bulk call stops in its second chunk
+        store_turns(gate, settings.extraction, [TurnIn.model_validate(items[250])], utcnow())
+        bulk = send("bulk", items)
+        assert _waits_on_a_lock(db, seconds=30)
+        single = send("single", [{**items[399], "session_id": "a"}])
+        assert _waits_on_a_lock(db, seconds=30, at_least=2)  # on session a
+        held.rollback()  # the bulk call goes on to k399, which the single one holds
+    for thread in (bulk, single):
+        thread.join(timeout=60)
+    bulk_result, single_result = outcome["bulk"], outcome["single"]
+    assert isinstance(bulk_result, IngestResult), bulk_result
+    assert isinstance(single_result, IngestResult), single_result
+    assert (bulk_result.accepted, single_result.duplicates) == (len(items), 1)
+    assert "met a deadlock (attempt 1); storing it again" in caplog.text
+    keys = db.scalars(select(Turn.turn_key)).all()
+    assert sorted(keys) == sorted(f"k{i}" for i in range(400))
+
+
+def test_a_cut_session_is_counted_when_the_chunks_after_it_are_all_refused(
+    backend: str, settings: Settings, db: Session
+) -> None:
+    """s1's 250 good turns span two chunks; its last 200 items are refused, so the
+    chunk after them stores nothing and the count carried for s1 is bumped alone."""
+    items = [turn(i) for i in range(250)] + [turn(i, content="") for i in range(250, 450)]
+    result = MemoryClient(settings, dispatch=False).enqueue_turns(items)
+    assert (result.accepted, [r["index"] for r in result.rejected]) == (250, list(range(250, 450)))
+    assert db.execute(select(ChatSession.pending_count)).scalar_one() == 250
+
+
+def _waits_on_a_lock(db: Session, seconds: float, at_least: int = 1) -> bool:
+    """`at_least` other connections of this database wait on a lock, within `seconds`."""
     waiting = text(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
         " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
@@ -393,7 +443,7 @@ def _waits_on_a_lock(db: Session, seconds: float) -> bool:
     while time.monotonic() < deadline:
         found = db.execute(waiting).scalar_one()
         db.rollback()  # a fresh snapshot of the activity view each time
-        if found:
+        if found >= at_least:
             return True
         time.sleep(0.05)
     return False
