@@ -225,12 +225,17 @@ def test_often_updated_tables_keep_room_on_their_pages(backend: str, settings: S
     options = options.bindparams(bindparam("tables", expanding=True))
     tables = {"tables": ["sessions", "memories"]}
 
-    def room() -> dict[str, list[str] | None]:
+    def room() -> dict[str, list[str]]:
+        """Each table's fillfactor among its storage parameters (the suite turns
+        autovacuum off on some)."""
         with get_engine(settings.storage).connect() as conn:
-            return {name: found for name, found in conn.execute(options, tables).all()}
+            found = conn.execute(options, tables).all()
+        return {
+            name: [o for o in params or [] if o.startswith("fillfactor=")] for name, params in found
+        }
 
     assert room() == {"sessions": ["fillfactor=70"], "memories": ["fillfactor=85"]}
     command.downgrade(alembic_config(settings), "0031")
-    assert room() == {"sessions": None, "memories": ["fillfactor=85"]}
+    assert room() == {"sessions": [], "memories": ["fillfactor=85"]}
     command.upgrade(alembic_config(settings), "head")
     assert room()["sessions"] == ["fillfactor=70"]
