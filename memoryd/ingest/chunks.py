@@ -28,6 +28,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 
 from memoryd.ingest.rows import (
     BUMP_SESSIONS,
+    BUMPED_ROWS,
     FROM_ARRAYS,
     INSERT_TURNS,
     PG_STORE_ARRAYS,
@@ -57,10 +58,6 @@ class Chunk(NamedTuple):
 _CARRIED = "CAST(current_setting('memoryd.carried_' || %(read_slot)s) AS int)"
 _CUT_KEY = """(CAST(%(cut_agent)s AS text), CAST(%(cut_user)s AS text),
                CAST(%(cut_session)s AS text))"""
-_BUMPED_ROWS = """
-SELECT NULL, b.agent_id, b.user_id, b.session_id, b.pending_count - p.n, p.n
-FROM bumped b JOIN per_session p ON (b.agent_id, b.user_id, b.session_id) = (p.a, p.u, p.c)
-"""
 # A chunk that continues a session cut by the chunk before, or cuts one.
 _PG_STORE_CUT_CHUNK = f"""
 WITH new_turns AS ({{insert}}), counted AS (
@@ -77,7 +74,7 @@ WITH new_turns AS ({{insert}}), counted AS (
     FROM counted WHERE (a, u, c) = {_CUT_KEY}
 ), bumped AS ({{bump}})
 SELECT id, NULL, NULL, NULL, NULL, NULL FROM new_turns
-UNION ALL {_BUMPED_ROWS}
+UNION ALL {BUMPED_ROWS}
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL FROM cut AS written (v) WHERE v IS NULL
 """.format(
@@ -91,8 +88,7 @@ WITH per_session AS (
     SELECT CAST(%(carried_agent)s AS text) AS a, CAST(%(carried_user)s AS text) AS u,
            CAST(%(carried_session)s AS text) AS c, {_CARRIED} AS n
 ), bumped AS ({{bump}})
-{_BUMPED_ROWS} WHERE p.n > 0
-""".format(bump=BUMP_SESSIONS.format(source="per_session WHERE n > 0"))
+{BUMPED_ROWS}""".format(bump=BUMP_SESSIONS.format(source="per_session WHERE n > 0"))
 
 
 def in_session_order(
