@@ -17,12 +17,13 @@ of one database per question. RealMem's timeline is the dataset's session order 
 dates go back a day in a few places; every evidence session precedes its question in
 that order): a session's questions are asked before that session's facts are loaded.
 MADial has no question times: all of the user's memories are loaded (by date), then
-its queries are asked, as the published anchors were computed. remember() deduplicates,
-so one memory id may stand for several facts: the bench maps each id to all of the
-sources (sessions or memory ids) that returned it. Memories are created at load time,
-so recency in recall's ranking follows load order, not the dataset's dates. Recall
-logs and reinforces what it returns, as in production, so earlier questions influence
-later ones the same way in every configuration.
+its queries are asked, the day after the dataset's newest memory, as the published
+anchors were computed. Each event is replayed at noon (UTC) of its day, the clock moved
+by time-machine, so recency and decay in recall's ranking see the dataset's ages.
+remember() deduplicates, so one memory id may stand for several facts: the bench maps
+each id to all of the sources (sessions or memory ids) that returned it. Recall logs
+and reinforces what it returns, as in production, so earlier questions influence later
+ones the same way in every configuration.
 
 Configurations: SQLite always, PostgreSQL when it answers at MEMORYD_BENCH_PG (default
 postgresql+psycopg://postgres@127.0.0.1:5432, a scratch database per run, ANALYZEd

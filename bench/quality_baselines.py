@@ -75,7 +75,7 @@ def walk(plan: Plan, rank: Callable[[Corpus, int], list[int]]) -> list[int | Non
     ranks: list[int | None] = [None] * len(plan.questions)
     for user in plan.users:
         corpus = Corpus()
-        for kind, payload in user.events:
+        for kind, payload, _day in user.events:
             if kind == "facts":
                 for text, source in payload:
                     corpus.add(text, source)
@@ -125,9 +125,8 @@ class Baselines:
         return [int(d) for d in order if scores[d] > 0]
 
     def encode(self, model: Any) -> None:
-        texts = sorted(
-            {t for u in self.plan.users for k, x in u.events if k == "facts" for t, _ in x}
-        )
+        said = (e.payload for u in self.plan.users for e in u.events if e.kind == "facts")
+        texts = sorted({text for facts in said for text, _ in facts})
         vectors = model.encode(
             texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True
         )

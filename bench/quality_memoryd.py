@@ -9,10 +9,12 @@ import os
 import tempfile
 import time
 from contextlib import ExitStack
+from datetime import UTC, datetime
+from datetime import time as dt_time
 from pathlib import Path
 from typing import Any
 
-from bench.quality_plan import KS, Plan, first_hit, make_plan
+from bench.quality_plan import KS, Plan, Question, first_hit, make_plan
 
 AGENT = "quality"
 WARM_UP_RECALLS = 8  # past psycopg's prepare threshold (5)
@@ -85,38 +87,50 @@ class _Store:
         self.fill = filler.fill_missing if local else None
 
     def ask(self, plan: Plan) -> dict[str, Any]:
-        """Replay each user's timeline: remember the facts, recall at each question."""
+        """Replay each user's timeline on its days: remember the facts, recall at each
+        question. Recency and decay then see the ages the data gives, as in service."""
+        import time_machine
+
+        got: dict[str, Any] = {"remembered": 0, "asked": 0, "with_vector": 0, "load_s": 0.0}
+        got["ask_ms"] = []  # each recall's time, for its percentiles
+        self.ranks: list[int | None] = [None] * len(plan.questions)
+        self.sources: dict[int, set[str]] = {}
+        for user in plan.users:
+            for event in user.events:
+                noon = datetime.combine(event.day, dt_time(12), UTC)
+                # tick: the clock runs on from noon, so each recall is still timed.
+                with time_machine.travel(noon, tick=True):
+                    if event.kind == "facts":
+                        self._remember(user.user, event.payload, got)
+                    else:
+                        self._recall(user.user, plan.questions[event.payload], event.payload, got)
+        return {**got, "ranks": self.ranks, "memories": len(self.sources)}
+
+    def _remember(self, user: str, facts: list[tuple[str, str]], got: dict[str, Any]) -> None:
+        started = time.perf_counter()
+        for text, source in facts:
+            saved = self.client.remember(AGENT, user, text)
+            self.sources.setdefault(saved.id, set()).add(source)
+        got["remembered"] += len(facts)
+        if self.analyzer is not None:
+            self.analyzer.wrote(len(facts))
+        got["load_s"] += time.perf_counter() - started
+
+    def _recall(self, user: str, question: Question, index: int, got: dict[str, Any]) -> None:
         from memoryd.maintenance.usage import fold_usage
         from memoryd.models.keys import Scope
 
-        ranks: list[int | None] = [None] * len(plan.questions)
-        sources: dict[int, set[str]] = {}
-        got: dict[str, Any] = {"remembered": 0, "asked": 0, "with_vector": 0, "load_s": 0.0}
-        got["ask_ms"] = []  # each recall's time, for its percentiles
-        for user in plan.users:
-            scope = Scope(AGENT, user.user)
-            for kind, payload in user.events:
-                started = time.perf_counter()
-                if kind == "facts":
-                    for text, source in payload:
-                        saved = self.client.remember(AGENT, user.user, text)
-                        sources.setdefault(saved.id, set()).add(source)
-                    got["remembered"] += len(payload)
-                    if self.analyzer is not None:
-                        self.analyzer.wrote(len(payload))
-                    got["load_s"] += time.perf_counter() - started
-                    continue
-                self._fill(scope)
-                got["load_s"] += time.perf_counter() - started
-                question = plan.questions[payload]
-                started = time.perf_counter()
-                hits = self.client.recall(question.query, AGENT, user.user, k=max(KS))
-                got["ask_ms"].append((time.perf_counter() - started) * 1000)
-                fold_usage(self.settings)  # as the sweep does between a user's questions
-                got["asked"] += 1
-                got["with_vector"] += any(h.parts.embedding is not None for h in hits)
-                ranks[payload] = first_hit((sources.get(h.id, ()) for h in hits), question.gold)
-        return {**got, "ranks": ranks, "memories": len(sources)}
+        started = time.perf_counter()
+        self._fill(Scope(AGENT, user))
+        got["load_s"] += time.perf_counter() - started
+        started = time.perf_counter()
+        hits = self.client.recall(question.query, AGENT, user, k=max(KS))
+        got["ask_ms"].append((time.perf_counter() - started) * 1000)
+        fold_usage(self.settings)  # as the sweep does between a user's questions
+        got["asked"] += 1
+        got["with_vector"] += any(h.parts.embedding is not None for h in hits)
+        found = (self.sources.get(h.id, ()) for h in hits)
+        self.ranks[index] = first_hit(found, question.gold)
 
     def _fill(self, scope: Any) -> None:
         """New memories may be embedded asynchronously: fill the scope's vectors now

@@ -9,8 +9,9 @@ import json
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 DATA = Path(__file__).resolve().parent / "data"
 DATASETS = ("realmem", "madial_zh", "madial_en")
@@ -24,12 +25,21 @@ class Question:
     gold: frozenset[str]  # sources that count as a hit
 
 
+class Event(NamedTuple):
+    """("facts", [(text, source), ...]) or ("ask", question index), on the day the data
+    gives it: the bench replays each event at noon (UTC) of its day."""
+
+    kind: str
+    payload: Any
+    day: date
+
+
 @dataclass
 class UserPlan:
-    """One scope's timeline: ("facts", [(text, source), ...]) or ("ask", question index)."""
+    """One scope's timeline, in time order."""
 
     user: str
-    events: list[tuple[str, Any]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
 
 
 @dataclass
@@ -43,7 +53,7 @@ class Plan:
 
     @property
     def facts(self) -> int:
-        return sum(len(x) for u in self.users for kind, x in u.events if kind == "facts")
+        return sum(len(e.payload) for u in self.users for e in u.events if e.kind == "facts")
 
 
 def read(name: str) -> dict[str, Any]:
@@ -59,7 +69,7 @@ def sample(total: int, limit: int | None) -> list[int]:
 
 def trim(user: UserPlan) -> UserPlan | None:
     """Drop the facts after the user's last question, and users with no question."""
-    asks = [i for i, (kind, _) in enumerate(user.events) if kind == "ask"]
+    asks = [i for i, event in enumerate(user.events) if event.kind == "ask"]
     if not asks:
         return None
     return UserPlan(user.user, user.events[: asks[-1] + 1])
@@ -83,12 +93,14 @@ def realmem_plan(limit: int | None, users: int | None = None) -> Plan:
     for u, user in enumerate(people):
         plan = UserPlan(f"realmem:{user['name']}")
         for s, session in enumerate(user["sessions"]):
+            day = date.fromisoformat(session["time"])
             for q, question in enumerate(session["questions"]):
                 if (u, s, q) in keep:
-                    plan.events.append(("ask", len(questions)))
+                    plan.events.append(Event("ask", len(questions), day))
                     questions.append(Question(question["text"], frozenset(question["evidence"])))
             if session["memories"]:
-                plan.events.append(("facts", [(m, session["id"]) for m in session["memories"]]))
+                memories = [(m, session["id"]) for m in session["memories"]]
+                plan.events.append(Event("facts", memories, day))
         if trimmed := trim(plan):
             users.append(trimmed)
     total = sum(len(s["questions"]) for user in data["users"] for s in user["sessions"])
@@ -112,16 +124,22 @@ def madial_plan(lang: str, limit: int | None) -> Plan:
         )
         for i in chosen
     ]
+    # MADial dates its memories, not its questions: they are asked the day after its
+    # newest memory.
+    asked = max(date.fromisoformat(m["time"]) for m in data["memories"]) + timedelta(days=1)
     users = []
     for user in sorted({m["user"] for m in data["memories"]}):
         memories = sorted(
             (m for m in data["memories"] if m["user"] == user), key=lambda m: (m["time"], m["id"])
         )
-        plan = UserPlan(
-            f"madial_{lang}:{user}", [("facts", [(m["text"], str(m["id"])) for m in memories])]
-        )
+        plan = UserPlan(f"madial_{lang}:{user}")
+        for day in sorted({m["time"] for m in memories}):
+            said = [(m["text"], str(m["id"])) for m in memories if m["time"] == day]
+            plan.events.append(Event("facts", said, date.fromisoformat(day)))
         plan.events += [
-            ("ask", n) for n, i in enumerate(chosen) if data["questions"][i]["user"] == user
+            Event("ask", n, asked)
+            for n, i in enumerate(chosen)
+            if data["questions"][i]["user"] == user
         ]
         if trimmed := trim(plan):
             users.append(trimmed)
