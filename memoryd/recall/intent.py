@@ -21,7 +21,7 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Executable, bindparam, select
@@ -39,9 +39,10 @@ _PRESENT = re.compile(
 )
 # The hits reordered: past these, a memory's place does not change what a caller reads.
 WINDOW = 30
-_KEYS = select(Memory.id, Memory.name_key, Memory.said_at, Memory.created_at).where(
+_SAID = select(Memory.id, Memory.said_at, Memory.created_at).where(
     Memory.id.in_(bindparam("ids", expanding=True))
 )
+_NEVER = datetime.min.replace(tzinfo=UTC)  # a memory erased since it was ranked
 
 Scored = list[tuple[float, int, dict[str, float]]]
 
@@ -89,12 +90,23 @@ def intent_of(query: str) -> Intent:
     return Intent(bool(_WHEN.search(query)), bool(_GUIDANCE.search(query)), persons)
 
 
-def key_rows(session: Session, params: Mapping[str, Any], terms: Sequence[str]) -> list[Any]:
+def key_rows(
+    session: Session,
+    params: Mapping[str, Any],
+    terms: Sequence[str],
+    whole: Sequence[Any] | None = None,
+) -> list[Any]:
     """SCORING_COLUMNS of the memories search_params' `params` select that are stored
-    under a key of a slot the question names (the partial index on the scope's keys)."""
+    under a key of a slot the question names (the partial index on the scope's keys),
+    the newest LIST_LIMIT. From the scope's rows when recall read it `whole` (up to
+    SCAN_LIMIT): a round trip fewer on PostgreSQL."""
     keys = asked_slot_keys(frozenset(terms))
     if not keys:
         return []
+    if whole is not None:
+        keyed = [row for row in whole if row.name_key in keys]
+        keyed.sort(key=lambda row: (row.updated_at, row.id), reverse=True)
+        return keyed[:LIST_LIMIT]
     read = _keyed(*shape(params))
     return list(session.connection().execute(read, {**params, "keys": list(keys)}).all())
 
@@ -118,22 +130,25 @@ def asks_about_now(query: str) -> bool:
     return bool(_PRESENT.search(query))
 
 
-def newest_value_first(session: Session, top: Scored) -> Scored:
+def newest_value_first(session: Session, top: Scored, keys: Mapping[int, str]) -> Scored:
     """`top` with each subject key's memories, within the first WINDOW, in the places
-    they held, newest said first."""
+    they held, newest said first. `keys` holds the candidates' subject keys, so when no
+    two of the head share one (most questions), nothing is read."""
     head, tail = top[:WINDOW], top[WINDOW:]
-    rows = session.connection().execute(_KEYS, {"ids": [mid for _, mid, _ in head]})
-    said: dict[int, tuple[str, datetime]] = {
-        r.id: (r.name_key, r.said_at or r.created_at) for r in rows if r.name_key
-    }
     places: dict[str, list[int]] = {}
     for place, (_score, mid, _signals) in enumerate(head):
-        if mid in said:
-            places.setdefault(said[mid][0], []).append(place)
+        if key := keys.get(mid):
+            places.setdefault(key, []).append(place)
+    shared = [key_places for key_places in places.values() if len(key_places) > 1]
+    if not shared:
+        return top
+    ids = [head[place][1] for key_places in shared for place in key_places]
+    rows = session.connection().execute(_SAID, {"ids": ids})
+    said: dict[int, datetime] = {r.id: r.said_at or r.created_at for r in rows}
     reordered = list(head)
-    for key_places in places.values():
+    for key_places in shared:
         items = sorted(
-            (head[p] for p in key_places), key=lambda item: said[item[1]][1], reverse=True
+            (head[p] for p in key_places), key=lambda item: said.get(item[1], _NEVER), reverse=True
         )
         for place, item in zip(key_places, items, strict=True):
             reordered[place] = item

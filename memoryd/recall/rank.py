@@ -113,7 +113,8 @@ def recall(
     if search.terms or lists.nearest:
         rows = _matched_rows(session, search, lists)
         found = {row.id for row in rows}
-        rows += [r for r in key_rows(session, search.params, search.terms) if r.id not in found]
+        keyed = key_rows(session, search.params, search.terms, lists.whole)
+        rows += [r for r in keyed if r.id not in found]
     else:  # nothing to match on: the most recent memories, re-scored below
         rows = _recent_rows(session, search, k)
     by_id = {row.id: row for row in rows}
@@ -128,7 +129,8 @@ def recall(
         )
         top = reranked(settings.recall, reranker, query, top, {mid: text for mid, text in contents})
     if asks_about_now(query):
-        top = newest_value_first(session, top)
+        keys = {mid: row.name_key for mid, row in by_id.items() if row.name_key}
+        top = newest_value_first(session, top, keys)
     return _hits(session, lists, top[:k])
 
 
@@ -160,8 +162,9 @@ class _Search:
 class _Lists:
     """Each list's ranks, and the candidates' SCORING_COLUMNS its queries read (`seen`)."""
 
-    def __init__(self, settings: RecallSettings, seen: dict[int, Any]) -> None:
-        self.seen = seen
+    def __init__(self, settings: RecallSettings, whole: Sequence[Any] | None) -> None:
+        self.whole = whole  # the scope's rows, when it was small enough to read whole
+        self.seen: dict[int, Any] = {row.id: row for row in whole or ()}
         self.keyword: list[tuple[int, float]] = []
         self.trigram: list[tuple[int, float]] = []
         self.nearest: list[tuple[int, float]] = []
@@ -206,7 +209,7 @@ def _ranked_lists(
     )
     stats, scope_rows = read_scope(session, search.params, stats_key)
     # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
-    lists = _Lists(settings.recall, {row.id: row for row in scope_rows or ()})
+    lists = _Lists(settings.recall, scope_rows)
     # Repeats weigh more in the keywords alone; beside a model's list they cost
     # MADial hit@5 (bm25.REPEATS).
     counts = search.counts if query_vector is None else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy.orm import Session
 
 from memoryd.memories.store import set_content
@@ -36,17 +37,19 @@ def test_the_words_that_ask_about_the_present() -> None:
     assert not any(map(asks_about_now, ["Where did Ali live in 2020?", "knowledge", "她以前住哪"]))
 
 
+@pytest.mark.parametrize("others", [200, 20])
 def test_a_question_in_a_keys_words_finds_that_keys_memories(
-    settings: Settings, db: Session
+    settings: Settings, db: Session, others: int
 ) -> None:
     """The subject key is searched with the content: "who is my team lead?" finds the
     memory keyed "team lead" whose text names only the person; "住在哪里" finds the
-    one keyed "home city" through its slot's words."""
+    one keyed "home city" through its slot's words. In a large scope by the key index,
+    in a small one, read whole, from its rows."""
     lead = make_memory(db, settings, "Jürgen Bauer since the reorg")
     city = make_memory(db, settings, "杭州")
     set_content(lead, lead.content, "team lead")
     set_content(city, city.content, "home city")
-    for n in range(200):  # a scope of other memories, some sharing the question's words
+    for n in range(others):  # a scope of other memories, some sharing the question's words
         make_memory(db, settings, f"Team offsite idea {n}: a lead climbing day in a city")
     db.commit()
     ann = Scope("bot", "ann")
