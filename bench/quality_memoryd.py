@@ -9,7 +9,7 @@ import os
 import tempfile
 import time
 from contextlib import ExitStack
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from datetime import time as dt_time
 from pathlib import Path
 from typing import Any
@@ -96,10 +96,12 @@ class _Store:
         self.ranks: list[int | None] = [None] * len(plan.questions)
         self.sources: dict[int, set[str]] = {}
         for user in plan.users:
-            for event in user.events:
-                noon = datetime.combine(event.day, dt_time(12), UTC)
-                # tick: the clock runs on from noon, so each recall is still timed.
-                with time_machine.travel(noon, tick=True):
+            # tick: the clock runs on from each day's noon, so each recall is still timed
+            # and events of one day keep their order.
+            with time_machine.travel(_noon(user.events[0].day), tick=True) as clock:
+                for event in user.events:
+                    if _noon(event.day) > datetime.now(UTC):
+                        clock.move_to(_noon(event.day))
                     if event.kind == "facts":
                         self._remember(user.user, event.payload, got)
                     else:
@@ -139,6 +141,10 @@ class _Store:
             for _ in range(100):
                 if not self.fill(self.settings, scope):
                     break
+
+
+def _noon(day: date) -> datetime:
+    return datetime.combine(day, dt_time(12), UTC)
 
 
 def warm_up(client: Any) -> None:

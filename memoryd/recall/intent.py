@@ -104,7 +104,8 @@ def key_rows(
     if not keys:
         return []
     if whole is not None:
-        keyed = [row for row in whole if row.name_key in keys]
+        asked = frozenset(keys)
+        keyed = [row for row in whole if row.name_key in asked]
         keyed.sort(key=lambda row: (row.updated_at, row.id), reverse=True)
         return keyed[:LIST_LIMIT]
     read = _keyed(*shape(params))
@@ -132,8 +133,9 @@ def asks_about_now(query: str) -> bool:
 
 def newest_value_first(session: Session, top: Scored, keys: Mapping[int, str]) -> Scored:
     """`top` with each subject key's memories, within the first WINDOW, in the places
-    they held, newest said first. `keys` holds the candidates' subject keys, so when no
-    two of the head share one (most questions), nothing is read."""
+    they held, newest said first (one erased since it was ranked last: recall drops
+    it). `keys` holds the candidates' subject keys, so when no two of the head share
+    one (most questions), nothing is read."""
     head, tail = top[:WINDOW], top[WINDOW:]
     places: dict[str, list[int]] = {}
     for place, (_score, mid, _signals) in enumerate(head):

@@ -114,14 +114,18 @@ def test_a_query_is_logged_exactly_as_asked(settings: Settings, db: Session) -> 
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-@pytest.mark.parametrize("query", ["green tea", "green tea now"])
+@pytest.mark.parametrize(
+    ("query", "found"),
+    [("green tea", 2), ("green tea now", 2), ("green tea now, and where do I live?", 3)],
+)
 def test_a_recall_writes_only_its_usage_rows_in_one_statement(
-    settings: Settings, db: Session, query: str
+    settings: Settings, db: Session, query: str, found: int
 ) -> None:
     """On PostgreSQL a recall needs no transaction of its own: its reads and its usage
     rows (synchronous_commit off) each commit alone. No BEGIN or COMMIT round trip, no
     row locked, no memory updated: the fold counts the accesses later. A question about
-    the present reads nothing more when no two of its hits share a subject key."""
+    the present reads nothing more when no two of its hits share a subject key, nor one
+    naming a slot ("where do I live?") in a scope read whole."""
     for text_ in ("Prefers green tea", "Bought a clay teapot for green tea", "Lives in Porto"):
         make_memory(db, settings, text_)
     db.commit()
@@ -145,7 +149,7 @@ def test_a_recall_writes_only_its_usage_rows_in_one_statement(
     finally:
         for kind, engine in engines.items():
             event.remove(engine, "before_cursor_execute", listeners[kind])
-    assert len(hits) == 2
+    assert len(hits) == found
     assert statements["transactional"] == []  # nothing ran inside BEGIN ... COMMIT
     ran = statements["autocommit"]
     # The agent's settings, the scope (small: read whole, its BM25 scored in hand), the
@@ -160,7 +164,8 @@ def test_a_recall_writes_only_its_usage_rows_in_one_statement(
     fold_usage(settings)
     db.expire_all()
     counts = db.scalars(select(Memory.access_count).order_by(Memory.id)).all()
-    assert counts == [1, 1, 0]  # each hit counted once per recall, nothing else
+    # each hit counted once per recall, nothing else
+    assert counts == [1] * found + [0] * (3 - found)
 
 
 def test_the_feedback_computes_what_the_weight_rules_say(settings: Settings, db: Session) -> None:
