@@ -14,9 +14,10 @@ go in through MemoryClient.remember in time order and each question is asked thr
 MemoryClient.recall(k=10) at the point of the timeline where it was asked, so it sees
 exactly the facts the user had before it, in one pass over the user's history instead
 of one database per question. RealMem's timeline is the dataset's session order (every
-evidence session precedes its question in that order; where a date goes back, as it
-does by 114 days midway through two users' sessions, the session keeps the day before
-it): a session's questions are asked before that session's facts are loaded.
+evidence session but three, the question's own, precedes its question in that order;
+where a date goes back, by 114 and 107 days midway through two users' sessions, the
+rest of that user's timeline, one or two dates in the data, moves forward by the gap):
+a session's questions are asked before that session's facts are loaded.
 MADial has no question times: all of the user's memories are loaded (by date), then
 its queries are asked, the day after the dataset's newest memory, as the published
 anchors were computed. Each event is replayed at noon (UTC) of its day, the clock moved

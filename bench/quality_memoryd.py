@@ -96,8 +96,10 @@ class _Store:
         self.ranks: list[int | None] = [None] * len(plan.questions)
         self.sources: dict[int, set[str]] = {}
         for user in plan.users:
-            # tick: the clock runs on from each day's noon, so each recall is still timed
-            # and events of one day keep their order.
+            # tick: the clock runs on from each day's noon, so events of one day keep
+            # their order (perf_counter, which times them, is never moved). The pool's
+            # recycling reads the moved clock: the connections warm_up opened, at the
+            # real date, after every dataset's days, are never due within a run.
             with time_machine.travel(_noon(user.events[0].day), tick=True) as clock:
                 for event in user.events:
                     if _noon(event.day) > datetime.now(UTC):

@@ -92,11 +92,14 @@ def realmem_plan(limit: int | None, users: int | None = None) -> Plan:
     users = []
     for u, user in enumerate(people):
         plan = UserPlan(f"realmem:{user['name']}")
-        day = date.min
+        day, shift = date.min, timedelta(0)
         for s, session in enumerate(user["sessions"]):
-            # Two users' dates go back 114 days midway: a session keeps its order, and
-            # no day before the one it follows.
-            day = max(day, date.fromisoformat(session["time"]))
+            # Two users' dates go back midway (114 and 107 days; the sessions after
+            # carry one or two dates in the data): the rest of their timeline moves
+            # forward by the gap, keeping its order and its intervals.
+            said = date.fromisoformat(session["time"]) + shift
+            shift += max(day - said, timedelta(0))
+            day = max(day, said)
             for q, question in enumerate(session["questions"]):
                 if (u, s, q) in keep:
                     plan.events.append(Event("ask", len(questions), day))

@@ -217,10 +217,11 @@ def test_how_recently_a_memory_was_said_breaks_ties_not_matches(
 ) -> None:
     """A conversation picks up where it left off: of two memories that match about as
     well, the one said this week comes first. But a memory that matches clearly better
-    stays first however long ago it was said: recency's share (0.1) stays below what
-    one place in every list is worth (1/6 against 1/7 of the best fused score, 0.143).
-    At 0.4 halving every 7 days RealMem's hit@5 gained 2.9 points, and the peanut
-    cookie came first."""
+    stays first however long ago it was said: recency's share (0.1), with the newer
+    memory's less decayed weight, stays below what one place in every list is worth
+    (second place scores 6/7 of first). The test fails for a share below 0.08 and from
+    0.135; at 0.4 halving every 7 days RealMem's hit@5 gained 2.9 points, and the
+    peanut cookie came first."""
     now = utcnow()
     said = {
         "allergy": ("Allergic to peanuts: a severe peanut allergy", 300),
