@@ -131,22 +131,22 @@ def asks_about_now(query: str) -> bool:
     return bool(_PRESENT.search(query))
 
 
-def newest_value_first(session: Session, top: Scored, keys: Mapping[int, str]) -> Scored:
+def newest_value_first(session: Session, top: Scored, rows: Mapping[int, Any]) -> Scored:
     """`top` with each subject key's memories, within the first WINDOW, in the places
     they held, newest said first (one erased since it was ranked last: recall drops
-    it). `keys` holds the candidates' subject keys, so when no two of the head share
-    one (most questions), nothing is read."""
+    it). `rows` are the candidates' SCORING_COLUMNS, their keys among them, so when no
+    two of the head share one (most questions), nothing is read."""
     head, tail = top[:WINDOW], top[WINDOW:]
     places: dict[str, list[int]] = {}
     for place, (_score, mid, _signals) in enumerate(head):
-        if key := keys.get(mid):
+        if key := rows[mid].name_key:
             places.setdefault(key, []).append(place)
     shared = [key_places for key_places in places.values() if len(key_places) > 1]
     if not shared:
         return top
     ids = [head[place][1] for key_places in shared for place in key_places]
-    rows = session.connection().execute(_SAID, {"ids": ids})
-    said: dict[int, datetime] = {r.id: r.said_at or r.created_at for r in rows}
+    dates = session.connection().execute(_SAID, {"ids": ids})
+    said: dict[int, datetime] = {r.id: r.said_at or r.created_at for r in dates}
     reordered = list(head)
     for key_places in shared:
         items = sorted(

@@ -129,8 +129,7 @@ def recall(
         )
         top = reranked(settings.recall, reranker, query, top, {mid: text for mid, text in contents})
     if asks_about_now(query):
-        keys = {mid: row.name_key for mid, row in by_id.items() if row.name_key}
-        top = newest_value_first(session, top, keys)
+        top = newest_value_first(session, top, by_id)
     return _hits(session, lists, top[:k])
 
 
