@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.memories.synonyms import asked_slot_keys
 from memoryd.models.tables import Category, Memory
-from memoryd.recall.search import LIST_LIMIT, SCORING_COLUMNS, filters, shape
+from memoryd.recall.search import LIST_LIMIT, SCORING_COLUMNS, scope_filters, shape
 from memoryd.text import RELATIONS_EN, RELATIONS_ZH
 
 _PRESENT = re.compile(
@@ -117,11 +117,13 @@ def _keyed(categories: bool, tiers: bool) -> Executable:
     """key_rows' statement, built once per shape: the newest LIST_LIMIT, whichever index
     the planner walks. `<> ''` stated, or SQLite's planner, which cannot infer it from
     the IN list, does not use the partial key index and reads the whole scope (4 ms at
-    5,000 memories)."""
+    5,000 memories). The users in one list, not search.each_user's union: over a union
+    SQLite walks each user's memories in the scope index's date order instead."""
     keyed = (Memory.name_key.in_(bindparam("keys", expanding=True)), Memory.name_key != "")
     return (
         select(*SCORING_COLUMNS)
-        .where(*filters(categories, tiers), *keyed)
+        .where(Memory.user_id.in_(bindparam("users", expanding=True)), *keyed)
+        .where(*scope_filters(categories, tiers))
         .order_by(Memory.updated_at.desc(), Memory.id.desc())
         .limit(LIST_LIMIT)
     )

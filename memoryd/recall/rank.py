@@ -41,8 +41,8 @@ from memoryd.recall.rerank import reranked, reranker_for
 from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
-    filters,
     narrowing_parameters,
+    newest_of_each_user,
     read_scope,
     search_params,
     shape,
@@ -278,12 +278,7 @@ def _recent_rows(session: Session, search: _Search, k: int) -> list[Any]:
 @functools.cache
 def _recent(categories: bool, tiers: bool) -> Executable:
     """The most recently updated memories a search may return, built once per shape."""
-    return (
-        select(*SCORING_COLUMNS)
-        .where(*filters(categories, tiers))
-        .order_by(Memory.updated_at.desc(), Memory.id.desc())
-        .limit(bindparam("limit"))
-    )
+    return newest_of_each_user(select(*SCORING_COLUMNS), categories, tiers, bindparam("limit"))
 
 
 def _scored(

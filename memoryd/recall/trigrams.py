@@ -46,7 +46,6 @@ from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
     ScopeStats,
-    filters,
     narrowing_parameters,
 )
 from memoryd.text import content_words, search_tokens, word_trigrams
@@ -120,8 +119,9 @@ def trigram_ranked(
     else:
         if scope_rows is None:
             params = search.search_params(scope, categories, tiers)
-            where = filters(*search.shape(params))
-            in_scope = select(*SCORING_COLUMNS, BODY.label("body")).where(*where)
+            in_scope = search.each_user(
+                select(*SCORING_COLUMNS, BODY.label("body")), *search.shape(params)
+            )
             scope_rows = session.connection().execute(in_scope, params).all()
         share_of = TrigramShare(words)
         scored = [(share, r) for r in scope_rows if (share := share_of(r.body)) >= min_similarity]

@@ -5,6 +5,8 @@ ones tip the planner back to the index), the feedback's join read every memory."
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from memoryd.models.db import get_engine, session_scope
 from memoryd.models.keys import Scope
 from memoryd.recall import search
 from memoryd.recall.trigrams import prefixes
+from memoryd.settings import Settings
 from memoryd.text import query_tokens
 from tests.conftest import make_settings
 
@@ -36,28 +39,11 @@ def test_recall_reads_by_index_in_a_new_users_scope(
     store_filler(settings, newcomer, search.SCAN_LIMIT + 300, seed=42)
     client.recall("warm the scope's caches", "bench", "newcomer")
 
-    sent: list[tuple[str, Any]] = []
-    engine = get_engine(settings.storage, autocommit=True)  # recall's, on PostgreSQL
-
-    def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
-        sent.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", keep)
-    try:
-        hits = client.recall(QUESTION, "bench", "newcomer")
-    finally:
-        event.remove(engine, "before_cursor_execute", keep)
-    assert hits
+    sent = _sent(settings, lambda: client.recall(QUESTION, "bench", "newcomer"))
 
     def plan_of(marker: str) -> str:
         (statement, parameters), *_ = [(s, p) for s, p in sent if marker in s]
-        with session_scope(settings.storage) as session:  # ANALYZE runs it: roll it back
-            found = session.connection().exec_driver_sql(
-                f"EXPLAIN (ANALYZE, COSTS OFF) {statement}", parameters
-            )
-            plan = "\n".join(row[0] for row in found)
-            session.rollback()
-        return plan
+        return _plan(settings, statement, parameters)
 
     users = len(readable_users(newcomer))  # the user's own and the shared scope
     # The prefix search: one index range scan per prefix and user, never the scope's
@@ -73,6 +59,59 @@ def test_recall_reads_by_index_in_a_new_users_scope(
     feedback_plan = plan_of("INSERT INTO memory_usage")
     assert "Seq Scan on memories" not in feedback_plan, feedback_plan
     assert "pk_memories" in feedback_plan, feedback_plan
+
+
+def test_a_store_never_analyzed_reads_each_users_memories_by_index(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A fresh store, before any ANALYZE (autovacuum not yet round): all its users'
+    memories are one agent's, and a planner without statistics took the agent for
+    selective, so a scope's read filtered every memory of the agent by user."""
+    settings = make_settings("postgres", tmp_path, request)
+    client = MemoryClient(settings, dispatch=False)
+    for n in range(3):
+        store_filler(settings, Scope("bench", f"other-{n}"), 500, seed=n)
+    store_filler(settings, Scope("bench", "small"), 60, seed=42)  # read whole
+    store_filler(settings, Scope("bench", "large"), search.SCAN_LIMIT + 300, seed=43)  # counted
+    plans = [
+        _plan(settings, statement, parameters)
+        for user in ("small", "large")
+        for question in (QUESTION, "")  # "": the most recent memories
+        for statement, parameters in _sent(
+            settings,
+            lambda: client.recall(question, "bench", user),  # noqa: B023
+        )
+        if "FROM memories" in statement
+    ]
+    assert len(plans) >= 5
+    for plan in plans:
+        assert not re.search(r"Filter: .*user_id", plan), plan
+
+
+def _sent(settings: Settings, call: Callable[[], object]) -> list[tuple[str, Any]]:
+    """The statements `call` sends through recall's engine, with their parameters."""
+    sent: list[tuple[str, Any]] = []
+    engine = get_engine(settings.storage, autocommit=True)  # recall's, on PostgreSQL
+
+    def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        sent.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", keep)
+    try:
+        assert call()
+    finally:
+        event.remove(engine, "before_cursor_execute", keep)
+    return sent
+
+
+def _plan(settings: Settings, statement: str, parameters: Any) -> str:
+    with session_scope(settings.storage) as session:  # ANALYZE runs it: roll it back
+        found = session.connection().exec_driver_sql(
+            f"EXPLAIN (ANALYZE, COSTS OFF) {statement}", parameters
+        )
+        plan = "\n".join(row[0] for row in found)
+        session.rollback()
+    return plan
 
 
 def test_a_question_naming_a_slot_reads_its_keys_by_index_on_sqlite(
