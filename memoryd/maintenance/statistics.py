@@ -7,8 +7,11 @@ server may run with autovacuum off, and a store right after a bulk import or a n
 deployment is in the same state until its autovacuum comes round. Each maintenance
 cycle ANALYZEs the tables that changed as much as autovacuum's
 default threshold asks (50 rows and 10% of the table since the last ANALYZE): the cost
-follows what changed, and a store that changes little is never analysed again. SQLite
-plans without such statistics.
+follows what changed, and a store that changes little is never analysed again. An
+ANALYZE also retires the plans connections prepared while the table was small: the
+server keeps a prepared statement's generic plan until the table's statistics change
+(the hits' read by id stayed a sequential scan of thousands of memories). SQLite plans
+without such statistics.
 """
 
 from __future__ import annotations
