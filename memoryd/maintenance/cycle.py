@@ -20,7 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from memoryd.maintenance.retention import RETENTION_STEPS
-from memoryd.maintenance.statistics import analyze_changed
+from memoryd.maintenance.statistics import analyze_due
 from memoryd.maintenance.usage import fold_usage
 from memoryd.memories.erasure import resume_interrupted
 from memoryd.memories.weights import archive_due, decayed, half_life_days
@@ -28,7 +28,7 @@ from memoryd.models import key_index, tallies
 from memoryd.models.db import checkpoint_sqlite, session_scope, utcnow
 from memoryd.models.dialect import for_update
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryEvent, MemoryStatus, Tier
-from memoryd.settings import MemorySettings, Settings, StorageSettings
+from memoryd.settings import MemorySettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -249,12 +249,6 @@ def _fold_keys(session: Session, settings: MemorySettings, now: datetime, limit:
     return key_index.fold(session, limit)
 
 
-def _analyze(settings: StorageSettings) -> int:
-    """Last, so the statistics see what the steps above changed."""
-    with session_scope(settings) as session:
-        return len(analyze_changed(session))
-
-
 def _fold_usage(settings: Settings) -> int:
     """Recalls' usage folded first; a fold that fails (a lock wait past its timeout) only
     leaves this cycle's steps to work from the counts as they stand, as before it."""
@@ -282,7 +276,7 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
         erasures_resumed=resume_interrupted(settings, now),
         tallies_folded=_run_step(settings, _counted(_fold_tallies), now, chunk),
         keys_folded=_run_step(settings, _counted(_fold_keys), now, chunk),
-        tables_analyzed=_analyze(settings.storage),
+        tables_analyzed=analyze_due(settings.storage),  # last: sees what the steps changed
     )
     if any(getattr(counts, name) for name in RETENTION_STEPS):
         checkpoint_sqlite(settings.storage)  # purged text leaves the WAL too (erasure does its own)

@@ -15,7 +15,10 @@ class MaintenanceSettings(Part):
 
     # Beat intervals (seconds)
     sweep_interval_seconds: float = Field(
-        15.0, gt=0, description="Beat: stranded turns re-dispatched, recalls' usage folded"
+        15.0,
+        gt=0,
+        description="Beat: stranded turns re-dispatched, recalls' usage folded, changed "
+        "tables analysed",
     )
     maintenance_interval_seconds: float = Field(
         3600.0, gt=0, description="Beat: promotion, expiry, archiving, retention"

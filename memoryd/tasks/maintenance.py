@@ -9,6 +9,7 @@ from memoryd.ingest.dispatch import dispatch_extract
 from memoryd.ingest.sweeper import run_sweep
 from memoryd.maintenance.compression import compress_due_sessions
 from memoryd.maintenance.cycle import run_cycle
+from memoryd.maintenance.statistics import analyze_due
 from memoryd.maintenance.usage import fold_usage
 from memoryd.settings import get_settings
 from memoryd.tasks.embedding import send_fill
@@ -34,6 +35,8 @@ def sweep() -> dict[str, Any]:
         "fill_sent": send_fill(settings),
         # What recalls used since the last sweep reaches weights, access counts, TTLs.
         "usage_folded": fold_usage(settings),
+        # Statistics within seconds of a bulk load, not an hour (maintenance/statistics.py).
+        "tables_analyzed": analyze_due(settings.storage),
     }
 
 
