@@ -121,6 +121,7 @@ class _Store:
         got["load_s"] += time.perf_counter() - started
 
     def _recall(self, user: str, question: Question, index: int, got: dict[str, Any]) -> None:
+        from memoryd.maintenance.statistics import analyze_due
         from memoryd.maintenance.usage import fold_usage
         from memoryd.models.keys import Scope
 
@@ -130,7 +131,10 @@ class _Store:
         started = time.perf_counter()
         hits = self.client.recall(question.query, AGENT, user, k=max(KS))
         got["ask_ms"].append((time.perf_counter() - started) * 1000)
-        fold_usage(self.settings)  # as the sweep does between a user's questions
+        # As the sweep does between a user's questions: fold the recalls' usage and
+        # analyse the tables that changed enough (memoryd's own, also with --no-analyze).
+        fold_usage(self.settings)
+        analyze_due(self.settings.storage)
         got["asked"] += 1
         got["with_vector"] += any(h.parts.embedding is not None for h in hits)
         found = (self.sources.get(h.id, ()) for h in hits)
