@@ -56,7 +56,7 @@ def ranked(
         # Before any transaction opens: it may be a call to the embedding endpoint.
         vector = embeddings.embed_query(base, query, stress_last_line=True)
         counts = query_term_counts(query)  # tokenised once for every step below
-        embed_pending(base, Scope(agent_id, user_id), query, vector, list(counts))
+        unextracted = embed_pending(base, Scope(agent_id, user_id), query, vector, list(counts))
         now = utcnow()
         with session_scope(base.storage, autocommit=True) as session:  # see log_retrieval
             # Per-agent memory settings (memoryd/agents): on or off, prefetch, categories.
@@ -68,7 +68,8 @@ def ranked(
             hits = _ranked(
                 session, settings, scope, query, categories, tiers, now, vector, counts, k
             )
-            if categories is None and tiers is None:  # a filter asks for memories only
+            # A filter asks for memories only; with no turn to show a moment ago, none now.
+            if categories is None and tiers is None and unextracted is not False:
                 # Read after the memories: a batch finishing in between hides its turns
                 # from this read, and the memories it wrote were not yet read: never both.
                 limit = settings.extraction.prefetch_limit if k is None else k
@@ -116,7 +117,7 @@ def _context_block(
     if not counts:
         return "", 0
     key = SessionKey(agent_id, user_id, session_id) if session_id else None
-    rules, vector = None, None
+    rules, vector, unextracted = None, None, None
     if base.embeddings_on:
         # The rules first, outside the writing transaction: a query that gets no
         # block costs no embedding call, and no transaction waits on the model.
@@ -125,7 +126,7 @@ def _context_block(
         if rules is None:
             return "", 0
         vector = embeddings.embed_query(base, query, stress_last_line=True)
-        embed_pending(base, Scope(agent_id, user_id), query, vector, list(counts))
+        unextracted = embed_pending(base, Scope(agent_id, user_id), query, vector, list(counts))
     now = utcnow()
     with session_scope(base.storage, autocommit=True) as session:  # see log_retrieval
         rules = rules or block_rules(session, base, agent_id, query, key)
@@ -135,7 +136,7 @@ def _context_block(
         scope = Scope(agent_id, user_id)
         hits = _ranked(session, settings, scope, query, categories, tiers, now, vector, counts)
         hits = inject.injectable(settings.agent, hits)
-        if categories is None and tiers is None:  # as in ranked(): after the memories
+        if categories is None and tiers is None and unextracted is not False:  # as in ranked()
             terms = list(counts)
             hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK, vector, terms)
         block, included = _rendered(session, settings.agent, scope, hits, token_budget, now)

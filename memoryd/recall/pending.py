@@ -97,15 +97,18 @@ def embed_pending(
     query: str,
     vector: Vectors | None,
     terms: Sequence[str],
-) -> None:
+) -> bool | None:
     """Embed the scope's unextracted turns not yet embedded, read in a statement of its
     own before the recall's: pending_hits then finds their vectors known. `terms` as
-    pending_hits'."""
+    pending_hits'. Whether there were any to show, or None when it did not look: with
+    none, the recall need not read them again, since a turn sent before the recall began
+    was among them or, extracted since, is among the memories it reads."""
     if vector is None or not settings.agent.recall_pending or not terms:
-        return
+        return None
     with session_scope(settings.storage, readonly=True, autocommit=True) as session:
         rows = _readable(session, scope, query)
     embed_texts(settings, _texts(rows))
+    return bool(rows)
 
 
 def _readable(session: Session, scope: Scope, query: str) -> list[Any]:

@@ -3,7 +3,10 @@ pending hit, and through its memories once extracted, never both."""
 
 from __future__ import annotations
 
-from sqlalchemy import update
+from typing import Any
+
+from sqlalchemy import event, update
+from sqlalchemy.engine import Engine
 
 from memoryd.agents import config as agent_config
 from memoryd.agents.config import AgentSettings
@@ -156,6 +159,31 @@ def test_with_embeddings_the_turn_nearest_in_meaning_is_found_below_those_words_
     assert len(embeddings._text_vectors._items) == 4
     client.erase("bot", "ann")
     assert len(embeddings._text_vectors._items) == 0
+
+
+def test_with_embeddings_a_scope_with_no_turn_to_show_reads_its_turns_once(
+    settings: Settings,
+) -> None:
+    """The read that embeds the turns, before the recall's, found none to show: the
+    recall does not read them again. A turn sent before the recall is still found."""
+    client = MemoryClient(settings.updated(**LOCAL), dispatch=False)
+    client.remember("bot", "ann", "Her pet cat is named Miso")
+    reads: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        reads.extend([statement] if "FROM turns" in statement else [])
+
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        assert [h.content for h in client.recall(PETS, "bot", "ann")] == [
+            "Her pet cat is named Miso"
+        ]
+        assert len(reads) == 1
+        _said(client, "We adopted a little puppy last weekend", "a")
+        hits = client.recall(PETS, "bot", "ann")
+        assert [h.turn_key for h in hits if h.pending] == ["a"] and len(reads) == 3
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
 
 
 def test_turns_are_matched_by_their_words_when_the_embedding_endpoint_fails(
