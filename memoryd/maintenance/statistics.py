@@ -9,9 +9,9 @@ seconds) and each maintenance cycle ANALYZE the tables that changed as much as
 autovacuum's default threshold asks (50 rows and 10% of the table since the last
 ANALYZE): the cost follows what changed (a look at the server's counts when nothing
 did), and a store that changes little is never analysed again. An
-ANALYZE also retires the plans connections prepared while the table was small: the
-server keeps a prepared statement's generic plan until the table's statistics change
-(the hits' read by id stayed a sequential scan of thousands of memories). SQLite plans
+ANALYZE also invalidates the plans connections prepared while the table was small: the
+server keeps a prepared statement's generic plan until an ANALYZE or VACUUM of the
+table (the hits' read by id stayed a sequential scan of thousands of memories). SQLite plans
 without such statistics.
 """
 

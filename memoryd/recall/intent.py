@@ -28,8 +28,15 @@ from sqlalchemy import Executable, bindparam, select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.synonyms import asked_slot_keys
+from memoryd.models.db import is_sqlite
 from memoryd.models.tables import Category, Memory
-from memoryd.recall.search import LIST_LIMIT, SCORING_COLUMNS, scope_filters, shape
+from memoryd.recall.search import (
+    LIST_LIMIT,
+    SCORING_COLUMNS,
+    newest_in_scope,
+    scope_filters,
+    shape,
+)
 from memoryd.text import RELATIONS_EN, RELATIONS_ZH
 
 _PRESENT = re.compile(
@@ -108,21 +115,24 @@ def key_rows(
         keyed = [row for row in whole if row.name_key in asked]
         keyed.sort(key=lambda row: (row.updated_at, row.id), reverse=True)
         return keyed[:LIST_LIMIT]
-    read = _keyed(*shape(params))
+    read = _keyed(*shape(params), postgres=not is_sqlite(session))
     return list(session.connection().execute(read, {**params, "keys": list(keys)}).all())
 
 
 @functools.cache
-def _keyed(categories: bool, tiers: bool) -> Executable:
-    """key_rows' statement, built once per shape: the newest LIST_LIMIT, whichever index
-    the planner walks. `<> ''` stated, or SQLite's planner, which cannot infer it from
-    the IN list, does not use the partial key index and reads the whole scope (4 ms at
-    5,000 memories). The users in one list, not search.each_user's union: over a union
-    SQLite walks each user's memories in the scope index's date order instead."""
+def _keyed(categories: bool, tiers: bool, postgres: bool) -> Executable:
+    """key_rows' statement, built once per shape and database: the newest LIST_LIMIT.
+    `<> ''` stated, or SQLite's planner, which cannot infer it from the IN list, does
+    not use the partial key index and reads the whole scope (4 ms at 5,000 memories).
+    PostgreSQL reads each user's keys by index (search.each_user); SQLite keeps the
+    users in one list, since over a union it walks each user's every memory in the
+    scope index's date order instead."""
     keyed = (Memory.name_key.in_(bindparam("keys", expanding=True)), Memory.name_key != "")
+    by_key = select(*SCORING_COLUMNS).where(*keyed)
+    if postgres:
+        return newest_in_scope(by_key, categories, tiers, LIST_LIMIT)
     return (
-        select(*SCORING_COLUMNS)
-        .where(Memory.user_id.in_(bindparam("users", expanding=True)), *keyed)
+        by_key.where(Memory.user_id.in_(bindparam("users", expanding=True)))
         .where(*scope_filters(categories, tiers))
         .order_by(Memory.updated_at.desc(), Memory.id.desc())
         .limit(LIST_LIMIT)

@@ -42,7 +42,7 @@ from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
     narrowing_parameters,
-    newest_of_each_user,
+    newest_in_scope,
     read_scope,
     search_params,
     shape,
@@ -278,7 +278,7 @@ def _recent_rows(session: Session, search: _Search, k: int) -> list[Any]:
 @functools.cache
 def _recent(categories: bool, tiers: bool) -> Executable:
     """The most recently updated memories a search may return, built once per shape."""
-    return newest_of_each_user(select(*SCORING_COLUMNS), categories, tiers, bindparam("limit"))
+    return newest_in_scope(select(*SCORING_COLUMNS), categories, tiers, bindparam("limit"))
 
 
 def _scored(

@@ -27,7 +27,7 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 from sqlalchemy.sql.selectable import CompoundSelect, TableValuedAlias
 
 from memoryd.memo import RecentMemo
@@ -131,18 +131,18 @@ def scope_filters(categories: bool, tiers: bool) -> list[ColumnElement[bool]]:
 
 
 def each_user(statement: Rows, categories: bool, tiers: bool) -> CompoundSelect[*AnyRow]:
-    """`statement` over the scope's own memories, then over the shared scope's: each
-    user its own range of the scope index, whatever the planner's statistics say. With
-    `user_id IN (...)`, PostgreSQL without statistics (a fresh store, autovacuum not yet
-    round) took the agent as selective and filtered every memory of the agent by user:
-    a scope read of 76 memories stepped over the agent's 2,542 others (1.7 ms, against
-    0.1)."""
+    """`statement` over the scope's own memories and over the shared scope's, one UNION
+    ALL branch each: each user its own range of the scope index, whatever the planner's
+    statistics say. With `user_id IN (...)` PostgreSQL read the agent's every memory by
+    agent and status and filtered them by user (docs/benchmarks.md)."""
     where = scope_filters(categories, tiers)
     own = statement.where(Memory.user_id == bindparam("user"), *where)
     return union_all(own, statement.where(Memory.user_id == bindparam("shared"), *where))
 
 
-def newest_of_each_user(statement: Rows, categories: bool, tiers: bool, limit: Any) -> Rows:
+def newest_in_scope(
+    statement: Rows, categories: bool, tiers: bool, limit: int | BindParameter[int]
+) -> Rows:
     """each_user's rows, the most recently updated `limit` of them."""
     rows = each_user(statement, categories, tiers).subquery()
     newest = (rows.c.updated_at.desc(), rows.c.id.desc())

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 from bench.replacement import analyze, store_filler
 from memoryd.client import MemoryClient
@@ -22,6 +22,7 @@ from memoryd.recall import search
 from memoryd.recall.trigrams import prefixes
 from memoryd.settings import Settings
 from memoryd.text import query_tokens
+from testkit.databases import scratch_database
 from tests.conftest import make_settings
 
 QUESTION = "Which marathon training plan and vegetarian recipes did the dentist recommend?"
@@ -62,30 +63,57 @@ def test_recall_reads_by_index_in_a_new_users_scope(
 
 
 def test_a_store_never_analyzed_reads_each_users_memories_by_index(
-    tmp_path: Path, request: pytest.FixtureRequest
+    pg_server: str, tmp_path: Path
 ) -> None:
     """A fresh store, before any ANALYZE (autovacuum not yet round): all its users'
     memories are one agent's, and a planner without statistics took the agent for
-    selective, so a scope's read filtered every memory of the agent by user."""
-    settings = make_settings("postgres", tmp_path, request)
-    client = MemoryClient(settings, dispatch=False)
-    for n in range(3):
-        store_filler(settings, Scope("bench", f"other-{n}"), 500, seed=n)
-    store_filler(settings, Scope("bench", "small"), 60, seed=42)  # read whole
-    store_filler(settings, Scope("bench", "large"), search.SCAN_LIMIT + 300, seed=43)  # counted
-    plans = [
-        _plan(settings, statement, parameters)
-        for user in ("small", "large")
-        for question in (QUESTION, "")  # "": the most recent memories
-        for statement, parameters in _sent(
-            settings,
-            lambda: client.recall(question, "bench", user),  # noqa: B023
-        )
-        if "FROM memories" in statement
-    ]
-    assert len(plans) >= 5
-    for plan in plans:
-        assert not re.search(r"Filter: .*user_id", plan), plan
+    selective, so a scope's reads filtered every memory of the agent by user. Each
+    statement over a scope's memories now looks each user up in the index."""
+    with scratch_database(pg_server, "memoryd_fresh") as url:
+        settings = Settings(data_dir=tmp_path, database_url=url)
+        with get_engine(settings.storage).begin() as conn:
+            conn.execute(text("ALTER TABLE memories SET (autovacuum_enabled = false)"))
+        client = MemoryClient(settings, dispatch=False)
+        for n in range(3):
+            store_filler(settings, Scope("bench", f"other-{n}"), 500, seed=n)
+        store_filler(settings, Scope("bench", "small"), 60, seed=42)  # read whole
+        store_filler(settings, Scope("bench", "large"), search.SCAN_LIMIT + 300, seed=43)
+        with get_engine(settings.storage).connect() as conn:
+            analysed = "SELECT count(*) FROM pg_stats WHERE tablename = 'memories'"
+            assert conn.execute(text(analysed)).scalar() == 0  # no statistics yet
+        asked = [
+            (user, question)
+            for user in ("small", "large")
+            for question in (QUESTION, "")  # "": the most recent memories
+        ] + [("large", "what diet does she follow")]  # a slot: its key's memories
+        plans = {
+            kind: _plan(settings, statement, parameters)
+            for user, question in asked
+            for statement, parameters in _sent(
+                settings,
+                lambda: client.recall(question, "bench", user),  # noqa: B023
+            )
+            if (kind := _scope_statement(statement)) is not None
+        }
+    assert set(plans) == {"count", "scope read", "most recent", "by key"}, list(plans)
+    for kind, plan in plans.items():
+        conditions = re.findall(r"Index Cond: (.*)", plan)
+        assert conditions and all("user_id" in c for c in conditions), (kind, plan)
+        assert not re.search(r"Filter: .*user_id", plan), (kind, plan)
+
+
+def _scope_statement(statement: str) -> str | None:
+    """Which of recall's reads of a scope's memories `statement` is, if one (the
+    postings' searches are the other tests')."""
+    if "memory_terms" in statement:
+        return None
+    kinds = {
+        "count(*)": "count",
+        "memories.search_text": "scope read",
+        "name_key IN": "by key",
+        "updated_at DESC": "most recent",
+    }
+    return next((kind for marker, kind in kinds.items() if marker in statement), None)
 
 
 def _sent(settings: Settings, call: Callable[[], object]) -> list[tuple[str, Any]]:
