@@ -25,9 +25,9 @@ by time-machine, so recency and decay in recall's ranking see the dataset's ages
 remember() deduplicates, so one memory id may stand for several facts: the bench maps
 each id to all of the sources (sessions or memory ids) that returned it. Recall logs
 and reinforces what it returns, as in production, so earlier questions influence later
-ones the same way in every configuration. Between two questions the bench does what
-beat's sweep does: it folds the recalls' usage and ANALYZEs the tables that changed
-enough.
+ones the same way in every configuration. Between two questions the bench folds
+the recalls' usage, as beat's sweep does, and every 15 s of the run (the sweep's
+interval) ANALYZEs the tables that changed enough, as the sweep also does.
 
 Configurations: SQLite always, PostgreSQL when it answers at MEMORYD_BENCH_PG (default
 postgresql+psycopg://postgres@127.0.0.1:5432, a scratch database per run, ANALYZEd
@@ -219,7 +219,7 @@ def parse_args() -> argparse.Namespace:
         "--no-analyze",
         action="store_true",
         help="PostgreSQL as freshly loaded: no VACUUM ANALYZE where autovacuum would run "
-        "one (memoryd's sweep still analyses what changed enough)",
+        "one (memoryd's sweep still analyses what changed, every 15 s of the run)",
     )
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     args = parser.parse_args()

@@ -18,6 +18,7 @@ from bench.quality_plan import KS, Plan, Question, first_hit, make_plan
 
 AGENT = "quality"
 WARM_UP_RECALLS = 8  # past psycopg's prepare threshold (5)
+STATISTICS = "memoryd.maintenance.statistics"
 
 
 def local_model() -> str:
@@ -85,6 +86,7 @@ class _Store:
             else "memoryd.recall.embeddings"
         )
         self.fill = filler.fill_missing if local else None
+        self.swept = time.perf_counter()  # the last sweep's statistics
 
     def ask(self, plan: Plan) -> dict[str, Any]:
         """Replay each user's timeline on its days: remember the facts, recall at each
@@ -121,7 +123,6 @@ class _Store:
         got["load_s"] += time.perf_counter() - started
 
     def _recall(self, user: str, question: Question, index: int, got: dict[str, Any]) -> None:
-        from memoryd.maintenance.statistics import analyze_due
         from memoryd.maintenance.usage import fold_usage
         from memoryd.models.keys import Scope
 
@@ -131,14 +132,22 @@ class _Store:
         started = time.perf_counter()
         hits = self.client.recall(question.query, AGENT, user, k=max(KS))
         got["ask_ms"].append((time.perf_counter() - started) * 1000)
-        # As the sweep does between a user's questions: fold the recalls' usage and
-        # analyse the tables that changed enough (memoryd's own, also with --no-analyze).
-        fold_usage(self.settings)
-        analyze_due(self.settings.storage)
+        fold_usage(self.settings)  # as the sweep does between a user's questions
+        self._sweep_statistics()
         got["asked"] += 1
         got["with_vector"] += any(h.parts.embedding is not None for h in hits)
         found = (self.sources.get(h.id, ()) for h in hits)
         self.ranks[index] = first_hit(found, question.gold)
+
+    def _sweep_statistics(self) -> None:
+        """What beat's sweep also does, on its interval of the run's real time: ANALYZE
+        the tables that changed enough (memoryd's own, also with --no-analyze; commits
+        from before it have none)."""
+        analyze_due = getattr(importlib.import_module(STATISTICS), "analyze_due", None)
+        interval = self.settings.maintenance.sweep_interval_seconds
+        if analyze_due is not None and time.perf_counter() - self.swept >= interval:
+            analyze_due(self.settings.storage)
+            self.swept = time.perf_counter()
 
     def _fill(self, scope: Any) -> None:
         """New memories may be embedded asynchronously: fill the scope's vectors now

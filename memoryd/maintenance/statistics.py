@@ -5,10 +5,11 @@ Recall's plans depend on them: on a freshly loaded store, before any ANALYZE, re
 p95 was 4-6 times its figure after one (45 ms against 10 ms on the same questions). A
 server may run with autovacuum off, and a store right after a bulk import or a new
 deployment is in the same state until its autovacuum comes round. Each sweep (every 15
-seconds) and each maintenance cycle ANALYZE the tables that changed as much as
-autovacuum's default threshold asks (50 rows and 10% of the table since the last
-ANALYZE): the cost follows what changed (a look at the server's counts when nothing
-did), and a store that changes little is never analysed again. An
+seconds) and each maintenance cycle ANALYZE the busiest tables (TABLES) that changed
+as much as autovacuum's default threshold asks (more than 50 rows plus 10% of the
+table's rows since the last ANALYZE): the cost follows what changed (a look at the
+server's counts when nothing did), and a store that changes little is never analysed
+again. An
 ANALYZE also invalidates the plans connections prepared while the table was small: the
 server keeps a prepared statement's generic plan until an ANALYZE or VACUUM of the
 table (the hits' read by id stayed a sequential scan of thousands of memories). SQLite plans
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from memoryd.models.db import session_scope
@@ -35,12 +37,15 @@ THRESHOLD_SHARE = 0.1  # autovacuum_analyze_scale_factor's default
 
 
 def due_tables(session: Session) -> list[str]:
-    """memoryd's tables changed enough since their last ANALYZE to need another."""
+    """memoryd's tables changed enough since their last ANALYZE to need another, of
+    those this role may analyse: another role's table would only get the server's
+    warning and stay due."""
     rows = session.execute(
         text(
-            "SELECT relname FROM pg_stat_user_tables "
-            "WHERE relname = ANY(:tables) AND schemaname = current_schema() "
-            "AND n_mod_since_analyze > :rows + :share * n_live_tup ORDER BY relname"
+            "SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
+            "WHERE s.relname = ANY(:tables) AND s.schemaname = current_schema() "
+            "AND pg_has_role(c.relowner, 'USAGE') "
+            "AND s.n_mod_since_analyze > :rows + :share * s.n_live_tup ORDER BY s.relname"
         ),
         {"tables": list(TABLES), "rows": THRESHOLD_ROWS, "share": THRESHOLD_SHARE},
     )
@@ -48,20 +53,31 @@ def due_tables(session: Session) -> list[str]:
 
 
 def analyze_changed(session: Session) -> list[str]:
-    """ANALYZE the tables due (PostgreSQL; nothing on SQLite), and name them. A
-    table another ANALYZE or a VACUUM holds (autovacuum's) is skipped, not waited for:
-    it stays due, and the sweep would otherwise wait up to the lock timeout each time."""
+    """ANALYZE the tables due (PostgreSQL; nothing on SQLite): the ones analysed. A
+    table another ANALYZE or a VACUUM holds (autovacuum's) is skipped rather than waited
+    for, and stays due."""
     if not keeps_planner_statistics(session):
         return []
-    tables = due_tables(session)
-    for table in tables:  # names from TABLES only, never from input
+    due = due_tables(session)
+    if not due:
+        return []
+    for table in due:  # names from TABLES only, never from input
         session.execute(text(f"ANALYZE (SKIP_LOCKED) {table}"))
-    if tables:
-        log.info("planner statistics refreshed: %s", ", ".join(tables))
-    return tables
+    session.execute(text("SELECT pg_stat_clear_snapshot()"))  # the counts as they are now
+    skipped = set(due_tables(session))
+    analysed = [table for table in due if table not in skipped]
+    if analysed:
+        log.info("planner statistics refreshed: %s", ", ".join(analysed))
+    return analysed
 
 
 def analyze_due(settings: StorageSettings) -> int:
-    """analyze_changed in a transaction of its own: how many tables it analysed."""
-    with session_scope(settings) as session:
-        return len(analyze_changed(session))
+    """analyze_changed, each ANALYZE committing alone (no table stays locked while the
+    next is analysed): how many tables it analysed. A failure (a lock wait past the
+    timeout, say) is logged and analyses none: the sweep's other work stands."""
+    try:
+        with session_scope(settings, autocommit=True) as session:
+            return len(analyze_changed(session))
+    except DBAPIError as exc:
+        log.warning("refreshing planner statistics failed: %s", type(exc).__name__)
+        return 0

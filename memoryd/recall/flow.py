@@ -68,7 +68,8 @@ def ranked(
             hits = _ranked(
                 session, settings, scope, query, categories, tiers, now, vector, counts, k
             )
-            # A filter asks for memories only; with no turn to show a moment ago, none now.
+            # A filter asks for memories only; with no turn to show when the recall began,
+            # none sent before it is left to show.
             if categories is None and tiers is None and unextracted is not False:
                 # Read after the memories: a batch finishing in between hides its turns
                 # from this read, and the memories it wrote were not yet read: never both.

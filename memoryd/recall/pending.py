@@ -102,7 +102,7 @@ def embed_pending(
     own before the recall's: pending_hits then finds their vectors known. `terms` as
     pending_hits'. Whether there were any to show, or None when it did not look: with
     none, the recall need not read them again, since a turn sent before the recall began
-    was among them or, extracted since, is among the memories it reads."""
+    was among them or, already extracted, is among the memories it reads."""
     if vector is None or not settings.agent.recall_pending or not terms:
         return None
     with session_scope(settings.storage, readonly=True, autocommit=True) as session:

@@ -23,7 +23,8 @@ from memoryd.worker import app
 @guarded
 def sweep() -> dict[str, Any]:
     """Return stranded turns to pending and re-dispatch every session with due turns,
-    so a lost broker message or a killed worker only delays work."""
+    so a lost broker message or a killed worker only delays work; send memories without
+    vectors to be embedded; fold recalls' usage; ANALYZE the tables that changed."""
     settings = get_settings()
     result = run_sweep(settings)
     return {
