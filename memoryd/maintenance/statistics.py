@@ -9,11 +9,10 @@ seconds) and each maintenance cycle ANALYZE the busiest tables (TABLES) that cha
 as much as autovacuum's default threshold asks (more than 50 rows plus 10% of the
 table's rows since the last ANALYZE): the cost follows what changed (a look at the
 server's counts when nothing did), and a store that changes little is never analysed
-again. An
-ANALYZE also invalidates the plans connections prepared while the table was small: the
-server keeps a prepared statement's generic plan until an ANALYZE or VACUUM of the
-table (the hits' read by id stayed a sequential scan of thousands of memories). SQLite plans
-without such statistics.
+again. An ANALYZE also invalidates the plans connections prepared while the table was
+small: the server keeps a prepared statement's generic plan until an ANALYZE or VACUUM
+of the table (the hits' read by id stayed a sequential scan of thousands of memories).
+SQLite plans without such statistics.
 """
 
 from __future__ import annotations
