@@ -87,6 +87,8 @@ class _Store:
         )
         self.fill = filler.fill_missing if local else None
         self.swept = time.perf_counter()  # the last sweep's statistics
+        # memoryd's own ANALYZE of what changed (commits from before it have none)
+        self.analyze_due = getattr(importlib.import_module(STATISTICS), "analyze_due", None)
 
     def ask(self, plan: Plan) -> dict[str, Any]:
         """Replay each user's timeline on its days: remember the facts, recall at each
@@ -141,12 +143,10 @@ class _Store:
 
     def _sweep_statistics(self) -> None:
         """What beat's sweep also does, on its interval of the run's real time: ANALYZE
-        the tables that changed enough (memoryd's own, also with --no-analyze; commits
-        from before it have none)."""
-        analyze_due = getattr(importlib.import_module(STATISTICS), "analyze_due", None)
+        the tables that changed enough (also with --no-analyze)."""
         interval = self.settings.maintenance.sweep_interval_seconds
-        if analyze_due is not None and time.perf_counter() - self.swept >= interval:
-            analyze_due(self.settings.storage)
+        if self.analyze_due is not None and time.perf_counter() - self.swept >= interval:
+            self.analyze_due(self.settings.storage)
             self.swept = time.perf_counter()
 
     def _fill(self, scope: Any) -> None:

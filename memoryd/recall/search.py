@@ -202,13 +202,19 @@ def read_scope(
     shrink, and the other path is right for a small scope too, only slower."""
     if _recent_stats.get(("larger", key)) is not None:
         return reused_stats(session, params, key), None
-    statement = _in_scope(*shape(params))
-    rows = session.connection().execute(statement, {**params, "scan_limit": SCAN_LIMIT + 1}).all()
+    rows = scope_rows(session, params)
     if len(rows) <= SCAN_LIMIT:
         return ScopeStats(len(rows), sum(r.search_length for r in rows)), rows
     stats = reused_stats(session, params, key)
     _recent_stats.put(("larger", key), stats)
     return stats, None
+
+
+def scope_rows(session: Session, params: Mapping[str, Any]) -> Sequence[Any]:
+    """The memories search_params' `params` select, SCAN_LIMIT + 1 at most (so a larger
+    scope shows), with SCORING_COLUMNS and body: the statement built once per shape."""
+    statement = _in_scope(*shape(params))
+    return session.connection().execute(statement, {**params, "scan_limit": SCAN_LIMIT + 1}).all()
 
 
 def listed(column: InstrumentedAttribute[str], name: str, postgres: bool) -> ColumnElement[bool]:

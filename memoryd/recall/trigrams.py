@@ -42,7 +42,6 @@ from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryTerm
 from memoryd.recall import search
 from memoryd.recall.search import (
-    BODY,
     LIST_LIMIT,
     SCORING_COLUMNS,
     ScopeStats,
@@ -119,10 +118,7 @@ def trigram_ranked(
     else:
         if scope_rows is None:
             params = search.search_params(scope, categories, tiers)
-            in_scope = search.each_user(
-                select(*SCORING_COLUMNS, BODY.label("body")), *search.shape(params)
-            )
-            scope_rows = session.connection().execute(in_scope, params).all()
+            scope_rows = search.scope_rows(session, params)
         share_of = TrigramShare(words)
         scored = [(share, r) for r in scope_rows if (share := share_of(r.body)) >= min_similarity]
     ranked = sorted(
