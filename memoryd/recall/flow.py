@@ -22,7 +22,7 @@ from memoryd.recall.as_of import recall_as_of
 from memoryd.recall.context import dated
 from memoryd.recall.context import render as render_context
 from memoryd.recall.embedders import Vectors
-from memoryd.recall.pending import embed_pending, merged, pending_hits
+from memoryd.recall.pending import embed_pending, merged, not_remembered, pending_hits
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.usage import log_retrieval
 from memoryd.settings import AgentDefaults, Settings
@@ -65,17 +65,18 @@ def ranked(
             if not settings.agent.memory_enabled or categories == []:
                 return []
             scope = Scope(agent_id, user_id)
-            hits = _ranked(
-                session, settings, scope, query, categories, tiers, now, vector, counts, k
-            )
+            limit = settings.extraction.prefetch_limit if k is None else k
+            pending = []
             # A filter asks for memories only; with no turn to show when the recall began,
             # none sent before it is left to show.
             if categories is None and tiers is None and unextracted is not False:
-                # Read after the memories: a batch finishing in between hides its turns
-                # from this read, and the memories it wrote were not yet read: never both.
-                limit = settings.extraction.prefetch_limit if k is None else k
+                # The turns before the memories (see not_remembered).
                 pending = pending_hits(session, settings, scope, query, limit, vector, list(counts))
-                hits = merged(hits, pending, limit)
+            hits = _ranked(
+                session, settings, scope, query, categories, tiers, now, vector, counts, k
+            )
+            if pending:
+                hits = merged(hits, not_remembered(session, hits, pending), limit)
             remembered = [h for h in hits if not h.pending]
             log_retrieval(session, settings.recall, scope, remembered, query, session_id, now)
         span.set_attribute("memoryd.hits", len(hits))
@@ -135,11 +136,13 @@ def _context_block(
             return "", 0
         settings, categories, tiers = rules
         scope = Scope(agent_id, user_id)
-        hits = _ranked(session, settings, scope, query, categories, tiers, now, vector, counts)
-        hits = inject.injectable(settings.agent, hits)
+        pending = []
         if categories is None and tiers is None and unextracted is not False:  # as in ranked()
             terms = list(counts)
-            hits += pending_hits(session, settings, scope, query, PENDING_IN_BLOCK, vector, terms)
+            pending = pending_hits(session, settings, scope, query, PENDING_IN_BLOCK, vector, terms)
+        hits = _ranked(session, settings, scope, query, categories, tiers, now, vector, counts)
+        hits = inject.injectable(settings.agent, hits)
+        hits += not_remembered(session, hits, pending)
         block, included = _rendered(session, settings.agent, scope, hits, token_budget, now)
         remembered = [h for h in included if not h.pending]
         log_retrieval(session, settings.recall, scope, remembered, query, session_id, now)

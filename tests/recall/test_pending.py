@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlalchemy import event, update
 from sqlalchemy.engine import Engine
 
@@ -15,8 +16,9 @@ from memoryd.extraction.batch import extract_session
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import SessionKey
 from memoryd.models.tables import Turn, TurnStatus
-from memoryd.recall import embeddings
+from memoryd.recall import embeddings, flow
 from memoryd.recall.context import PENDING_HEADING
+from memoryd.recall.rank import Hit
 from memoryd.settings import Settings
 from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
@@ -201,3 +203,40 @@ def test_turns_are_matched_by_their_words_when_the_embedding_endpoint_fails(
     # While the provider refuses, recalls do not ask it again for every turn.
     assert [h.turn_key for h in client.recall(QUESTION, "bot", "ann")] == ["t1"]
     assert [r["input"] for r in fake_llm.requests] == [[QUESTION], [MOVE]]  # query cached
+
+
+# SQLite's recall is one transaction, which holds the write lock: no batch commits in it.
+@pytest.mark.parametrize("backend", ["postgres"])
+@pytest.mark.parametrize("way", ["list", "block"])
+@pytest.mark.parametrize("commits", ["before", "after"])
+def test_a_batch_committing_during_a_recall_shows_its_turn_once(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, commits: str, way: str
+) -> None:
+    """A worker's batch commits while a recall runs, just before or just after the
+    memories are read: what the user said is shown once, as the memory it became or as
+    the turn it was, never both and never neither."""
+    client = MemoryClient(settings, dispatch=False)
+    client.remember("bot", "ann", "Works as a nurse")
+    _said(client)
+    client.end_session("bot", "ann", "s1")
+    read_memories = flow.recall
+
+    def racing(*args: Any, **kwargs: Any) -> list[Hit]:
+        if commits == "before":
+            extract_session(settings, SessionKey("bot", "ann", "s1"))
+        hits = read_memories(*args, **kwargs)
+        if commits == "after":
+            extract_session(settings, SessionKey("bot", "ann", "s1"))
+        return hits
+
+    monkeypatch.setattr(flow, "recall", racing)
+    if way == "list":
+        shown = [h.content for h in client.recall(QUESTION, "bot", "ann")]
+    else:
+        shown = client.build_context(QUESTION, "bot", "ann").splitlines()
+    expected = "Lives in Porto" if commits == "before" else MOVE
+    assert [line for line in shown if "Porto" in line] == [
+        line for line in shown if expected in line
+    ]
+    assert len([line for line in shown if "Porto" in line]) == 1
+    assert client.turn_status("bot", "ann", "t1").status == "done"
