@@ -75,7 +75,7 @@ def walk(plan: Plan, rank: Callable[[Corpus, int], list[int]]) -> list[int | Non
     ranks: list[int | None] = [None] * len(plan.questions)
     for user in plan.users:
         corpus = Corpus()
-        for kind, payload, _day in user.events:
+        for kind, payload, *_when in user.events:
             if kind == "facts":
                 for text, source in payload:
                     corpus.add(text, source)

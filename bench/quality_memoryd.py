@@ -9,12 +9,12 @@ import os
 import tempfile
 import time
 from contextlib import ExitStack
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from datetime import time as dt_time
 from pathlib import Path
 from typing import Any
 
-from bench.quality_plan import KS, Plan, Question, first_hit, make_plan
+from bench.quality_plan import KS, Event, Plan, Question, first_hit, make_plan
 
 AGENT = "quality"
 WARM_UP_RECALLS = 8  # past psycopg's prepare threshold (5)
@@ -100,14 +100,14 @@ class _Store:
         self.ranks: list[int | None] = [None] * len(plan.questions)
         self.sources: dict[int, set[str]] = {}
         for user in plan.users:
-            # tick: the clock runs on from each day's noon, so events of one day keep
+            # tick: the clock runs on from each event's hour, so events of one day keep
             # their order (perf_counter, which times them, is never moved). The pool's
             # recycling reads the moved clock: the connections warm_up opened, at the
             # real date, after every dataset's days, are never due within a run.
-            with time_machine.travel(_noon(user.events[0].day), tick=True) as clock:
+            with time_machine.travel(_at(user.events[0]), tick=True) as clock:
                 for event in user.events:
-                    if _noon(event.day) > datetime.now(UTC):
-                        clock.move_to(_noon(event.day))
+                    if _at(event) > datetime.now(UTC):
+                        clock.move_to(_at(event))
                     if event.kind == "facts":
                         self._remember(user.user, event.payload, got)
                     else:
@@ -158,8 +158,8 @@ class _Store:
                     break
 
 
-def _noon(day: date) -> datetime:
-    return datetime.combine(day, dt_time(12), UTC)
+def _at(event: Event) -> datetime:
+    return datetime.combine(event.day, dt_time(event.hour), UTC)
 
 
 def warm_up(client: Any) -> None:

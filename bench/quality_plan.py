@@ -27,11 +27,14 @@ class Question:
 
 class Event(NamedTuple):
     """("facts", [(text, source), ...]) or ("ask", question index), on the day the data
-    gives it: the bench replays each event at noon (UTC) of its day."""
+    gives it: the bench replays each event at `hour` (UTC, noon unless the data tells
+    events of one day apart) of its day. The facts of one event are said together, as
+    one conversation's are."""
 
     kind: str
     payload: Any
     day: date
+    hour: int = 12
 
 
 @dataclass
@@ -139,9 +142,13 @@ def madial_plan(lang: str, limit: int | None) -> Plan:
             (m for m in data["memories"] if m["user"] == user), key=lambda m: (m["time"], m["id"])
         )
         plan = UserPlan(f"madial_{lang}:{user}")
-        for day in sorted({m["time"] for m in memories}):
-            said = [(m["text"], str(m["id"])) for m in memories if m["time"] == day]
-            plan.events.append(Event("facts", said, date.fromisoformat(day)))
+        # Each memory sums up a dialogue of its own: memories of one day were said in
+        # conversations an hour apart, from noon on.
+        hours: dict[str, int] = {}
+        for m in memories:
+            hour = hours[m["time"]] = hours.get(m["time"], 11) + 1
+            said = [(m["text"], str(m["id"]))]
+            plan.events.append(Event("facts", said, date.fromisoformat(m["time"]), hour))
         plan.events += [
             Event("ask", n, asked)
             for n, i in enumerate(chosen)

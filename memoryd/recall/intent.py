@@ -33,6 +33,7 @@ from memoryd.models.tables import Category, Memory
 from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
+    Scored,
     newest_in_scope,
     scope_filters,
     shape,
@@ -51,7 +52,6 @@ _SAID = select(Memory.id, Memory.said_at, Memory.created_at).where(
 )
 _NEVER = datetime.min.replace(tzinfo=UTC)  # a memory erased since it was ranked
 
-Scored = list[tuple[float, int, dict[str, float]]]
 
 _WHEN = re.compile(
     r"\b(?:when|what day|what date|which day|how long ago|since when)\b"

@@ -41,12 +41,14 @@ from memoryd.recall.rerank import reranked, reranker_for
 from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
+    Scored,
     narrowing_parameters,
     newest_in_scope,
     read_scope,
     search_params,
     shape,
 )
+from memoryd.recall.spread import spread_by_conversation
 from memoryd.recall.trigrams import trigram_ranked
 from memoryd.settings import RecallSettings, Settings
 from memoryd.text import query_term_counts
@@ -75,6 +77,7 @@ class ScoreParts(BaseModel):
     confidence: float
     key: float = 0.0  # 1 when the question names the memory's subject key
     intent: float = 0.0  # 1 when the memory is of the kind the question asks for
+    spread: float = 0.0  # what it gave up for memories of its day placed above (spread.py)
     rerank: float | None = None  # the reranker's relevance, when one ordered this hit
 
 
@@ -123,6 +126,8 @@ def recall(
     asked = _Asked(frozenset(search.terms), intent_of(query))
     top = _scored(settings, lists, by_id, now, matched_only, asked)
     reranker = reranker_for(settings.recall) if settings.recall.rerank != "off" else None
+    head = max(k, settings.recall.rerank_top_n if reranker else 0)
+    top = spread_by_conversation(top, by_id, settings.recall.rank_spread, head)
     if reranker is not None and search.terms:
         contents = session.connection().execute(
             CONTENTS, {"ids": [mid for _, mid, _ in top[: settings.recall.rerank_top_n]]}
@@ -288,14 +293,14 @@ def _scored(
     now: datetime,
     matched_only: bool,
     asked: _Asked,
-) -> list[tuple[float, int, dict[str, float]]]:
+) -> Scored:
     """(score, id, signals) of the candidates, best first: the fused list ranks,
     re-scored by strength, recency, confidence and whether the question (its `terms`)
     names the memory's subject key. Plain tuples: models are built only
     for the hits returned."""
     rrf_k = settings.recall.fusion_rrf_k
     best_possible = sum(weight for weight, _ in lists.weighted) / (rrf_k + 1)
-    scored: list[tuple[float, int, dict[str, float]]] = []
+    scored: Scored = []
     for mid, row in by_id.items():
         fused = sum(w / (rrf_k + ranks[mid]) for w, ranks in lists.weighted if mid in ranks)
         key = bool(row.name_key) and key_asked(row.name_key, asked.terms)
@@ -326,7 +331,7 @@ def _scored(
 def _hits(
     session: Session,
     lists: _Lists,
-    top: list[tuple[float, int, dict[str, float]]],
+    top: Scored,
 ) -> list[Hit]:
     """The top memories as Hits, their whole rows read."""
     if not top:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memoryd.errors import ConfigError
 from memoryd.llm.shared import Shared
+from memoryd.recall.search import Scored
 from memoryd.settings import RecallSettings
 
 log = logging.getLogger(__name__)
@@ -147,9 +148,6 @@ def reranker_for(settings: RecallSettings) -> Reranker | None:
         _BROKEN[key] = time.monotonic()
         _failed("unavailable", f"reranker not loaded: {_first_line(exc)}")
         return None
-
-
-Scored = list[tuple[float, int, dict[str, float]]]
 
 
 def reranked(

@@ -51,7 +51,7 @@ SCAN_LIMIT = 200
 # 0.7 points of hit@5 with embeddings on.
 LARGE_SCOPE = 1000
 # What re-scoring (rank.py) needs of a candidate, read by the queries that find it.
-SCORING_COLUMNS = (
+SCORING_COLUMNS: tuple[Any, ...] = (
     Memory.id,
     Memory.tier,
     Memory.weight,
@@ -61,7 +61,11 @@ SCORING_COLUMNS = (
     Memory.name_key,
     Memory.category,
     Memory.occurred_at,
+    Memory.said_at,
 )
+# (score, memory id, signals) of the candidates, best first: plain tuples, the Hits built
+# only for those returned.
+Scored = list[tuple[float, int, dict[str, float]]]
 
 
 # How long a LARGE_SCOPE's statistics are reused: a few seconds of new or retired

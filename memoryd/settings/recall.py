@@ -52,6 +52,15 @@ class RecallSettings(Part):
     rank_weight_intent: float = Field(
         0.2, ge=0, description="Rank share of a question's intent (when, how to reply, a person)"
     )
+    # The memories of one conversation often match a question alike and would fill the
+    # list's head; each gives up this much for every memory of its conversation above it
+    # (recall/spread.py). RealMem hit@5 0.695 to 0.724 without a model (docs/benchmarks.md).
+    rank_spread: float = Field(
+        0.25,
+        ge=0,
+        description="Rank share a memory gives up for each memory of its conversation ranked"
+        " above it, so the list reaches more conversations (0: by score alone)",
+    )
     recency_half_life_days: float = Field(
         30.0, gt=0, description="Recency's share halves with this age"
     )

@@ -241,3 +241,35 @@ def test_how_recently_a_memory_was_said_breaks_ties_not_matches(
 
     assert first("Am I allergic to peanuts?") == ids["allergy"]
     assert first("What is next for the Beijing trip?") == ids["hotel"]
+
+
+def test_one_conversations_memories_leave_room_for_another(settings: Settings, db: Session) -> None:
+    """A trip planned in one chat left five memories that all say "Japan trip"; the chat
+    where it was postponed, weeks before, is another. By score alone the planning chat
+    fills the list; spread over conversations (each memory gives up 0.25 for each of its
+    chat above it), the list shows the best of each chat first."""
+    now = utcnow()
+    planning = [
+        "Japan trip: flights booked to Tokyo for the Japan trip",
+        "Japan trip: hotel in Kyoto for the Japan trip",
+        "Japan trip budget is 3000 euros for the whole Japan trip",
+        "Japan trip: buy a rail pass before the Japan trip",
+        "Japan trip: visit the deer park in Nara on the Japan trip",
+    ]
+    for text in planning:  # one batch: said at one moment
+        make_memory(db, settings, text, now=now - timedelta(days=3))
+    postponed = make_memory(
+        db, settings, "The Japan trip is postponed to spring", now=now - timedelta(days=40)
+    ).id
+    db.commit()
+    ann = Scope("bot", "ann")
+
+    def listed(spread: float) -> list[int]:
+        ranked = recall(db, settings.updated(rank_spread=spread), ann, "Japan trip?", k=3, now=now)
+        return [hit.id for hit in ranked]
+
+    assert postponed not in listed(0.0)
+    hits = recall(db, settings, ann, "Japan trip?", k=3, now=now)
+    assert [hit.id for hit in hits][1] == postponed
+    assert [hit.parts.spread for hit in hits] == [0.0, 0.0, 0.25]
+    assert hits[1].score < hits[2].score  # each shows its own score
