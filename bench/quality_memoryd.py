@@ -10,7 +10,6 @@ import tempfile
 import time
 from contextlib import ExitStack
 from datetime import UTC, datetime
-from datetime import time as dt_time
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +158,7 @@ class _Store:
 
 
 def _at(event: Event) -> datetime:
-    return datetime.combine(event.day, dt_time(event.hour), UTC)
+    return datetime.combine(event.day, event.at, UTC)
 
 
 def warm_up(client: Any) -> None:

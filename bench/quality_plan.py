@@ -7,9 +7,10 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, time, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -17,6 +18,7 @@ DATA = Path(__file__).resolve().parent / "data"
 DATASETS = ("realmem", "madial_zh", "madial_en")
 KS = (1, 5, 10)
 SEED = 20260101
+NOON = time(12)
 
 
 @dataclass
@@ -27,14 +29,23 @@ class Question:
 
 class Event(NamedTuple):
     """("facts", [(text, source), ...]) or ("ask", question index), on the day the data
-    gives it: the bench replays each event at `hour` (UTC, noon unless the data tells
-    events of one day apart) of its day. The facts of one event are said together, as
-    one conversation's are."""
+    gives it: the bench replays each event at `at` (UTC, noon unless the data tells
+    conversations of one day apart: conversation_times) of its day. The facts of one
+    event are said together, as one conversation's are."""
 
     kind: str
     payload: Any
     day: date
-    hour: int = 12
+    at: time = NOON
+
+
+def conversation_times(count: int) -> list[time]:
+    """When `count` conversations of one day are replayed: around noon, an hour apart,
+    closer past 24 a day (the data has up to 34), never 30 minutes or less apart, which
+    recall would take for one conversation, below 48."""
+    step = min(60, 24 * 60 // max(count, 1))
+    first = 12 * 60 - (count - 1) * step // 2
+    return [time(*divmod(first + i * step, 60)) for i in range(count)]
 
 
 @dataclass
@@ -94,23 +105,7 @@ def realmem_plan(limit: int | None, users: int | None = None) -> Plan:
     questions: list[Question] = []
     users = []
     for u, user in enumerate(people):
-        plan = UserPlan(f"realmem:{user['name']}")
-        day, shift = date.min, timedelta(0)
-        for s, session in enumerate(user["sessions"]):
-            # Two users' dates go back midway (114 and 107 days; the sessions after
-            # carry one or two dates in the data): the rest of their timeline moves
-            # forward by the gap, keeping its order and its intervals.
-            said = date.fromisoformat(session["time"]) + shift
-            shift += max(day - said, timedelta(0))
-            day = max(day, said)
-            for q, question in enumerate(session["questions"]):
-                if (u, s, q) in keep:
-                    plan.events.append(Event("ask", len(questions), day))
-                    questions.append(Question(question["text"], frozenset(question["evidence"])))
-            if session["memories"]:
-                memories = [(m, session["id"]) for m in session["memories"]]
-                plan.events.append(Event("facts", memories, day))
-        if trimmed := trim(plan):
+        if trimmed := trim(_realmem_user(u, user, keep, questions)):
             users.append(trimmed)
     total = sum(len(s["questions"]) for user in data["users"] for s in user["sessions"])
     how = []
@@ -122,6 +117,40 @@ def realmem_plan(limit: int | None, users: int | None = None) -> Plan:
     if len(questions) < len(flat):
         how.append(f"a sample of their questions, seed {SEED}")
     return Plan("realmem", questions, users, total, sampling="; ".join(how))
+
+
+def _realmem_user(
+    u: int, user: dict[str, Any], keep: set[tuple[int, int, int]], questions: list[Question]
+) -> UserPlan:
+    """One RealMem user's timeline: each session a conversation, its kept questions asked
+    (appended to `questions`) before its facts are said."""
+    sessions: list[tuple[date, list[Event]]] = []
+    day, shift = date.min, timedelta(0)
+    for s, session in enumerate(user["sessions"]):
+        # Two users' dates go back midway (114 and 107 days; the sessions after carry
+        # one or two dates in the data): the rest of their timeline moves forward by
+        # the gap, keeping its order and its intervals.
+        said = date.fromisoformat(session["time"]) + shift
+        shift += max(day - said, timedelta(0))
+        day = max(day, said)
+        events = []
+        for q, question in enumerate(session["questions"]):
+            if (u, s, q) in keep:
+                events.append(Event("ask", len(questions), day))
+                questions.append(Question(question["text"], frozenset(question["evidence"])))
+        if session["memories"]:
+            memories = [(m, session["id"]) for m in session["memories"]]
+            events.append(Event("facts", memories, day))
+        if events:
+            sessions.append((day, events))
+    # Sessions of one day are conversations of their own (up to 34 on a day).
+    per_day = Counter(day for day, _events in sessions)
+    times = {day: iter(conversation_times(count)) for day, count in per_day.items()}
+    plan = UserPlan(f"realmem:{user['name']}")
+    for day, events in sessions:
+        at = next(times[day])
+        plan.events += [event._replace(at=at) for event in events]
+    return plan
 
 
 def madial_plan(lang: str, limit: int | None) -> Plan:
@@ -142,13 +171,13 @@ def madial_plan(lang: str, limit: int | None) -> Plan:
             (m for m in data["memories"] if m["user"] == user), key=lambda m: (m["time"], m["id"])
         )
         plan = UserPlan(f"madial_{lang}:{user}")
-        # Each memory sums up a dialogue of its own: memories of one day were said in
-        # conversations an hour apart, from noon on.
-        hours: dict[str, int] = {}
+        # Each memory sums up a dialogue of its own, said in a conversation of its own.
+        per_day = Counter(m["time"] for m in memories)
+        times = {day: iter(conversation_times(count)) for day, count in per_day.items()}
         for m in memories:
-            hour = hours[m["time"]] = hours.get(m["time"], 11) + 1
             said = [(m["text"], str(m["id"]))]
-            plan.events.append(Event("facts", said, date.fromisoformat(m["time"]), hour))
+            at = next(times[m["time"]])
+            plan.events.append(Event("facts", said, date.fromisoformat(m["time"]), at))
         plan.events += [
             Event("ask", n, asked)
             for n, i in enumerate(chosen)

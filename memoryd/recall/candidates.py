@@ -85,6 +85,7 @@ def _own(
             categories=categories,
             now=utcnow(),
             query_vector=vector,
+            spread=False,  # an ongoing chat's own memories are the ones to show
         )
 
     if not query_tokens(query):  # the strongest and most recent: as deep as ever

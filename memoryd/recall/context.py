@@ -170,7 +170,7 @@ def render(
     in the user's `zone`; ("", []) when none fits. Returns the hits actually included."""
     used = estimate_tokens(HEADER) + estimate_tokens(FOOTER) + 2
     included: list[Hit] = []
-    for hit in sorted(hits, key=lambda h: -h.score):  # most useful first
+    for hit in sorted(hits, key=lambda h: -h.placed_by):  # most useful first, as recall placed
         cost = estimate_tokens(entry(hit, now, zone)) + 1
         if used + cost > token_budget:
             continue  # a shorter one further down may still fit
@@ -179,7 +179,7 @@ def render(
     if not included:
         return "", []
     order: dict[str, int] = {c.value: i for i, c in enumerate(CATEGORY_ORDER)}
-    grouped = sorted(included, key=lambda h: (order.get(h.category, 99), -h.score))
+    grouped = sorted(included, key=lambda h: (order.get(h.category, 99), -h.placed_by))
     # Escaped as a whole: a tag could be split across a name, its text and the next entry.
     body = neutralise("\n\n".join(entry(h, now, zone) for h in grouped), after="\n" + FOOTER)
     return f"{HEADER}\n{body}\n{FOOTER}", included

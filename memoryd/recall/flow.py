@@ -2,27 +2,29 @@
 HTTP routes through it, the agent tools): a ranked list, and the `<memory-context>`
 block. Each reads the agent's settings, ranks, and appends a usage row per memory it
 returns: no row is locked and no memory changes (maintenance/usage.py folds the rows
-into weights and access counts). On PostgreSQL the statements each commit alone; an
-embedding call, when on, happens before any of it."""
+into weights and access counts). On PostgreSQL the statements each commit alone, but
+for the read of memories and turns where there is a turn to show, one snapshot
+(_read); an embedding call, when on, happens before any of it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from sqlalchemy.orm import Session
 
 from memoryd import tracing
 from memoryd.agents import config as agent_config
 from memoryd.memories import profiles
-from memoryd.models.db import session_scope, utcnow
+from memoryd.models.db import is_sqlite, session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.recall import embeddings, inject
 from memoryd.recall.as_of import recall_as_of
 from memoryd.recall.context import dated
 from memoryd.recall.context import render as render_context
 from memoryd.recall.embedders import Vectors
-from memoryd.recall.pending import embed_pending, merged, not_remembered, pending_hits
+from memoryd.recall.pending import embed_pending, merged, pending_hits
 from memoryd.recall.rank import Hit, recall
 from memoryd.recall.usage import log_retrieval
 from memoryd.settings import AgentDefaults, Settings
@@ -66,17 +68,9 @@ def ranked(
                 return []
             scope = Scope(agent_id, user_id)
             limit = settings.extraction.prefetch_limit if k is None else k
-            pending = []
-            # A filter asks for memories only; with no turn to show when the recall began,
-            # none sent before it is left to show.
-            if categories is None and tiers is None and unextracted is not False:
-                # The turns before the memories (see not_remembered).
-                pending = pending_hits(session, settings, scope, query, limit, vector, list(counts))
-            hits = _ranked(
-                session, settings, scope, query, categories, tiers, now, vector, counts, k
-            )
-            if pending:
-                hits = merged(hits, not_remembered(session, hits, pending), limit)
+            ask = _Ask(settings, scope, query, categories, tiers, now, vector, counts, k)
+            hits, pending = _read(session, ask, limit, unextracted)
+            hits = merged(hits, pending, limit) if pending else hits
             remembered = [h for h in hits if not h.pending]
             log_retrieval(session, settings.recall, scope, remembered, query, session_id, now)
         span.set_attribute("memoryd.hits", len(hits))
@@ -136,13 +130,9 @@ def _context_block(
             return "", 0
         settings, categories, tiers = rules
         scope = Scope(agent_id, user_id)
-        pending = []
-        if categories is None and tiers is None and unextracted is not False:  # as in ranked()
-            terms = list(counts)
-            pending = pending_hits(session, settings, scope, query, PENDING_IN_BLOCK, vector, terms)
-        hits = _ranked(session, settings, scope, query, categories, tiers, now, vector, counts)
-        hits = inject.injectable(settings.agent, hits)
-        hits += not_remembered(session, hits, pending)
+        ask = _Ask(settings, scope, query, categories, tiers, now, vector, counts, None)
+        hits, pending = _read(session, ask, PENDING_IN_BLOCK, unextracted)
+        hits = inject.injectable(settings.agent, hits) + pending
         block, included = _rendered(session, settings.agent, scope, hits, token_budget, now)
         remembered = [h for h in included if not h.pending]
         log_retrieval(session, settings.recall, scope, remembered, query, session_id, now)
@@ -202,30 +192,60 @@ def _rendered(
     return render_context(hits, budget, now, zone)
 
 
-def _ranked(
-    session: Session,
-    settings: Settings,
-    scope: Scope,
-    query: str,
-    categories: Sequence[str] | None,
-    tiers: Sequence[str] | None,
-    now: datetime,
-    vector: Vectors | None,
-    counts: dict[str, int],
-    k: int | None = None,
-) -> list[Hit]:
+class _Ask(NamedTuple):
+    """What one recall asks, as _ranked passes it to rank.recall."""
+
+    settings: Settings
+    scope: Scope
+    query: str
+    categories: Sequence[str] | None
+    tiers: Sequence[str] | None
+    now: datetime
+    vector: Vectors | None
+    counts: dict[str, int]
+    k: int | None
+
+
+def _read(
+    session: Session, ask: _Ask, shown: int, unextracted: bool | None
+) -> tuple[list[Hit], list[Hit]]:
+    """The memories ranked, and up to `shown` matching turns not yet extracted, as one
+    moment saw them. A batch marks its turns done in the transaction that writes their
+    memories, but the memories are read in several statements, each its own snapshot on
+    PostgreSQL: a batch committing between them could show a turn neither way, or both.
+    So where there is a turn to show, the memories and the turns are read again in one
+    snapshot; most recalls find none and pay one read of the turns. `unextracted` is
+    embed_pending's answer (None: it did not look). A filter asks for memories only."""
+    if ask.categories is not None or ask.tiers is not None or unextracted is False:
+        return _ranked(session, ask), []
+    if unextracted is None and not _pending(session, ask, shown):
+        # None to show now: one sent before the recall began is extracted, and its
+        # memories are read below.
+        return _ranked(session, ask), []
+    if is_sqlite(session):  # one transaction: one snapshot already
+        return _ranked(session, ask), _pending(session, ask, shown)
+    with session_scope(ask.settings.storage, readonly=True) as snapshot:
+        return _ranked(snapshot, ask), _pending(snapshot, ask, shown)
+
+
+def _pending(session: Session, ask: _Ask, shown: int) -> list[Hit]:
+    terms = list(ask.counts)
+    return pending_hits(session, ask.settings, ask.scope, ask.query, shown, ask.vector, terms)
+
+
+def _ranked(session: Session, ask: _Ask) -> list[Hit]:
     """recall with the flow's arguments."""
     return recall(
         session,
-        settings,
-        scope,
-        query,
-        k=k,
-        categories=categories,
-        tiers=tiers,
-        now=now,
-        query_vector=vector,
-        counts=counts,
+        ask.settings,
+        ask.scope,
+        ask.query,
+        k=ask.k,
+        categories=ask.categories,
+        tiers=ask.tiers,
+        now=ask.now,
+        query_vector=ask.vector,
+        counts=ask.counts,
     )
 
 

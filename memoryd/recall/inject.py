@@ -41,7 +41,8 @@ def tiers_for(settings: AgentDefaults, query: str) -> list[str] | None:
 
 
 def injectable(settings: AgentDefaults, hits: Sequence[Hit]) -> list[Hit]:
-    """The hits a context block may use under the agent's injection rules, best first."""
+    """The hits a context block may use under the agent's injection rules, in the order
+    recall placed them (the minimum is of each hit's own score)."""
     kept = [h for h in hits if h.score >= settings.inject_min_score]
-    kept.sort(key=lambda h: -h.score)
+    kept.sort(key=lambda h: -h.placed_by)
     return kept[: settings.inject_max_items] if settings.inject_max_items else kept

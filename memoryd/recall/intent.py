@@ -21,7 +21,6 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Executable, bindparam, select
@@ -47,10 +46,6 @@ _PRESENT = re.compile(
 )
 # The hits reordered: past these, a memory's place does not change what a caller reads.
 WINDOW = 30
-_SAID = select(Memory.id, Memory.said_at, Memory.created_at).where(
-    Memory.id.in_(bindparam("ids", expanding=True))
-)
-_NEVER = datetime.min.replace(tzinfo=UTC)  # a memory erased since it was ranked
 
 
 _WHEN = re.compile(
@@ -143,26 +138,21 @@ def asks_about_now(query: str) -> bool:
     return bool(_PRESENT.search(query))
 
 
-def newest_value_first(session: Session, top: Scored, rows: Mapping[int, Any]) -> Scored:
+def newest_value_first(top: Scored, rows: Mapping[int, Any]) -> Scored:
     """`top` with each subject key's memories, within the first WINDOW, in the places
-    they held, newest said first (one erased since it was ranked last: recall drops
-    it). `rows` are the candidates' SCORING_COLUMNS, their keys among them, so when no
-    two of the head share one (most questions), nothing is read."""
+    they held, newest said first. `rows` are the candidates' SCORING_COLUMNS, their keys
+    and when they were said among them: nothing is read."""
     head, tail = top[:WINDOW], top[WINDOW:]
     places: dict[str, list[int]] = {}
     for place, (_score, mid, _signals) in enumerate(head):
         if key := rows[mid].name_key:
             places.setdefault(key, []).append(place)
-    shared = [key_places for key_places in places.values() if len(key_places) > 1]
-    if not shared:
-        return top
-    ids = [head[place][1] for key_places in shared for place in key_places]
-    dates = session.connection().execute(_SAID, {"ids": ids})
-    said: dict[int, datetime] = {r.id: r.said_at or r.created_at for r in dates}
     reordered = list(head)
-    for key_places in shared:
+    for key_places in places.values():
+        if len(key_places) < 2:
+            continue
         items = sorted(
-            (head[p] for p in key_places), key=lambda item: said.get(item[1], _NEVER), reverse=True
+            (head[p] for p in key_places), key=lambda i: rows[i[1]].said_at, reverse=True
         )
         for place, item in zip(key_places, items, strict=True):
             reordered[place] = item

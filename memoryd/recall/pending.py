@@ -2,9 +2,9 @@
 search the scope's user turns not yet extracted (pending or claimed) and return those
 that match as provisional hits, marked `pending`.
 
-A turn's facts become memories in the same transaction that marks it done, and a
-recall reads the turns before the memories: a turn is shown either here or through the
-memories it produced, never both and never neither (not_remembered); dead-lettered,
+A turn's facts become memories in the same transaction that marks it done, and recall
+reads the turns and the memories in one snapshot (flow._read): a turn is shown either
+here or through the memories it produced, never both and never neither; dead-lettered,
 skipped and erased turns are never read. Matching is by keyword (the query's own search
 terms: stems at a word's start, Chinese characters and pairs), by word trigrams and by
 subject key (_Match) over the newest PENDING_SCAN turns of the scope (the first
@@ -35,7 +35,6 @@ from memoryd.models.base import TurnStatus, scope_params
 from memoryd.models.conversation_tables import Turn
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
-from memoryd.models.tables import Memory
 from memoryd.recall.embedders import Vectors
 from memoryd.recall.embeddings import embed_texts, known_vectors
 from memoryd.recall.rank import Hit, ScoreParts
@@ -111,21 +110,6 @@ def embed_pending(
         rows = _readable(session, scope, query)
     embed_texts(settings, _texts(rows))
     return bool(rows)
-
-
-def not_remembered(session: Session, hits: Sequence[Hit], pending: Sequence[Hit]) -> list[Hit]:
-    """The `pending` hits whose turn none of the memories among `hits` came from. The
-    turns are read before the memories, each read a snapshot of its own on PostgreSQL: a
-    batch that commits in between is shown through the memories it wrote, which are read
-    after, and its turns were read before it marked them done; never neither way. One
-    read of the memories' sources, when there is a turn to show and a memory beside it."""
-    ids = [hit.id for hit in hits if not hit.pending]
-    if not pending or not ids:
-        return list(pending)
-    sources: set[int] = set()
-    for (turn_ids,) in session.execute(select(Memory.source_turn_ids).where(Memory.id.in_(ids))):
-        sources.update(turn_ids or ())
-    return [hit for hit in pending if -hit.id not in sources]
 
 
 def _readable(session: Session, scope: Scope, query: str) -> list[Any]:
@@ -224,7 +208,7 @@ def merged(hits: Sequence[Hit], pending: Sequence[Hit], k: int | None) -> list[H
     out: list[Hit] = []
     waiting = sorted(pending, key=lambda h: -h.score)
     for hit in hits:
-        while waiting and waiting[0].score > hit.score:
+        while waiting and waiting[0].score > hit.placed_by:
             out.append(waiting.pop(0))
         out.append(hit)
     out += waiting

@@ -77,7 +77,7 @@ class ScoreParts(BaseModel):
     confidence: float
     key: float = 0.0  # 1 when the question names the memory's subject key
     intent: float = 0.0  # 1 when the memory is of the kind the question asks for
-    spread: float = 0.0  # what it gave up for memories of its day placed above (spread.py)
+    spread: float = 0.0  # given up for its conversation's memories above it (spread.py)
     rerank: float | None = None  # the reranker's relevance, when one ordered this hit
 
 
@@ -87,6 +87,12 @@ class Hit(MemoryOut):
     # A turn not yet extracted that matches (recall/pending.py): not a memory yet.
     pending: bool = False
     turn_key: str | None = None
+
+    @property
+    def placed_by(self) -> float:
+        """What recall placed it by: its score, less what it gave up for the memories of
+        its conversation above it (spread.py). Lists built from hits keep that order."""
+        return self.score - self.parts.spread
 
 
 def recall(
@@ -101,12 +107,14 @@ def recall(
     now: datetime,
     query_vector: NDArray[np.float32] | None = None,
     counts: dict[str, int] | None = None,
+    spread: bool = True,
 ) -> list[Hit]:
     """The k most useful active memories for `query`. With a query that has no search
     terms, the strongest and most recent ones; otherwise only memories that some list
     matched. Reads only: no row is locked. `counts` are the query's term counts
     (text.query_term_counts) when the caller has them: a long query's tokenising costs
-    about as much as a small scope's keyword search."""
+    about as much as a small scope's keyword search. `spread` False ranks by score alone,
+    not spread over conversations (spread.py)."""
     k = settings.extraction.prefetch_limit if k is None else k
     if k <= 0:
         return []
@@ -127,14 +135,15 @@ def recall(
     top = _scored(settings, lists, by_id, now, matched_only, asked)
     reranker = reranker_for(settings.recall) if settings.recall.rerank != "off" else None
     head = max(k, settings.recall.rerank_top_n if reranker else 0)
-    top = spread_by_conversation(top, by_id, settings.recall.rank_spread, head)
+    if spread:
+        top = spread_by_conversation(top, by_id, settings.recall.rank_spread, head)
     if reranker is not None and search.terms:
         contents = session.connection().execute(
             CONTENTS, {"ids": [mid for _, mid, _ in top[: settings.recall.rerank_top_n]]}
         )
         top = reranked(settings.recall, reranker, query, top, {mid: text for mid, text in contents})
     if asks_about_now(query):
-        top = newest_value_first(session, top, by_id)
+        top = newest_value_first(top, by_id)
     return _hits(session, lists, top[:k])
 
 

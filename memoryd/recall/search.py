@@ -61,7 +61,8 @@ SCORING_COLUMNS: tuple[Any, ...] = (
     Memory.name_key,
     Memory.category,
     Memory.occurred_at,
-    Memory.said_at,
+    # When it was said (created_at on rows from before said_at was kept): spread.py.
+    func.coalesce(Memory.said_at, Memory.created_at).label("said_at"),
 )
 # (score, memory id, signals) of the candidates, best first: plain tuples, the Hits built
 # only for those returned.

@@ -7,8 +7,8 @@ if it is another, falls below it. Each memory gives up `share` of its score for 
 memory of its conversation already placed above it: the best of a conversation keeps
 its place, the others wait behind the best of other conversations unless they match
 clearly better. A conversation is told by when its memories were said: a batch's
-memories share the time of its newest turn, and memories said less than
-CONVERSATION_GAP apart are taken as one conversation. The score each hit shows is its
+memories share the time of its newest turn, and memories said at most CONVERSATION_GAP
+apart are taken as one conversation. The score each hit shows is its
 own; `parts.spread` shows what it gave up.
 """
 
@@ -30,14 +30,13 @@ CONVERSATION_GAP = timedelta(minutes=30)
 def spread_by_conversation(top: Scored, rows: Mapping[int, Any], share: float, head: int) -> Scored:
     """`top` (best first) with its first `head` places taken greedily by score less
     `share` for each memory of the same conversation placed before; the rest as it was.
-    `rows` are the candidates' SCORING_COLUMNS (said_at, or updated_at on rows from
-    before said_at was kept)."""
+    `rows` are the candidates' SCORING_COLUMNS, said_at among them."""
     if share <= 0 or len(top) < 2:
         return top
-    talks = conversations([rows[mid].said_at or rows[mid].updated_at for _s, mid, _d in top])
+    talks = conversations([rows[mid].said_at for _score, mid, _signals in top])
     if len(set(talks)) < 2:  # one conversation: every place gives up alike
         return top
-    # (-score after what it gives up, -id, its conversation.s count it was scored at, index):
+    # (-score after what it gives up, -id, its conversation's count when scored, index):
     # the order of `top` itself (best score, then newest id) when nothing is given up.
     heap = [(-score, -mid, 0, n) for n, (score, mid, _signals) in enumerate(top)]
     heapq.heapify(heap)
@@ -47,7 +46,8 @@ def spread_by_conversation(top: Scored, rows: Mapping[int, Any], share: float, h
         _, neg_mid, counted, n = heapq.heappop(heap)
         talk = talks[n]
         if counted != placed[talk]:  # one of its conversation was placed since: score again
-            heapq.heappush(heap, (-(top[n][0] - share * placed[talk]), neg_mid, placed[talk], n))
+            placed_by = round(top[n][0] - share * placed[talk], 6)  # as scores are rounded
+            heapq.heappush(heap, (-placed_by, neg_mid, placed[talk], n))
             continue
         score, mid, signals = top[n]
         if counted:
@@ -59,7 +59,7 @@ def spread_by_conversation(top: Scored, rows: Mapping[int, Any], share: float, h
 
 
 def conversations(said: Sequence[datetime]) -> list[int]:
-    """A conversation number for each time: times less than CONVERSATION_GAP from the
+    """A conversation number for each time: times at most CONVERSATION_GAP after the
     one before them, in time order, share one."""
     order = sorted(range(len(said)), key=said.__getitem__)
     numbers = [0] * len(said)

@@ -21,7 +21,7 @@ from memoryd.client import MemoryClient
 from memoryd.models.db import utcnow
 from memoryd.models.tables import Category
 from memoryd.recall.context import FOOTER, HEADER, relative_day, render
-from memoryd.recall.rank import Hit
+from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
 from tests.factories import make_memory
@@ -277,6 +277,15 @@ def fake_hit(i: int, name: str, content: str, category: str, pain: str) -> Hit:
         said_at=now,
         occurred_at=now if i % 2 else None,
         score=1.0 / (i + 1),
+        parts=ScoreParts(
+            keyword_rank=1,
+            similarity=0.0,
+            embedding=None,
+            fused=1.0,
+            strength=0.0,
+            recency=1.0,
+            confidence=0.9,
+        ),
     )
 
 

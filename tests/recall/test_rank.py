@@ -10,11 +10,14 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from sqlalchemy.orm import Session
 
+from memoryd.agents import config as agent_config
+from memoryd.agents.config import AgentSettings
 from memoryd.client import MemoryClient
 from memoryd.maintenance.cycle import run_cycle
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Category, Memory, MemoryStatus
+from memoryd.recall import candidates
 from memoryd.recall.rank import recall
 from memoryd.settings import Settings
 from tests.factories import make_memory
@@ -273,3 +276,11 @@ def test_one_conversations_memories_leave_room_for_another(settings: Settings, d
     assert [hit.id for hit in hits][1] == postponed
     assert [hit.parts.spread for hit in hits] == [0.0, 0.0, 0.25]
     assert hits[1].score < hits[2].score  # each shows its own score
+    # A context block of two keeps that order.
+    agent_config.put(db, "bot", AgentSettings(inject_max_items=2), now)
+    db.commit()
+    block = MemoryClient(settings, dispatch=False).build_context("Japan trip?", "bot", "ann")
+    assert "postponed to spring" in block and block.count("[user]") == 2
+    # What extraction shows the model beside a chat is that chat's own, by score alone.
+    related = candidates.related(db, settings, ann, "Japan trip?", k=3)
+    assert postponed not in [memory.id for memory in related]
