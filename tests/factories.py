@@ -71,19 +71,22 @@ def count_turns(session: Session, status: str | None = None) -> int:
     return count
 
 
+# A hit's score parts when it came first in the keyword list.
+FIRST_PARTS = ScoreParts(
+    keyword_rank=1,
+    similarity=0.0,
+    embedding=None,
+    fused=1.0,
+    strength=0.5,
+    recency=1.0,
+    confidence=1.0,
+)
+
+
 def retrieve(session: Session, settings: Settings, memories: list[Memory], now: datetime) -> None:
     """A recall in the first memory's scope returned these memories at `now` (its usage
     rows, usage.log_retrieval) and maintenance folded them into the memories."""
-    parts = ScoreParts(
-        keyword_rank=1,
-        similarity=0.0,
-        embedding=None,
-        fused=1.0,
-        strength=0.5,
-        recency=1.0,
-        confidence=1.0,
-    )
-    hits = [Hit.from_memory(memory, score=1.0, parts=parts) for memory in memories]
+    hits = [Hit.from_memory(memory, score=1.0, parts=FIRST_PARTS) for memory in memories]
     scope = Scope(memories[0].agent_id, memories[0].user_id)
     log_retrieval(session, settings.recall, scope, hits, "what do you remember", None, now)
     fold_chunk(session, settings.memories)

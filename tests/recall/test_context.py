@@ -21,10 +21,10 @@ from memoryd.client import MemoryClient
 from memoryd.models.db import utcnow
 from memoryd.models.tables import Category
 from memoryd.recall.context import FOOTER, HEADER, relative_day, render
-from memoryd.recall.rank import Hit, ScoreParts
+from memoryd.recall.rank import Hit
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
-from tests.factories import make_memory
+from tests.factories import FIRST_PARTS, make_memory
 
 
 def seed(db: Session, settings: Settings) -> MemoryClient:
@@ -277,15 +277,7 @@ def fake_hit(i: int, name: str, content: str, category: str, pain: str) -> Hit:
         said_at=now,
         occurred_at=now if i % 2 else None,
         score=1.0 / (i + 1),
-        parts=ScoreParts(
-            keyword_rank=1,
-            similarity=0.0,
-            embedding=None,
-            fused=1.0,
-            strength=0.0,
-            recency=1.0,
-            confidence=0.9,
-        ),
+        parts=FIRST_PARTS,
     )
 
 
