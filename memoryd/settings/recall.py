@@ -54,7 +54,7 @@ class RecallSettings(Part):
     )
     # The memories of one conversation often match a question alike and would fill the
     # list's head; each gives up this much for every memory of its conversation above it
-    # (recall/spread.py). RealMem hit@5 0.695 to 0.724 without a model (docs/benchmarks.md).
+    # (recall/spread.py). RealMem hit@5 0.695 to 0.728 without a model (docs/benchmarks.md).
     rank_spread: float = Field(
         0.25,
         ge=0,
