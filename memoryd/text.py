@@ -187,6 +187,12 @@ def last_line(query: str) -> str | None:
     return lines[-1] if len(lines) > 1 else None
 
 
+def last_line_terms(query: str) -> frozenset[str]:
+    """The search terms of a dialogue's last line (last_line); none for one line."""
+    last = last_line(query)
+    return frozenset(search_tokens(last)) if last else frozenset()
+
+
 def query_term_counts(query: str) -> dict[str, int]:
     """query_tokens, each with how many times the query says it."""
     counts = Counter(t for t in search_tokens(query[:4000]) if t)

@@ -29,7 +29,7 @@ from memoryd.models.base import EventKind, MemoryStatus
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MAX_PAGE, MemoryOut
 from memoryd.models.tables import Memory, MemoryEvent
-from memoryd.recall.bm25 import POINTS
+from memoryd.recall.bm25 import POINTS, term_weights
 from memoryd.recall.keyword_scan import bm25_points
 from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.recall.search import ScopeStats, narrowing
@@ -174,7 +174,8 @@ def _bm25(pasts: list[_Past], counts: dict[str, int]) -> list[tuple[float, _Past
     docs = [Counter(memory_search_text(p.memory.name, p.content).split()) for p in pasts]
     sized = [(doc, sum(doc.values())) for doc in docs]
     stats = ScopeStats(len(sized), sum(length for _, length in sized))
-    points = bm25_points(sized, list(counts), stats, counts)
+    terms = list(counts)
+    points = bm25_points(sized, terms, stats, term_weights(terms, counts))
     return [(p / POINTS, past) for p, past in zip(points, pasts, strict=True) if p]
 
 

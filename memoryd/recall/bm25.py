@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -71,12 +71,21 @@ REPEATS = 0.5
 MILLI = 1000.0
 
 
-def term_weights(terms: Sequence[str], counts: Mapping[str, int] | None) -> list[int]:
-    """Each term's weight in thousandths (REPEATS), from how many times the question
-    says it (`counts`, text.query_term_counts); 1,000 each without counts."""
-    if counts is None:
-        return [int(MILLI)] * len(terms)
-    return [round(MILLI * (1.0 + REPEATS * math.log(counts.get(t, 1)))) for t in terms]
+def term_weights(
+    terms: Sequence[str],
+    counts: Mapping[str, int] | None,
+    stressed: Collection[str] = (),
+    stress: float = 0.0,
+) -> list[int]:
+    """Each term's weight in thousandths: 1 + REPEATS ln(how many times the question
+    says it), from `counts` (text.query_term_counts; 1 each without), plus `stress` for
+    the `stressed` terms (a dialogue's last line, RecallSettings)."""
+    stressed = frozenset(stressed)
+    weights = []
+    for term in terms:
+        said = REPEATS * math.log(counts.get(term, 1)) if counts is not None else 0.0
+        weights.append(round(MILLI * (1.0 + said + (stress if term in stressed else 0.0))))
+    return weights
 
 
 def bm25_ranked(
@@ -89,11 +98,11 @@ def bm25_ranked(
     limit: int = LIST_LIMIT,
     seen: dict[int, Any] | None = None,
     own_only: bool = False,
-    counts: Mapping[str, int] | None = None,
+    weights: Sequence[int] | None = None,
 ) -> list[tuple[int, float]]:
     """(memory id, BM25 score) of the scope's memories (without the shared `*` scope's
-    when `own_only`) holding any term, each term weighed by how many times the question
-    says it (`counts`, term_weights; all alike without), best first, in one statement:
+    when `own_only`) holding any term, each term weighed by its `weights` (term_weights,
+    in the terms' order; all alike without), best first, in one statement:
     the database sums the postings and returns the best memories with their
     SCORING_COLUMNS, which `seen` collects. Postings exist for active memories only
     and carry what the formula needs, so without categories or tiers to match they are
@@ -110,7 +119,7 @@ def bm25_ranked(
         params["users"] = [scope.user_id]
     params.update(terms=terms, docs=float(stats.docs), average=stats.average, limit=limit)
     postgres = not is_sqlite(session)
-    weights = term_weights(terms, counts)
+    weights = list(weights) if weights is not None else term_weights(terms, None)
     repeated = 0
     if postgres:
         params["weights"] = weights

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memoryd.recall.bm25 import K1, MILLI, POINTS, B, term_weights
+from memoryd.recall.bm25 import K1, MILLI, POINTS, B
 from memoryd.recall.search import LIST_LIMIT, ScopeStats
 from memoryd.recall.trigrams import TEXT_CACHE
 
@@ -36,15 +36,15 @@ def bm25_scanned(
     rows: Sequence[Any],
     terms: Sequence[str],
     stats: ScopeStats,
-    counts: Mapping[str, int] | None = None,
+    weights: Sequence[int] | None = None,
     limit: int = LIST_LIMIT,
 ) -> list[tuple[int, float]]:
     """(memory id, BM25 score) of the `rows` (a whole scope, with their id, search_text
-    and search_length) holding any of the distinct `terms`, each weighed by how many
-    times the question says it (`counts`), best first, at most `limit`: what
-    bm25_ranked returns for them."""
+    and search_length) holding any of the distinct `terms`, each weighed by its
+    `weights` (bm25.term_weights), best first, at most `limit`: what bm25_ranked returns
+    for them."""
     docs = [(term_counts(row.search_text or ""), row.search_length) for row in rows]
-    points = bm25_points(docs, terms, stats, counts)
+    points = bm25_points(docs, terms, stats, weights)
     scored = [(p, row.id) for p, row in zip(points, rows, strict=True) if p is not None]
     scored.sort(key=lambda item: (-item[0], -item[1]))
     return [(mid, p / POINTS) for p, mid in scored[:limit]]
@@ -54,13 +54,16 @@ def bm25_points(
     docs: Sequence[tuple[Mapping[str, int], int]],
     terms: Sequence[str],
     stats: ScopeStats,
-    counts: Mapping[str, int] | None = None,
+    term_weights: Sequence[int] | None = None,
 ) -> list[float | None]:
     """Each document's BM25 points (its terms with their counts, and its length) for the
-    distinct `terms`, weighed by `counts`; None for one that holds none of them."""
+    distinct `terms`, weighed by `term_weights` (all alike without); None for one that
+    holds none of them."""
     if not terms or not stats.docs:
         return [None] * len(docs)
-    weights = dict(zip(terms, term_weights(terms, counts), strict=True))
+    if term_weights is None:
+        term_weights = [int(MILLI)] * len(terms)
+    weights = dict(zip(terms, term_weights, strict=True))
     # Over each memory's own terms (tens), not the question's (up to 256 for a pasted
     # dialogue): the terms both hold.
     shared = [found.keys() & weights.keys() for found, _ in docs]

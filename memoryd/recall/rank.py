@@ -27,7 +27,7 @@ from memoryd.models.base import readable_users
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
-from memoryd.recall.bm25 import bm25_ranked
+from memoryd.recall.bm25 import bm25_ranked, term_weights
 from memoryd.recall.embeddings import closest, counted_stamp
 from memoryd.recall.intent import (
     Intent,
@@ -51,7 +51,7 @@ from memoryd.recall.search import (
 from memoryd.recall.spread import spread_by_conversation
 from memoryd.recall.trigrams import trigram_ranked
 from memoryd.settings import RecallSettings, Settings
-from memoryd.text import query_term_counts
+from memoryd.text import last_line_terms, query_term_counts
 
 EMBEDDING_POOL = 200  # nearest vectors read when category/tier filters apply
 # Statements every recall runs, built once and read as plain rows: building them and
@@ -119,7 +119,7 @@ def recall(
     if k <= 0:
         return []
     counts = query_term_counts(query) if counts is None else counts
-    search = _Search(scope, categories, tiers, counts)
+    search = _Search(scope, categories, tiers, counts, last_line_terms(query))
     lists = _ranked_lists(session, settings, search, query, query_vector)
     if search.terms or lists.nearest:
         rows = _matched_rows(session, search, lists)
@@ -163,12 +163,14 @@ class _Search:
         categories: Sequence[str] | None,
         tiers: Sequence[str] | None,
         counts: dict[str, int],
+        last_terms: frozenset[str],
     ) -> None:
         self.scope = scope
         self.categories = categories
         self.tiers = tiers
         self.counts = counts  # each search term, and how many times the query says it
         self.terms = list(counts)
+        self.last_terms = last_terms  # those of a dialogue's last line
         self.params = search_params(scope, categories, tiers)
 
 
@@ -223,15 +225,13 @@ def _ranked_lists(
     stats, scope_rows = read_scope(session, search.params, stats_key)
     # Candidates' SCORING_COLUMNS, read by the lists' queries (a small scope: all of it).
     lists = _Lists(settings.recall, scope_rows)
-    # Repeats weigh more in the keywords alone; beside a model's list they cost
-    # MADial hit@5 (bm25.REPEATS).
-    counts = search.counts if query_vector is None else None
+    weights = _term_weights(settings.recall, search, with_vectors=query_vector is not None)
     if scope_rows is None:
         lists.keyword = bm25_ranked(
-            session, scope, categories, tiers, search.terms, stats, seen=lists.seen, counts=counts
+            session, scope, categories, tiers, search.terms, stats, seen=lists.seen, weights=weights
         )
     else:  # the same list, without a statement
-        lists.keyword = bm25_scanned(scope_rows, search.terms, stats, counts)
+        lists.keyword = bm25_scanned(scope_rows, search.terms, stats, weights)
     lists.trigram = trigram_ranked(
         session,
         scope,
@@ -253,6 +253,17 @@ def _ranked_lists(
         lists.nearest = closest(session, settings, scope, query_vector, pool, counted)
     lists.rank(with_vectors=query_vector is not None)
     return lists
+
+
+def _term_weights(settings: RecallSettings, search: _Search, with_vectors: bool) -> list[int]:
+    """The keyword list's term weights. In the keywords alone, a term said again and one
+    of a dialogue's last line (what the answer speaks to) weigh more; beside a model's
+    list, whose vector already stresses that line, both cost MADial hit@5 (bm25.REPEATS,
+    RecallSettings.keyword_last_line_weight): every term weighs alike."""
+    if with_vectors:
+        return term_weights(search.terms, None)
+    stress = settings.keyword_last_line_weight
+    return term_weights(search.terms, search.counts, search.last_terms, stress)
 
 
 def _matched_rows(session: Session, search: _Search, lists: _Lists) -> list[Any]:

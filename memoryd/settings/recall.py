@@ -67,6 +67,20 @@ class RecallSettings(Part):
     referenced_similarity: float = Field(
         0.5, gt=0, le=1, description="Share of a memory's distinctive terms a reply must use"
     )
+    # The keywords' side of embedding_last_line_weight, without a model: bench/quality.py
+    # hit@5 (RealMem, MADial zh, en) at 0 / 0.35 / 0.5 / 1: 0.728 / 0.734 / 0.731 /
+    # 0.733, 0.825 / 0.850 / 0.850 / 0.838, 0.812 / 0.806 / 0.800 / 0.800 (English
+    # hit@1 and hit@10 gain: 0.450 to 0.469, 0.887 to 0.906). Beside use-multilingual's
+    # vectors, which stress that line already, 0.5 gave 0.762, 0.875, 0.881: English lost
+    # 1.3 points, so a model's recall weighs every term alike.
+    keyword_last_line_weight: float = Field(
+        0.35,
+        ge=0,
+        le=4,
+        description="Without embeddings, weight added to the search terms of a question's"
+        " last line when it has several (a dialogue), beside their weight of 1; 0 weighs"
+        " every term alike",
+    )
     embedding_provider: Literal["openai", "local"] = Field(
         "openai", description="'openai': any OpenAI-compatible endpoint; 'local': on this host"
     )

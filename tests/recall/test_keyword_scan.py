@@ -7,11 +7,11 @@ import random
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
-from memoryd.recall.bm25 import bm25_ranked
+from memoryd.recall.bm25 import bm25_ranked, term_weights
 from memoryd.recall.keyword_scan import bm25_scanned
 from memoryd.recall.search import SCAN_LIMIT, read_scope, search_params
 from memoryd.settings import Settings
-from memoryd.text import MAX_QUERY_TOKENS, query_term_counts
+from memoryd.text import MAX_QUERY_TOKENS, last_line_terms, query_term_counts
 
 ANN = Scope("bot", "ann")
 VOCABULARY = (
@@ -32,6 +32,8 @@ QUERIES = [
     "budget savings flights hotel Beijing coffee",
     # A pasted dialogue of more distinct words than a query keeps.
     " ".join(f"x{n} marathon" for n in range(2 * MAX_QUERY_TOKENS)),
+    # A dialogue: its last line's terms stressed, some of them said again too.
+    "<Ann>: my green tea\n<Bot>: which tea?\n<Ann>: Lisbon green tea, the marathon one",
     # Every term said again: as many weights as a query keeps terms.
     " ".join(f"tea x{n} x{n} tea" for n in range(MAX_QUERY_TOKENS)),
     "nothing matches zebra",
@@ -64,8 +66,12 @@ def test_a_whole_scope_scored_in_hand_ranks_as_the_statement(settings: Settings)
             assert rows is not None and len(rows) == size  # read whole: scored in hand
             assert gone.id not in {row.id for row in rows}
             for query in QUERIES:
-                counts = query_term_counts(query)  # repeats weigh more, alike in both
+                # Repeats and a dialogue's last line weigh more, alike in both.
+                counts = query_term_counts(query)
                 terms = list(counts)
-                expected = bm25_ranked(session, ANN, categories, None, terms, stats, counts=counts)
-                assert bm25_scanned(rows, terms, stats, counts) == expected, query
+                weights = term_weights(terms, counts, last_line_terms(query), 0.5)
+                expected = bm25_ranked(
+                    session, ANN, categories, None, terms, stats, weights=weights
+                )
+                assert bm25_scanned(rows, terms, stats, weights) == expected, query
                 assert expected or query == "nothing matches zebra"

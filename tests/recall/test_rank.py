@@ -284,3 +284,37 @@ def test_one_conversations_memories_leave_room_for_another(settings: Settings, d
     # What extraction shows the model beside a chat is that chat's own, by score alone.
     related = candidates.related(db, settings, ann, "Japan trip?", k=3)
     assert postponed not in [memory.id for memory in related]
+
+
+@pytest.mark.parametrize(
+    ("earlier", "latest", "dialogue"),
+    [
+        (
+            "Keeps bees",
+            "Has a cello teacher on Sundays",
+            "<Ann>: my bees were busy today\n<Bot>: how lovely\n<Ann>: later I had my cello lesson",
+        ),
+        (
+            "养蜜蜂",
+            "周日学琴",
+            "<Ann>：我家的蜜蜂今天很忙\n<Bot>：真好\n<Ann>：后来学琴",
+        ),
+    ],
+)
+def test_a_dialogues_last_line_weighs_more_among_its_keywords(
+    settings: Settings, db: Session, earlier: str, latest: str, dialogue: str
+) -> None:
+    """A pasted dialogue is answered at its last line. Of two memories that each match one
+    of its words, the one its last line names ranks first, though the other is shorter
+    (BM25's favourite) and newer; weighing every term alike, the other would."""
+    now = utcnow()
+    named_last = make_memory(db, settings, latest, now=now - timedelta(days=2)).id
+    named_first = make_memory(db, settings, earlier, now=now - timedelta(days=1)).id
+    db.commit()
+    ann = Scope("bot", "ann")
+
+    def first(settings: Settings) -> int:
+        return recall(db, settings, ann, dialogue, k=1, now=now)[0].id
+
+    assert first(settings) == named_last
+    assert first(settings.updated(keyword_last_line_weight=0.0)) == named_first

@@ -14,7 +14,7 @@ from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Category, MemoryTerm, Tier
 from memoryd.recall import search
-from memoryd.recall.bm25 import bm25_ranked
+from memoryd.recall.bm25 import bm25_ranked, term_weights
 from memoryd.recall.search import scope_stats, search_params
 from memoryd.recall.trigrams import trigram_ranked
 from memoryd.settings import Settings
@@ -67,8 +67,9 @@ ANNS_MEMORIES = search_params(ANN, None, None)
 def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:
     with session_scope(settings.storage, readonly=True) as session:
         stats = scope_stats(session, ANNS_MEMORIES)
-        counts = query_term_counts(query)
-        return bm25_ranked(session, ANN, None, None, list(counts), stats, counts=counts)
+        terms = list(query_term_counts(query))
+        weights = term_weights(terms, query_term_counts(query))
+        return bm25_ranked(session, ANN, None, None, terms, stats, weights=weights)
 
 
 def trigram_order(settings: Settings, query: str) -> list[tuple[int, float]]:
