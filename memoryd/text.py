@@ -81,6 +81,7 @@ def estimate_tokens(text: str) -> int:
 _UNSEGMENTED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
 MAX_QUERY_TOKENS = 256  # a pasted dialogue as the query keeps most of its words
+MAX_QUERY_CHARS = 4000  # of a query read for its terms (and its last line)
 MAX_TERM_CHARS = 64  # longer "words" (hashes, base64) are cut: the index column is bounded
 
 # Words that carry no meaning of their own. A question is mostly made of them ("what did
@@ -175,7 +176,8 @@ def memory_search_text(name: str, content: str) -> str:
 
 
 def query_tokens(query: str) -> list[str]:
-    """Distinct search terms of a user query, longest first, at most MAX_QUERY_TOKENS."""
+    """Distinct search terms of a user query, at most MAX_QUERY_TOKENS: a dialogue's last
+    line's first, then the longest (query_term_counts)."""
     return list(query_term_counts(query))
 
 
@@ -194,9 +196,17 @@ def last_line_terms(query: str) -> frozenset[str]:
 
 
 def query_term_counts(query: str) -> dict[str, int]:
-    """query_tokens, each with how many times the query says it."""
-    counts = Counter(t for t in search_tokens(query[:4000]) if t)
-    return {t: counts[t] for t in sorted(counts, key=len, reverse=True)[:MAX_QUERY_TOKENS]}
+    """query_tokens, each with how many times the query says it. A long query is read to
+    MAX_QUERY_CHARS, and a dialogue's last line, what the answer speaks to, wherever it
+    is; past MAX_QUERY_TOKENS that line's terms are kept first, then the longest."""
+    tokens = search_tokens(query[:MAX_QUERY_CHARS])
+    last = last_line(query)
+    latest = frozenset(search_tokens(last)) if last else frozenset()
+    if last and len(query.rstrip()) > MAX_QUERY_CHARS:  # the last line was cut off
+        tokens += search_tokens(last[:MAX_QUERY_CHARS])
+    counts = Counter(t for t in tokens if t)
+    kept = sorted(counts, key=lambda t: (t in latest, len(t)), reverse=True)
+    return {t: counts[t] for t in kept[:MAX_QUERY_TOKENS]}
 
 
 def content_words(text: str) -> str:

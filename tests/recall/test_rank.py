@@ -318,3 +318,27 @@ def test_a_dialogues_last_line_weighs_more_among_its_keywords(
 
     assert first(settings) == named_last
     assert first(settings.updated(keyword_last_line_weight=0.0)) == named_first
+
+
+@pytest.mark.parametrize(
+    "earlier",
+    [
+        # past the characters a query is read to
+        "\n".join(["<Ann>: nothing much happened today", "<Bot>: I see"] * 120),
+        # past the terms a query keeps: 400 characters, each a term and a pair with the next
+        "\n".join(
+            "<Ann>：" + "".join(chr(0x4E00 + i) for i in range(n, n + 40))
+            for n in range(0, 400, 40)
+        ),
+    ],
+)
+def test_a_long_dialogue_is_searched_by_its_last_line(
+    settings: Settings, db: Session, earlier: str
+) -> None:
+    """However long the conversation pasted as the question, its last line, what the
+    answer speaks to, is searched: the terms of the start are the ones left out."""
+    cello = make_memory(db, settings, "Has a cello teacher on Sundays 周日学琴").id
+    db.commit()
+    for last in ("<Ann>: later I had my cello lesson", "<Ann>：后来学琴"):
+        hits = recall(db, settings, Scope("bot", "ann"), f"{earlier}\n{last}", k=3, now=utcnow())
+        assert cello in [hit.id for hit in hits], last
