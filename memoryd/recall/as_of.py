@@ -168,9 +168,10 @@ def _then(past: _Past) -> dict[str, Any]:
 
 
 def _bm25(pasts: list[_Past], counts: dict[str, int]) -> list[tuple[float, _Past]]:
-    """BM25 with the constants and query weights of the keyword index (recall/bm25.py),
-    over the texts as they were; only memories holding a term (of `counts`, the query's
-    terms and how often it says each) are kept."""
+    """BM25 with the constants of the keyword index (recall/bm25.py) and its weights for
+    repeats, without a dialogue's last line's, over the texts as they were; only
+    memories holding a term (of `counts`, the query's terms and how often it says each)
+    are kept."""
     docs = [Counter(memory_search_text(p.memory.name, p.content).split()) for p in pasts]
     sized = [(doc, sum(doc.values())) for doc in docs]
     stats = ScopeStats(len(sized), sum(length for _, length in sized))

@@ -3,8 +3,8 @@ of the scope, summed by the database from the postings that its triggers keep in
 `memory_terms`: one statement, with the same arithmetic on both databases over the
 same rows, adding whole numbers, so PostgreSQL and SQLite rank the same data
 identically. A scope that search.read_scope reads whole is scored in hand instead, to
-the same list (keyword_scan.py). Each term weighs by how many times the question says
-it."""
+the same list (keyword_scan.py). Each term weighs as its caller says (term_weights: how
+many times the question says it, and whether a dialogue's last line does)."""
 
 from __future__ import annotations
 
@@ -120,12 +120,14 @@ def bm25_ranked(
     params.update(terms=terms, docs=float(stats.docs), average=stats.average, limit=limit)
     postgres = not is_sqlite(session)
     weights = list(weights) if weights is not None else term_weights(terms, None)
-    repeated = 0
+    if len(weights) != len(terms):  # PostgreSQL's unnest would pad them with NULLs
+        raise ValueError(f"{len(weights)} weights for {len(terms)} terms")
+    slots = 0
     if postgres:
         params["weights"] = weights
     else:
-        repeated = _said_again(params, terms, weights)
-    statement = _bm25_statement(postgres, bool(categories), bool(tiers), repeated)
+        slots = _weighted(params, terms, weights)
+    statement = _bm25_statement(postgres, bool(categories), bool(tiers), slots)
     rows = session.connection().execute(statement, params).all()
     if seen is not None:
         seen.update((row.id, row) for row in rows)
@@ -135,27 +137,28 @@ def bm25_ranked(
 POINTS = 1e9  # BM25 points per unit of score, summed as whole numbers
 
 
-def _said_again(params: dict[str, Any], terms: Sequence[str], weights: Sequence[int]) -> int:
-    """SQLite's parameters for the terms said again ("again_i", "weight_i"), which its
-    CASE names (_sqlite_postings); returns the CASE's slots. Slots come in powers of
-    two, the spare ones matching nothing (term = NULL): a few statement shapes, not one
-    per count of repeats, each built and compiled once."""
-    again: list[tuple[str | None, int]] = [
+def _weighted(params: dict[str, Any], terms: Sequence[str], weights: Sequence[int]) -> int:
+    """SQLite's parameters for the terms that do not weigh MILLI ("weighted_i",
+    "weight_i"), which its CASE names (_sqlite_postings); returns the CASE's slots.
+    Slots come in powers of two, the spare ones matching nothing (term = NULL): a few
+    statement shapes, not one per count of weighted terms, each built and compiled
+    once."""
+    weighted: list[tuple[str | None, int]] = [
         (t, w) for t, w in zip(terms, weights, strict=True) if w != MILLI
     ]
-    slots = 1 << (len(again) - 1).bit_length() if again else 0
-    again += [(None, int(MILLI))] * (slots - len(again))
-    for i, (term, weight) in enumerate(again):
-        params[f"again_{i}"], params[f"weight_{i}"] = term, weight
+    slots = 1 << (len(weighted) - 1).bit_length() if weighted else 0
+    weighted += [(None, int(MILLI))] * (slots - len(weighted))
+    for i, (term, weight) in enumerate(weighted):
+        params[f"weighted_{i}"], params[f"weight_{i}"] = term, weight
     return slots
 
 
 @functools.cache
-def _bm25_statement(postgres: bool, categories: bool, tiers: bool, repeated: int) -> Select[Any]:
+def _bm25_statement(postgres: bool, categories: bool, tiers: bool, slots: int) -> Select[Any]:
     """bm25_ranked's statement, built once per shape (building it took longer than the
     database takes to run it): the scope's best memories by BM25, with their
     SCORING_COLUMNS and score in points."""
-    postings = _postings(postgres, categories, tiers, repeated)
+    postings = _postings(postgres, categories, tiers, slots)
     # Each term's document count beside its postings, by a window rather than a join
     # of per-term counts: no join order for a planner to get wrong (without statistics
     # PostgreSQL nested-looped the counts once per posting: 300 ms for 3,000 postings).
@@ -203,12 +206,12 @@ POSTING_COLUMNS: tuple[Any, ...] = (
 )
 
 
-def _postings(postgres: bool, categories: bool, tiers: bool, repeated: int) -> Subquery:
+def _postings(postgres: bool, categories: bool, tiers: bool, slots: int) -> Subquery:
     """The scope's postings of the query's terms (POSTING_COLUMNS and the term's
     weight), of memories in those categories and tiers when they are asked for."""
     if postgres:
         return _pg_postings(categories, tiers)
-    return _sqlite_postings(categories, tiers, repeated)
+    return _sqlite_postings(categories, tiers, slots)
 
 
 def _narrowed(matching: Select[Any], categories: bool, tiers: bool) -> Select[Any]:
@@ -221,15 +224,18 @@ def _narrowed(matching: Select[Any], categories: bool, tiers: bool) -> Select[An
     )
 
 
-def _sqlite_postings(categories: bool, tiers: bool, repeated: int) -> Subquery:
-    """SQLite: the terms as an IN list; a term said once weighs MILLI, those said again
-    are named in a CASE of `repeated` slots. Joined to the weights as a table
-    (json_each), the postings' lookup took three times as long."""
+def _sqlite_postings(categories: bool, tiers: bool, slots: int) -> Subquery:
+    """SQLite: the terms as an IN list; most weigh MILLI, the others are named in a CASE
+    of `slots` slots. Joined to the weights as a table (json_each), the postings' lookup
+    took three times as long."""
     weight: ColumnElement[Any] = literal_column(str(int(MILLI)), Integer)
-    if repeated:
+    if slots:
         named = [
-            (MemoryTerm.term == bindparam(f"again_{i}"), bindparam(f"weight_{i}", type_=Integer))
-            for i in range(repeated)
+            (
+                MemoryTerm.term == bindparam(f"weighted_{i}"),
+                bindparam(f"weight_{i}", type_=Integer),
+            )
+            for i in range(slots)
         ]
         weight = case(*named, else_=weight)
     matching = select(*POSTING_COLUMNS, weight.label("weight")).where(

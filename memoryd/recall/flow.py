@@ -246,6 +246,7 @@ def _ranked(session: Session, ask: _Ask) -> list[Hit]:
         now=ask.now,
         query_vector=ask.vector,
         counts=ask.counts,
+        stress_last_line=True,
     )
 
 

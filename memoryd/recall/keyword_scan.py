@@ -54,22 +54,21 @@ def bm25_points(
     docs: Sequence[tuple[Mapping[str, int], int]],
     terms: Sequence[str],
     stats: ScopeStats,
-    term_weights: Sequence[int] | None = None,
+    weights: Sequence[int] | None = None,
 ) -> list[float | None]:
     """Each document's BM25 points (its terms with their counts, and its length) for the
-    distinct `terms`, weighed by `term_weights` (all alike without); None for one that
+    distinct `terms`, weighed by their `weights` (all alike without); None for one that
     holds none of them."""
     if not terms or not stats.docs:
         return [None] * len(docs)
-    if term_weights is None:
-        term_weights = [int(MILLI)] * len(terms)
-    weights = dict(zip(terms, term_weights, strict=True))
+    alike = [int(MILLI)] * len(terms)
+    by_term = dict(zip(terms, alike if weights is None else weights, strict=True))
     # Over each memory's own terms (tens), not the question's (up to 256 for a pasted
     # dialogue): the terms both hold.
-    shared = [found.keys() & weights.keys() for found, _ in docs]
+    shared = [found.keys() & by_term.keys() for found, _ in docs]
     holders = Counter(term for held in shared for term in held)
     idf = {
-        term: _idf(float(n), float(stats.docs)) * (weights[term] / MILLI)
+        term: _idf(float(n), float(stats.docs)) * (by_term[term] / MILLI)
         for term, n in holders.items()
     }
     average = stats.average

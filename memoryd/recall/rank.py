@@ -108,18 +108,22 @@ def recall(
     query_vector: NDArray[np.float32] | None = None,
     counts: dict[str, int] | None = None,
     spread: bool = True,
+    stress_last_line: bool = False,
 ) -> list[Hit]:
     """The k most useful active memories for `query`. With a query that has no search
     terms, the strongest and most recent ones; otherwise only memories that some list
     matched. Reads only: no row is locked. `counts` are the query's term counts
     (text.query_term_counts) when the caller has them: a long query's tokenising costs
     about as much as a small scope's keyword search. `spread` False ranks by score alone,
-    not spread over conversations (spread.py)."""
+    not spread over conversations (spread.py). `stress_last_line` (a recall's question,
+    not extraction's turns) weighs a dialogue's last line more in the keywords, without
+    a vector (_term_weights)."""
     k = settings.extraction.prefetch_limit if k is None else k
     if k <= 0:
         return []
     counts = query_term_counts(query) if counts is None else counts
-    search = _Search(scope, categories, tiers, counts, last_line_terms(query))
+    stressed = stress_last_line and query_vector is None
+    search = _Search(scope, categories, tiers, counts, last_line_terms(query) if stressed else None)
     lists = _ranked_lists(session, settings, search, query, query_vector)
     if search.terms or lists.nearest:
         rows = _matched_rows(session, search, lists)
@@ -163,14 +167,14 @@ class _Search:
         categories: Sequence[str] | None,
         tiers: Sequence[str] | None,
         counts: dict[str, int],
-        last_terms: frozenset[str],
+        last_terms: frozenset[str] | None,
     ) -> None:
         self.scope = scope
         self.categories = categories
         self.tiers = tiers
         self.counts = counts  # each search term, and how many times the query says it
         self.terms = list(counts)
-        self.last_terms = last_terms  # those of a dialogue's last line
+        self.last_terms = last_terms or frozenset()  # a dialogue's last line's, to stress
         self.params = search_params(scope, categories, tiers)
 
 
@@ -258,8 +262,9 @@ def _ranked_lists(
 def _term_weights(settings: RecallSettings, search: _Search, with_vectors: bool) -> list[int]:
     """The keyword list's term weights. In the keywords alone, a term said again and one
     of a dialogue's last line (what the answer speaks to) weigh more; beside a model's
-    list, whose vector already stresses that line, both cost MADial hit@5 (bm25.REPEATS,
-    RecallSettings.keyword_last_line_weight): every term weighs alike."""
+    list every term weighs alike: the repeats cost MADial hit@5 there (bm25.REPEATS), and
+    the last line, which the vector already leans on, cost English 1.3 points
+    (RecallSettings.keyword_last_line_weight)."""
     if with_vectors:
         return term_weights(search.terms, None)
     stress = settings.keyword_last_line_weight

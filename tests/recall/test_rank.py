@@ -306,18 +306,20 @@ def test_a_dialogues_last_line_weighs_more_among_its_keywords(
 ) -> None:
     """A pasted dialogue is answered at its last line. Of two memories that each match one
     of its words, the one its last line names ranks first, though the other is shorter
-    (BM25's favourite) and newer; weighing every term alike, the other would."""
+    (BM25's favourite) and newer; weighing every term alike, the other would. A batch's
+    turns, which extraction searches with, are not a question: their lines weigh alike."""
     now = utcnow()
     named_last = make_memory(db, settings, latest, now=now - timedelta(days=2)).id
     named_first = make_memory(db, settings, earlier, now=now - timedelta(days=1)).id
     db.commit()
-    ann = Scope("bot", "ann")
 
     def first(settings: Settings) -> int:
-        return recall(db, settings, ann, dialogue, k=1, now=now)[0].id
+        return MemoryClient(settings, dispatch=False).recall(dialogue, "bot", "ann", k=1)[0].id
 
     assert first(settings) == named_last
     assert first(settings.updated(keyword_last_line_weight=0.0)) == named_first
+    related = candidates.related(db, settings, Scope("bot", "ann"), dialogue, k=1)
+    assert [memory.id for memory in related] == [named_first]
 
 
 @pytest.mark.parametrize(

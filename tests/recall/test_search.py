@@ -67,8 +67,9 @@ ANNS_MEMORIES = search_params(ANN, None, None)
 def keyword_order(settings: Settings, query: str) -> list[tuple[int, float]]:
     with session_scope(settings.storage, readonly=True) as session:
         stats = scope_stats(session, ANNS_MEMORIES)
-        terms = list(query_term_counts(query))
-        weights = term_weights(terms, query_term_counts(query))
+        counts = query_term_counts(query)
+        terms = list(counts)
+        weights = term_weights(terms, counts)
         return bm25_ranked(session, ANN, None, None, terms, stats, weights=weights)
 
 
