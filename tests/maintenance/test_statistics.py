@@ -11,6 +11,7 @@ from memoryd.maintenance.statistics import analyze_changed, analyze_due
 from memoryd.models.db import get_engine, session_scope
 from memoryd.settings import Settings
 from memoryd.tasks import maintenance
+from testkit.databases import scratch_database
 
 
 def last_analyzed(settings: Settings) -> dict[str, object]:
@@ -41,21 +42,26 @@ def bulk_load(settings: Settings) -> None:
         conn.execute(text("SELECT pg_stat_force_next_flush()"))  # counted at commit
 
 
-def test_a_bulk_load_gets_statistics_from_the_next_cycle(backend: str, settings: Settings) -> None:
+def test_a_bulk_load_gets_statistics_from_the_next_cycle(
+    backend: str, settings: Settings, pg_server: str
+) -> None:
     if backend != "postgres":
         pytest.skip("SQLite plans without table statistics")
-    # What earlier tests of this worker wrote to the database they share (emptied, not
-    # reset) is analysed first: only the load is left to the cycle.
-    analyze_due(settings.storage)
-    bulk_load(settings)
-    before = last_analyzed(settings)
-    counts = run_cycle(settings)
-    assert counts.tables_analyzed >= 2  # memories and their postings
-    after = last_analyzed(settings)
-    assert after["memories"] is not None and after["memories"] != before["memories"]
-    assert after["turns"] == before["turns"]  # unchanged, left alone
-    run_cycle(settings)
-    assert last_analyzed(settings)["memories"] == after["memories"]  # nothing changed since
+    # A database of its own: the worker's shared one is emptied before each test by a
+    # connection whose counts of deleted turns reach the server up to seconds later,
+    # which made `turns` due in the middle of this test.
+    with scratch_database(pg_server, "memoryd_test_statistics") as url:
+        fresh = settings.updated(database_url=url)
+        analyze_due(fresh.storage)  # what the migrations wrote
+        bulk_load(fresh)
+        before = last_analyzed(fresh)
+        counts = run_cycle(fresh)
+        assert counts.tables_analyzed >= 2  # memories and their postings
+        after = last_analyzed(fresh)
+        assert after["memories"] is not None and after["memories"] != before["memories"]
+        assert after["turns"] == before["turns"]  # unchanged, left alone
+        run_cycle(fresh)
+        assert last_analyzed(fresh)["memories"] == after["memories"]  # nothing changed since
 
 
 def test_a_bulk_load_gets_statistics_from_the_next_sweep(
