@@ -191,8 +191,12 @@ def last_line(query: str) -> str | None:
 
 def last_line_terms(query: str) -> frozenset[str]:
     """The search terms of a dialogue's last line (last_line); none for one line."""
+    return frozenset(_last_line_tokens(query))
+
+
+def _last_line_tokens(query: str) -> list[str]:
     last = last_line(query)
-    return frozenset(search_tokens(last)) if last else frozenset()
+    return search_tokens(last[:MAX_QUERY_CHARS]) if last else []
 
 
 def query_term_counts(query: str) -> dict[str, int]:
@@ -200,11 +204,11 @@ def query_term_counts(query: str) -> dict[str, int]:
     MAX_QUERY_CHARS, and a dialogue's last line, what the answer speaks to, wherever it
     is; past MAX_QUERY_TOKENS that line's terms are kept first, then the longest."""
     tokens = search_tokens(query[:MAX_QUERY_CHARS])
-    last = last_line(query)
-    latest = frozenset(search_tokens(last)) if last else frozenset()
-    if last and len(query.rstrip()) > MAX_QUERY_CHARS:  # the last line was cut off
-        tokens += search_tokens(last[:MAX_QUERY_CHARS])
+    last = _last_line_tokens(query)
+    if len(query.rstrip()) > MAX_QUERY_CHARS:  # the last line was cut off
+        tokens += last
     counts = Counter(t for t in tokens if t)
+    latest = frozenset(last)
     kept = sorted(counts, key=lambda t: (t in latest, len(t)), reverse=True)
     return {t: counts[t] for t in kept[:MAX_QUERY_TOKENS]}
 
