@@ -123,32 +123,54 @@ def recall(
         return []
     counts = query_term_counts(query) if counts is None else counts
     stressed = stress_last_line and query_vector is None
-    search = _Search(scope, categories, tiers, counts, last_line_terms(query) if stressed else None)
+    last_terms = last_line_terms(query) if stressed else frozenset()
+    search = _Search(scope, categories, tiers, counts, last_terms)
     lists = _ranked_lists(session, settings, search, query, query_vector)
-    if search.terms or lists.nearest:
-        rows = _matched_rows(session, search, lists)
-        found = {row.id for row in rows}
-        keyed = key_rows(session, search.params, search.terms, lists.whole)
-        rows += [r for r in keyed if r.id not in found]
-    else:  # nothing to match on: the most recent memories, re-scored below
-        rows = _recent_rows(session, search, k)
-    by_id = {row.id: row for row in rows}
+    by_id = {row.id: row for row in _candidate_rows(session, search, lists, k)}
     lists.rank_nearest(by_id)
     matched_only = bool(search.terms or lists.nearest)
     asked = _Asked(frozenset(search.terms), intent_of(query))
     top = _scored(settings, lists, by_id, now, matched_only, asked)
-    reranker = reranker_for(settings.recall) if settings.recall.rerank != "off" else None
-    head = max(k, settings.recall.rerank_top_n if reranker else 0)
+    top = _ordered(session, settings.recall, query, top, by_id, k, spread, bool(search.terms))
+    return _hits(session, lists, top[:k])
+
+
+def _candidate_rows(session: Session, search: _Search, lists: _Lists, k: int) -> list[Any]:
+    """The candidates' SCORING_COLUMNS: what the lists matched and the memories of the
+    subject keys the question names; with nothing to match on, the most recent ones."""
+    if not (search.terms or lists.nearest):
+        return _recent_rows(session, search, k)
+    rows = _matched_rows(session, search, lists)
+    found = {row.id for row in rows}
+    keyed = key_rows(session, search.params, search.terms, lists.whole)
+    return rows + [r for r in keyed if r.id not in found]
+
+
+def _ordered(
+    session: Session,
+    settings: RecallSettings,
+    query: str,
+    top: Scored,
+    by_id: dict[int, Any],
+    k: int,
+    spread: bool,
+    searched: bool,
+) -> Scored:
+    """The scored candidates in the order recall returns them: spread over
+    conversations, the head reranked when a reranker is on and the query has terms,
+    and a subject key's newest value first for a question about the present."""
+    reranker = reranker_for(settings) if settings.rerank != "off" else None
+    head = max(k, settings.rerank_top_n if reranker else 0)
     if spread:
-        top = spread_by_conversation(top, by_id, settings.recall.rank_spread, head)
-    if reranker is not None and search.terms:
+        top = spread_by_conversation(top, by_id, settings.rank_spread, head)
+    if reranker is not None and searched:
         contents = session.connection().execute(
-            CONTENTS, {"ids": [mid for _, mid, _ in top[: settings.recall.rerank_top_n]]}
+            CONTENTS, {"ids": [mid for _, mid, _ in top[: settings.rerank_top_n]]}
         )
-        top = reranked(settings.recall, reranker, query, top, {mid: text for mid, text in contents})
+        top = reranked(settings, reranker, query, top, {mid: text for mid, text in contents})
     if asks_about_now(query):
         top = newest_value_first(top, by_id)
-    return _hits(session, lists, top[:k])
+    return top
 
 
 class _Asked(NamedTuple):
@@ -167,14 +189,14 @@ class _Search:
         categories: Sequence[str] | None,
         tiers: Sequence[str] | None,
         counts: dict[str, int],
-        last_terms: frozenset[str] | None,
+        last_terms: frozenset[str],
     ) -> None:
         self.scope = scope
         self.categories = categories
         self.tiers = tiers
         self.counts = counts  # each search term, and how many times the query says it
         self.terms = list(counts)
-        self.last_terms = last_terms or frozenset()  # a dialogue's last line's, to stress
+        self.last_terms = last_terms  # a dialogue's last line's, to stress
         self.params = search_params(scope, categories, tiers)
 
 
