@@ -101,7 +101,7 @@ worker: $(STAMP)
 	$(BIN)/memoryd worker
 
 beat: $(STAMP)
-	$(BIN)/celery -A memoryd.worker beat --loglevel=INFO
+	$(BIN)/memoryd beat
 
 flower: $(STAMP)
 	$(BIN)/celery -A memoryd.worker flower

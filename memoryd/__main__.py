@@ -1,5 +1,5 @@
 import sys
 
-from memoryd.cli.main import main
+from memoryd.cli import main
 
 sys.exit(main())

@@ -70,10 +70,10 @@ class Proc:
 
 
 def _spawn(args: list[str], settings: Settings, log_path: Path, host: Host | None = None) -> Proc:
-    """A celery process, on this machine or in `host` (testkit/hosts.py)."""
+    """A worker or beat process, on this machine or in `host` (testkit/hosts.py)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     handle = log_path.open("ab")
-    argv = [sys.executable, "-m", "celery", "-A", "memoryd.worker", *args]
+    argv = [sys.executable, "-m", "memoryd", *args]  # `memoryd worker|beat`
     env = settings_env(settings)
     process = subprocess.Popen(
         host.command(argv) if host else argv,

@@ -25,7 +25,6 @@ from memoryd.models.db import dispose_engines, session_scope
 from memoryd.models.migrate import upgrade
 from memoryd.models.tables import ExtractionBatch, Memory, Turn, TurnStatus
 from memoryd.settings import Settings, StorageSettings, masked_url
-from memoryd.worker.config import QUEUES
 
 DEMO_DIR = Path(".memoryd-demo")
 WAIT_SECONDS = 180.0
@@ -60,13 +59,10 @@ def start_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable,
         "-m",
-        "celery",
-        "-A",
-        "memoryd.worker",
+        "memoryd",
         "worker",
         "--pool=threads",
         "--concurrency=4",
-        f"--queues={','.join(QUEUES)}",
         "--loglevel=INFO",
         "--without-heartbeat",
         "--without-gossip",

@@ -15,11 +15,19 @@ from sqlalchemy.exc import SQLAlchemyError
 from memoryd.cli import erase, local_llm, memories, pipeline, profile
 from memoryd.cli import mcp as mcp_command
 from memoryd.cli.common import InputError, Parser
+from memoryd.cli.launch import (
+    BEAT_HELP,
+    WORKER_HELP,
+    add_beat_arguments,
+    add_worker_arguments,
+    run_beat,
+    run_worker,
+)
 from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
 from memoryd.models.db import describe_db_error
-from memoryd.settings import FIELDS, Settings, explain, get_settings, masked_url
+from memoryd.settings import Settings, explain, get_settings, masked_url
 
 # ------------------------------------------------------------------------------- commands
 
@@ -32,33 +40,12 @@ def cmd_migrate(settings: Settings, _ns: argparse.Namespace) -> int:
     return 0
 
 
-def _exec_celery(args: list[str]) -> int:
-    argv = [sys.executable, "-m", "celery", "-A", "memoryd.worker", *args]
-    os.execv(sys.executable, argv)
-    return 0  # pragma: no cover - execv does not return
-
-
-def cmd_worker(settings: Settings, ns: argparse.Namespace) -> int:
-    # LLM calls are I/O bound: a threads pool with high concurrency keeps the CPU busy.
-    concurrency = ns.concurrency or settings.worker.worker_concurrency
-    if ns.queues is None:
-        from memoryd.worker.config import QUEUES
-
-        ns.queues = ",".join(QUEUES)
-    return _exec_celery(
-        [
-            "worker",
-            f"--pool={ns.pool}",
-            f"--concurrency={concurrency}",
-            f"--queues={ns.queues}",
-            f"--loglevel={ns.loglevel}",
-            "-E",
-        ]
-    )
+def cmd_worker(_settings: Settings, ns: argparse.Namespace) -> int:
+    return run_worker(ns)
 
 
 def cmd_beat(_settings: Settings, ns: argparse.Namespace) -> int:
-    return _exec_celery(["beat", f"--loglevel={ns.loglevel}"])
+    return run_beat(ns)
 
 
 def cmd_demo(settings: Settings, ns: argparse.Namespace) -> int:
@@ -113,27 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_process_commands(add: AddCommand) -> None:
-    p = add("worker", cmd_worker, "run a Celery worker: extraction, maintenance, embedding")
-    p.add_argument(
-        "--pool",
-        default="threads",
-        choices=["threads", "prefork", "gevent", "solo"],
-        help="Celery pool; threads suit LLM calls, which mostly wait on the network",
-    )
-    p.add_argument(
-        "--concurrency",
-        type=int,
-        default=None,
-        help="threads (or processes) of the pool (default: MEMORYD_WORKER_CONCURRENCY, "
-        f"{FIELDS['worker_concurrency'].default})",
-    )
-    p.add_argument(
-        "--queues",
-        help="comma-separated queues to consume (default: extraction,maintenance,embedding)",
-    )
-    p.add_argument("--loglevel", default="INFO", help="Celery's log level")
-    p = add("beat", cmd_beat, "run Celery beat: the sweep and maintenance schedule")
-    p.add_argument("--loglevel", default="INFO", help="Celery's log level")
+    # `memoryd worker|beat` reach the worker without this parser (memoryd/cli/__init__.py);
+    # they are listed here for --help.
+    add_worker_arguments(add("worker", cmd_worker, WORKER_HELP))
+    add_beat_arguments(add("beat", cmd_beat, BEAT_HELP))
     p = add("demo", cmd_demo, "run the pipeline end to end on the embedded default")
     p.add_argument(
         "--local-llm",

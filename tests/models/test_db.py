@@ -82,13 +82,19 @@ def test_a_client_on_a_database_without_tables_says_to_migrate(
         ("sqlite:///{tmp}/never-migrated.db", "run `memoryd migrate`"),
     ],
 )
+@pytest.mark.parametrize(
+    "command",
+    [["memoryd", "worker"], ["celery", "-A", "memoryd.worker", "worker"]],
+    ids=["memoryd", "celery"],
+)
 def test_a_worker_that_cannot_use_its_database_does_not_start(
-    tmp_path: Path, database_url: str, reason: str
+    tmp_path: Path, database_url: str, reason: str, command: list[str]
 ) -> None:
+    """Started either way the docs give: memoryd's own or Celery's command line."""
     settings = Settings(data_dir=tmp_path, database_url=database_url.format(tmp=tmp_path))
     env = {**settings_env(settings), "MEMORYD_STARTUP_WAIT_SECONDS": "1"}
     out = subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "memoryd.worker", "worker", "--pool=solo"],
+        [sys.executable, "-m", *command, "--pool=solo"],
         env=env,
         cwd=REPO_ROOT,
         capture_output=True,
