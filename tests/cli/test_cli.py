@@ -8,15 +8,16 @@ import sys
 from pathlib import Path
 
 import pytest
-import redis
 from sqlalchemy import select, update
 
 from memoryd.settings import Settings
 from testkit.fakellm import FakeLLM
 from testkit.workers import settings_env
-from tests.conftest import make_settings, with_llm
+from tests.conftest import with_llm
 
-pytestmark = pytest.mark.slow  # every test runs `memoryd` as a process of its own
+# Every test runs `memoryd` as a process of its own, on the embedded default: the command
+# line is a layer over the client, whose paths run on both databases in the other tests.
+pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["sqlite"])]
 
 
 def memoryd(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
@@ -134,35 +135,6 @@ def test_configuration_and_database_mistakes_are_one_line(settings: Settings) ->
         assert out.returncode in (1, 2)
         assert out.stderr.count("\n") == 1, out.stderr  # one line, no traceback
         assert expected in out.stderr
-
-
-def test_enqueue_end_sends_its_trigger_before_exiting(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    """A short-lived process (this command, or any script) must not exit before its
-    extract trigger reached the broker."""
-    if backend != "postgres":
-        pytest.skip("the Redis broker is paired with PostgreSQL in this suite")
-    settings = make_settings(backend, tmp_path, request)
-    out = memoryd(
-        settings,
-        "enqueue",
-        "--agent",
-        "bot",
-        "--user",
-        "ann",
-        "--session",
-        "s1",
-        "--content",
-        "Call me Sam.",
-        "--end",
-    )
-    assert out.returncode == 0, out.stderr
-    queued = redis.Redis.from_url(settings.storage.broker_url).lrange("extraction", 0, -1)
-    bodies = [json.loads(m)["headers"] for m in queued]
-    assert [(h["task"], h["argsrepr"]) for h in bodies] == [
-        ("memoryd.extract_session", "['bot', 'ann', 's1']")
-    ]
 
 
 def test_retry_re_drives_only_the_scope_it_names(settings: Settings) -> None:

@@ -11,7 +11,9 @@ import pytest
 from memoryd.settings import Settings
 from tests.cli.test_cli import memoryd
 
-pytestmark = pytest.mark.slow  # every test runs `memoryd` as a process of its own
+# Every test runs `memoryd` as a process of its own, on the embedded default (as
+# tests/cli/test_cli.py).
+pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["sqlite"])]
 
 SCOPE = ["--agent", "bot", "--user", "ann"]
 
