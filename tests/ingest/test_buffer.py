@@ -335,22 +335,30 @@ def test_a_bulk_call_ended_by_a_deadlock_is_stored_again(
     """A turn key sent under another session of its user closes a cycle that no lock
     order prevents: another call stored the key in session a and then waits for a,
     which the bulk call bumped with its first chunk while its second chunk waits for
-    the key. The bulk call waited first, so PostgreSQL ends it; it stores its turns
-    again once the other call is in, and every key is stored once."""
+    the key. PostgreSQL ends the bulk call, which checks for the cycle first; it stores
+    its turns again once the other call is in, and every key is stored once."""
     if backend != "postgres":
         pytest.skip("SQLite's write lock lets one call in at a time")
     items = [turn(i, turn_key=f"k{i}", session_id="a" if i < 100 else "a2") for i in range(200)]
     items += [turn(i, turn_key=f"k{i}", session_id="b") for i in range(200, 400)]
     outcome: list[IngestResult | Exception] = []
+    # A session checks for a deadlock once, deadlock_timeout after it began to wait. The
+    # bulk call's check comes 3 s after its wait and the other call's 60 s after its own:
+    # on a loaded machine, the cycle may close more than the default 1 s after the bulk
+    # call began to wait, which would leave the check, and the ending, to the other call.
+    bulk_settings = settings.updated(
+        database_url=f"{settings.storage.database_url}?options=-c%20deadlock_timeout%3D3s"
+    )
 
     def bulk_call() -> None:
         try:
-            outcome.append(MemoryClient(settings, dispatch=False).enqueue_turns(items))
+            outcome.append(MemoryClient(bulk_settings, dispatch=False).enqueue_turns(items))
         except Exception as error:
             outcome.append(error)
 
     with get_engine(settings.storage).connect() as other:
         other_call = other.begin()
+        other.execute(text("SET LOCAL deadlock_timeout = '60s'"))
         # The other call's turn, under session a, and its session's counter after it.
         other.execute(
             text(
