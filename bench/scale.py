@@ -1,7 +1,7 @@
 """Scaling bench: extraction throughput on 1, 2 and 4 worker hosts, nothing lost or twice.
 
 Each worker host is a network namespace of its own (testkit/hosts.py) running one
-`celery worker --pool=threads -c 4`; PostgreSQL, Redis, beat and the fake LLM, which
+`memoryd worker --pool=threads -c 4`; PostgreSQL, Redis, beat and the fake LLM, which
 answers every call after 2 s, stay on this machine and are reached over a virtual
 network. The load is the chaos bench's generated chats (bench/chaos_load.py): 64
 sessions of 60 turns, fed from one thread once every worker is ready, each session

@@ -1,4 +1,4 @@
-"""Real `celery worker` / `celery beat` processes for end-to-end tests and benches."""
+"""Real worker and beat processes (`memoryd worker|beat`) for end-to-end tests and benches."""
 
 from __future__ import annotations
 

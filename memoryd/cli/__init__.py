@@ -13,11 +13,11 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     """The `memoryd` command. A worker or beat starts without the rest of the command
     line's imports, which would only slow each start (memoryd/cli/launch.py)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] in (["worker"], ["beat"]):
-        from memoryd.cli.launch import main as launch
+    from memoryd.cli import launch
 
-        return launch(args)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if launch.launches(args):
+        return launch.main(args)
     from memoryd.cli.main import main as run
 
     return run(args)

@@ -14,25 +14,6 @@ from memoryd.models.schemas import Ident, StoredId
 from memoryd.settings import Settings
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Each option's help ends with its default, where it has one to show: not for a
-    flag, a required option, or one that is unset unless given (None or '')."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        default = action.default
-        if action.required or default is None or default is False or default == "":
-            return action.help
-        return super()._get_help_string(action)
-
-
-class Parser(argparse.ArgumentParser):
-    """An argument parser whose help shows defaults; its subcommands' parsers are too."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", HelpFormatter)
-        super().__init__(*args, **kwargs)
-
-
 class InputError(Exception):
     """What the user gave cannot be used (a file, a mix of options): one line, exit 2."""
 

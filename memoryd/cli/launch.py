@@ -1,31 +1,76 @@
 """`memoryd worker` and `memoryd beat`: the app's worker and beat, started without
 Celery's command line and without the rest of memoryd's.
 
-`celery -A memoryd.worker worker` starts the same worker, but Celery's command line loads
-every installed command plugin first (Flower's web app, a REPL): with memoryd's own
-parser, over 2 s of CPU before a worker did anything, paid again each time a supervisor
-replaces a killed worker. Celery's command line stays the way to the options not offered
-here (--autoscale, --detach, --logfile...)."""
+Celery's command line loads every installed command plugin first (Flower's web app, a
+REPL), and memoryd's parses every command's options: together most of a second of CPU
+before a worker did anything, paid again each time a supervisor replaces a killed worker
+(bench/worker_start.py). `celery -A memoryd.worker worker --pool=threads -l INFO` starts
+the same worker and stays the way to the options not offered here (--autoscale,
+--detach, --logfile...)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import math
 from collections.abc import Sequence
+
+from memoryd.cli.parsing import Parser
 
 WORKER_HELP = "run a Celery worker: extraction, maintenance, embedding"
 BEAT_HELP = "run Celery beat: the sweep and maintenance schedule"
+COMMANDS = {"worker": WORKER_HELP, "beat": BEAT_HELP}
 POOLS = ("threads", "prefork", "gevent", "solo")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def launches(args: Sequence[str]) -> bool:
+    """Whether this command line starts a worker or beat (handled here, not by main)."""
+    return bool(args) and args[0] in COMMANDS
 
 
 def _positive_int(value: str) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
     return number
 
 
+def _positive_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {value}")
+    return seconds
+
+
+def _queues(value: str) -> str:
+    from memoryd.worker.config import QUEUES  # the app's module: imported to start anyway
+
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in QUEUES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown queue {', '.join(map(repr, unknown)) or repr(value)}:"
+            f" memoryd's are {', '.join(QUEUES)}"
+        )
+    return ",".join(names)
+
+
+def _log_level(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-l", "--loglevel", default="INFO", type=str.upper, choices=LOG_LEVELS, help="log level"
+    )
+
+
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "-P",
         "--pool",
         default="threads",
         choices=POOLS,
@@ -41,10 +86,11 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-Q",
         "--queues",
+        type=_queues,
         default=None,
         help="comma-separated queues to consume (default: extraction,maintenance,embedding)",
     )
-    parser.add_argument("-l", "--loglevel", default="INFO", help="Celery's log level")
+    _log_level(parser)
     parser.add_argument(
         "-n", "--hostname", default=None, help="node name, as Celery's (default: celery@%%h)"
     )
@@ -55,21 +101,36 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_beat_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-l", "--loglevel", default="INFO", help="Celery's log level")
+    _log_level(parser)
     parser.add_argument(
         "-s", "--schedule", default=None, help="file of beat's schedule state, as Celery's"
     )
     parser.add_argument(
         "--max-interval",
-        type=float,
+        type=_positive_seconds,
         default=None,
         help="most seconds beat sleeps between looks at its schedule",
     )
 
 
+ADD_ARGUMENTS = {"worker": add_worker_arguments, "beat": add_beat_arguments}
+
+
+def add_commands(sub: argparse._SubParsersAction[Parser]) -> None:
+    """Both commands in memoryd's own parser, for its help: `memoryd worker|beat` are
+    handed here before that parser reads anything (memoryd/cli/__init__.py)."""
+    for name, help_ in COMMANDS.items():
+        ADD_ARGUMENTS[name](sub.add_parser(name, help=help_, description=help_))
+
+
 def run_worker(ns: argparse.Namespace) -> int:
     """What Celery's `worker` command does with these options: build the worker from the
     app and run it until it is told to stop; its exit code is the process's."""
+    from celery import maybe_patch_concurrency
+
+    # gevent must patch the standard library before anything else imports it, as
+    # `python -m celery` does first of all.
+    maybe_patch_concurrency(["--pool", ns.pool])
     from celery.utils.nodenames import default_nodename, host_format
 
     from memoryd.worker import app
@@ -98,9 +159,11 @@ def run_beat(ns: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str]) -> int:
     """`memoryd worker ...` or `memoryd beat ...`, as `argv` gives them."""
-    parser = argparse.ArgumentParser(prog="memoryd")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_worker_arguments(sub.add_parser("worker", help=WORKER_HELP, description=WORKER_HELP))
-    add_beat_arguments(sub.add_parser("beat", help=BEAT_HELP, description=BEAT_HELP))
-    ns = parser.parse_args(argv)
-    return run_worker(ns) if ns.command == "worker" else run_beat(ns)
+    command = argv[0]
+    parser = Parser(prog=f"memoryd {command}", description=COMMANDS[command])
+    ADD_ARGUMENTS[command](parser)
+    ns = parser.parse_args(argv[1:])
+    # Notices before the app's logging starts (an unknown MEMORYD_* variable) read like
+    # the other commands'.
+    logging.basicConfig(format="memoryd: %(message)s")
+    return run_worker(ns) if command == "worker" else run_beat(ns)

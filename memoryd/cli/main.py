@@ -12,17 +12,10 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from memoryd.cli import erase, local_llm, memories, pipeline, profile
+from memoryd.cli import erase, launch, local_llm, memories, pipeline, profile
 from memoryd.cli import mcp as mcp_command
-from memoryd.cli.common import InputError, Parser
-from memoryd.cli.launch import (
-    BEAT_HELP,
-    WORKER_HELP,
-    add_beat_arguments,
-    add_worker_arguments,
-    run_beat,
-    run_worker,
-)
+from memoryd.cli.common import InputError
+from memoryd.cli.parsing import Parser
 from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
 from memoryd.errors import MemorydError, field_errors
@@ -38,14 +31,6 @@ def cmd_migrate(settings: Settings, _ns: argparse.Namespace) -> int:
     upgrade(settings, wait_seconds=settings.worker.startup_wait_seconds)
     print(f"migrated {masked_url(settings.storage.resolved_database_url)} to head")
     return 0
-
-
-def cmd_worker(_settings: Settings, ns: argparse.Namespace) -> int:
-    return run_worker(ns)
-
-
-def cmd_beat(_settings: Settings, ns: argparse.Namespace) -> int:
-    return run_beat(ns)
 
 
 def cmd_demo(settings: Settings, ns: argparse.Namespace) -> int:
@@ -90,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("migrate", cmd_migrate, "create or upgrade the database schema")
     profile.add_parser(sub)
     erase.add_parser(sub)
-    _add_process_commands(add)
+    launch.add_commands(sub)
+    _add_demo_command(add)
     pipeline.add_commands(add)
     memories.add_commands(add)
     add_server_commands(add)
@@ -99,11 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_process_commands(add: AddCommand) -> None:
-    # `memoryd worker|beat` reach the worker without this parser (memoryd/cli/__init__.py);
-    # they are listed here for --help.
-    add_worker_arguments(add("worker", cmd_worker, WORKER_HELP))
-    add_beat_arguments(add("beat", cmd_beat, BEAT_HELP))
+def _add_demo_command(add: AddCommand) -> None:
     p = add("demo", cmd_demo, "run the pipeline end to end on the embedded default")
     p.add_argument(
         "--local-llm",
@@ -130,8 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if launch.launches(args):
+        return launch.main(args)
     parser = build_parser()
-    ns = parser.parse_args(argv)
+    ns = parser.parse_args(args)
     # Notices (an unknown MEMORYD_* variable, a refused embedding) read like the CLI's own.
     logging.basicConfig(format="memoryd: %(message)s")
     try:

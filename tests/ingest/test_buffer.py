@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, make_url, select, text
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
@@ -346,8 +346,11 @@ def test_a_bulk_call_ended_by_a_deadlock_is_stored_again(
     # bulk call's check comes 3 s after its wait and the other call's 60 s after its own:
     # on a loaded machine, the cycle may close more than the default 1 s after the bulk
     # call began to wait, which would leave the check, and the ending, to the other call.
+    # (Setting deadlock_timeout takes a superuser, as the suite's server role is.)
     bulk_settings = settings.updated(
-        database_url=f"{settings.storage.database_url}?options=-c%20deadlock_timeout%3D3s"
+        database_url=make_url(settings.storage.database_url)
+        .update_query_dict({"options": "-c deadlock_timeout=3s"})
+        .render_as_string(hide_password=False)
     )
 
     def bulk_call() -> None:
