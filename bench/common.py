@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -20,6 +21,22 @@ from testkit import databases as testkit_databases
 
 PG_SERVER = os.environ.get("MEMORYD_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
 REDIS_URL = os.environ.get("MEMORYD_BENCH_REDIS", "redis://127.0.0.1:6379/4")
+
+
+def postgres_reachable() -> str | None:
+    """None when the PostgreSQL server answers, else why not."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(f"{PG_SERVER}/postgres")
+    try:
+        socket.create_connection((url.host or "127.0.0.1", url.port or 5432), timeout=2).close()
+        engine = create_engine(url, connect_args={"connect_timeout": 5})
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+    except Exception as exc:
+        return f"PostgreSQL at {PG_SERVER} does not answer ({type(exc).__name__})"
+    return None
 
 
 @contextmanager

@@ -76,7 +76,6 @@ import argparse
 import importlib
 import importlib.util
 import os
-import socket
 import sys
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -88,7 +87,7 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model comes from a package, never a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from bench.common import PG_SERVER, emit, percentile
+from bench.common import emit, percentile, postgres_reachable
 from bench.quality_baselines import Outcome, Tokenizer, measure_baselines, minilm
 from bench.quality_memoryd import local_model, run_memoryd
 from bench.quality_plan import DATASETS, KS, Plan, hit_rates, make_plan, read
@@ -122,23 +121,6 @@ def local_support() -> str | None:
     package = model_package(model)
     if importlib.util.find_spec(package) is None:
         return f"the {package} package is not installed (make install)"
-    return None
-
-
-def postgres_reachable() -> str | None:
-    """None when the PostgreSQL server answers, else why not."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    url = make_url(f"{PG_SERVER}/postgres")
-    try:
-        socket.create_connection((url.host or "127.0.0.1", url.port or 5432), timeout=2).close()
-        engine = create_engine(url, connect_args={"connect_timeout": 5})
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-        engine.dispose()
-    except Exception as exc:
-        return f"PostgreSQL at {PG_SERVER} does not answer ({type(exc).__name__})"
     return None
 
 

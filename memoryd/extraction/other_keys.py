@@ -25,7 +25,8 @@ from memoryd.memories.synonyms import close_keys, rule_synonym, same_words, sing
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory
 from memoryd.recall.embedders import Vectors
-from memoryd.recall.embeddings import closest, embed_query
+from memoryd.recall.embeddings import embed_query
+from memoryd.recall.scope_vectors import closest
 from memoryd.settings import Settings
 
 CLOSE_KEYS = 3  # candidate keys of one fact at most

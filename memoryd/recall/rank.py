@@ -28,7 +28,6 @@ from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.bm25 import bm25_ranked, term_weights
-from memoryd.recall.embeddings import closest, counted_stamp
 from memoryd.recall.intent import (
     Intent,
     asks_about_now,
@@ -38,6 +37,7 @@ from memoryd.recall.intent import (
 )
 from memoryd.recall.keyword_scan import bm25_scanned
 from memoryd.recall.rerank import reranked, reranker_for
+from memoryd.recall.scope_vectors import closest, counted_stamp
 from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,

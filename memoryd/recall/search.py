@@ -163,7 +163,7 @@ def _counted(categories: bool, tiers: bool) -> Executable:
 @functools.cache
 def _in_scope(categories: bool, tiers: bool) -> Executable:
     # search_text too: a scope read whole is also BM25-scored in hand (keyword_scan.py);
-    # and what the embedding cache's stamp sums (embeddings.counted_stamp).
+    # and what the embedding cache's stamp sums (scope_vectors.counted_stamp).
     read = (
         Memory.search_length,
         Memory.search_text,

@@ -3,13 +3,20 @@ memories, within a byte budget, and one model per provider however many agents."
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event, select, update
 from sqlalchemy.orm import Session
 
 from memoryd.client import MemoryClient
+from memoryd.models.db import get_engine, session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus, VectorModel
-from memoryd.recall import backfill, embeddings, search
+from memoryd.recall import backfill, embeddings, scope_vectors, search
 from memoryd.settings import Settings
 from testkit.fakellm import FakeLLM
 from tests.conftest import with_llm
@@ -169,7 +176,7 @@ def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
 ) -> None:
     """At 1,536 dimensions 200,000 cached rows were 1.2 GB a process: the budget is in
     bytes, and the scopes recalled least recently go first."""
-    per_scope = 40 * (64 * 4 + 8)  # 40 vectors of 64 float32 and their ids
+    per_scope = 40 * (64 * 4 + 8 + 8)  # 40 vectors of 64 float32, their ids and versions
     s = with_llm(settings, fake_llm, **REMOTE, embedding_cache_mb=2.5 * per_scope / 1024 / 1024)
     for user in ("ann", "bob", "cid"):
         for i in range(40):
@@ -180,21 +187,23 @@ def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
 
     for user in ("ann", "bob", "ann", "cid"):  # bob is now the least recently used
         assert client.recall("green tea", "bot", user)
-    cached = embeddings.cached_scopes()
+    cached = scope_vectors.cached_scopes()
     assert [(agent, user) for _url, agent, user in cached] == [("bot", "ann"), ("bot", "cid")]
-    assert embeddings.cached_bytes() == 2 * per_scope <= s.recall.embedding_cache_mb * 1024 * 1024
+    assert (
+        scope_vectors.cached_bytes() == 2 * per_scope <= s.recall.embedding_cache_mb * 1024 * 1024
+    )
 
     tiny = with_llm(settings, fake_llm, **REMOTE, embedding_cache_mb=0)
     embeddings.clear_caches()
     assert MemoryClient(tiny).recall("green tea", "bot", "ann")[0].parts.embedding is not None
-    assert embeddings.cached_bytes() == 0  # a scope over the budget is read, not kept
+    assert scope_vectors.cached_bytes() == 0  # a scope over the budget is read, not kept
 
 
 def test_a_scope_read_whole_stamps_its_vectors_as_the_database_counts_them(
     settings: Settings, db: Session
 ) -> None:
     """Recall takes the vector cache's stamp from the rows of a small scope it read whole
-    (embeddings.counted_stamp) instead of counting them in a statement: the same
+    (scope_vectors.counted_stamp) instead of counting them in a statement: the same
     memories must count, the shared scope's among them, the unembedded and inactive not."""
     vector = b"\x00\x00\x80?" * 4
     for content, user, status, embedded in [
@@ -211,5 +220,59 @@ def test_a_scope_read_whole_stamps_its_vectors_as_the_database_counts_them(
     scope = Scope("bot", "ann")
     _stats, rows = search.read_scope(db, search.search_params(scope, None, None), object())
     assert rows is not None
-    assert embeddings.counted_stamp(rows) == embeddings.scope_counts(db, scope)
-    assert embeddings.scope_counts(db, scope)[0] == 3
+    assert scope_vectors.counted_stamp(rows) == scope_vectors.scope_counts(db, scope)
+    assert scope_vectors.scope_counts(db, scope)[0] == 3
+
+
+def test_a_scope_that_changed_reads_again_only_the_vectors_that_did(
+    settings: Settings, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user of months, 2,000 memories cached. One memory said since, one edited and
+    one forgotten: the next recall reads those two vectors, not the scope's 2,000 again,
+    and compares exactly what a process reading the scope whole does."""
+    # A scope this large is checked every STAMP_RECHECK_SECONDS: here, at each recall.
+    monkeypatch.setattr(scope_vectors, "STAMP_RECHECK_SECONDS", 0.0)
+    s = with_llm(settings, fake_llm, **REMOTE)
+    with session_scope(s.storage) as session:
+        colleagues = [
+            make_memory(session, s, f"Colleague {i} lives near office {i % 40}").id
+            for i in range(2000)
+        ]
+    while backfill.fill_missing(s):
+        pass
+    client = MemoryClient(s)
+    first = client.recall("which office", "bot", "ann")
+    assert any(hit.parts.embedding is not None for hit in first)  # the scope's vectors cached
+    tea = client.remember("bot", "ann", "Prefers green tea in the morning")
+    client.update("bot", "ann", colleagues[0], content="Plays the cello on Sundays")
+    client.forget("bot", "ann", colleagues[1])
+    assert backfill.fill_missing(s) == 2
+
+    with _vector_reads(get_engine(s.storage, autocommit=True)) as reads:  # recall's
+        hits = client.recall("green tea in the morning", "bot", "ann")
+    assert hits[0].id == tea.id and hits[0].parts.embedding is not None
+    assert reads == [2]  # the new memory's and the edited one's vectors, by id
+    scope = Scope("bot", "ann")
+    with session_scope(s.storage) as session:
+        refreshed = scope_vectors.scope_vectors(session, s, scope)
+        embeddings.clear_caches()
+        whole = scope_vectors.scope_vectors(session, s, scope)
+    assert len(whole[0]) == 2000 and colleagues[1] not in set(whole[0].tolist())
+    assert (refreshed[0] == whole[0]).all() and (refreshed[1] == whole[1]).all()
+
+
+@contextmanager
+def _vector_reads(engine: Engine) -> Iterator[list[int]]:
+    """The number of memory ids each statement that reads vectors is bound to."""
+    reads: list[int] = []
+
+    def listen(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        selected = re.split(r"\sFROM\s", statement)[0]
+        if re.search(r"memories\.vector(?![_\w])(?!\s+IS)", selected):
+            reads.append(len(parameters))
+
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        yield reads
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
