@@ -206,7 +206,7 @@ class Memory(Scoped, Base):
     # Embedding as float32 bytes, filled off the chat path when embeddings are on.
     vector: Mapped[bytes | None] = mapped_column(LargeBinary)
     # How many vectors were written to this memory: every write that sets `vector` adds
-    # one, so the per-process scope cache sees a rewritten vector (recall/embeddings.py).
+    # one, so the per-process scope cache sees a rewritten vector (recall/scope_vectors.py).
     vector_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # The vector_models row of the model that wrote `vector`; None for a vector written
     # before models were named, which the fill embeds again and recall still compares.
@@ -371,7 +371,7 @@ class VectorModel(Base):
     __tablename__ = "vector_models"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    # "<provider>:<model>", a bundled model by its package (vector_model.model_name).
+    # "<provider>:<model>", a bundled model by its package and runtime (Bundled.name).
     name: Mapped[str] = mapped_column(Text, unique=True)
     first_used_at: Mapped[datetime]
 

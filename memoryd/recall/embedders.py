@@ -5,7 +5,8 @@ sentence-transformers model from a path or an installed package. Nothing is ever
 downloaded.
 Vectors are unit-length float32. Providers are shared per (provider, model, endpoint),
 whatever agent asks, so a local model loads once per process. What is done with the
-vectors (caches, nearest neighbours) is embeddings.py's; writing them, backfill.py's.
+vectors is embeddings.py's (queries) and scope_vectors.py's (a scope's, nearest
+neighbours); writing them, backfill.py's.
 """
 
 from __future__ import annotations
@@ -137,17 +138,23 @@ class USEEmbedder:
         # One BLAS thread: more embed a question a quarter faster alone, but their
         # spinning took the cores from the database and the rest of recall (the bench's
         # recalls ran slower on 2 cores).
+        self.int8 = int8
         if int8:
             from memoryd.recall.use_int8 import encoder
 
-            self.model = encoder(threads=1)
+            self.model = encoder()
         else:
             self.model = USE(threads=1)
         self.lock = threading.Lock()  # numpy's buffers are the model's own
 
     def embed(self, texts: list[str], query: bool = False) -> Vectors:
         with self.lock:
-            vectors = self.model.encode(list(texts))
+            if self.int8 and len(texts) > 1:
+                # One text a call: the tokens' int8 scale is then each text's own, so a
+                # text's vector does not depend on the texts embedded beside it.
+                vectors = np.concatenate([self.model.encode([text]) for text in texts])
+            else:
+                vectors = self.model.encode(list(texts))
         return unit(np.atleast_2d(vectors))
 
 
@@ -190,6 +197,8 @@ def _bundled(model: str) -> Embedder:
             f"MEMORYD_EMBEDDING_MODEL={model} needs the 'multilingual' extra: "
             "pip install 'memoryd[multilingual]'"
         ) from exc
+    except Exception as exc:  # e.g. an onnxruntime too old for the int8 graphs
+        raise ConfigError(f"MEMORYD_EMBEDDING_MODEL={model} could not load: {exc}") from exc
 
 
 def _endpoint(settings: Settings) -> Settings:

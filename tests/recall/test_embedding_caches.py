@@ -263,13 +263,15 @@ def test_a_scope_that_changed_reads_again_only_the_vectors_that_did(
 
 @contextmanager
 def _vector_reads(engine: Engine) -> Iterator[list[int]]:
-    """The number of memory ids each statement that reads vectors is bound to."""
+    """For each statement that reads vectors, the memory ids it is bound to (0: none, the
+    scope read whole)."""
     reads: list[int] = []
 
-    def listen(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+    def listen(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
         selected = re.split(r"\sFROM\s", statement)[0]
         if re.search(r"memories\.vector(?![_\w])(?!\s+IS)", selected):
-            reads.append(len(parameters))
+            _, _, by_id = statement.partition("memories.id IN (")
+            reads.append(len(re.findall(r"\?|%\(id_\d+_\d+\)s", by_id)))  # SQLite, psycopg
 
     event.listen(engine, "before_cursor_execute", listen)
     try:

@@ -305,6 +305,26 @@ def test_a_bundled_model_whose_package_is_missing_names_the_extra(
         embedders.embedder(s)
 
 
+def test_a_bundled_model_that_cannot_load_says_so_in_one_line(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An onnxruntime too old for the int8 graphs, say: a configuration error naming the
+    model, which recall logs before going on by keyword, not a failed recall."""
+    from memoryd.recall import use_int8
+
+    def refuse() -> None:
+        raise RuntimeError("Unsupported model IR version: 10, max supported IR version: 9")
+
+    monkeypatch.setattr(use_int8, "encoder", refuse)
+    monkeypatch.setattr(embedders, "_providers", Shared[embedders.Embedder](size=8))
+    s = settings.updated(embedding_provider="local", embedding_model="use-multilingual-int8")
+    with pytest.raises(ConfigError, match=r"use-multilingual-int8 could not load: Unsupported"):
+        embedders.embedder(s)
+    client = MemoryClient(s)
+    home = client.remember("bot", "ann", "Lives in Lisbon")
+    assert [h.id for h in client.recall("Lisbon", "bot", "ann")] == [home.id]
+
+
 def test_a_dialogues_last_line_leads_its_recall_by_meaning(settings: Settings) -> None:
     """Asked at the end of a talk about running, the question in the last line finds its
     memory first; with the last line's weight at 0 the talk's topic wins."""
