@@ -259,18 +259,15 @@ def _refreshed(
     # model since the listing is left out, as a whole read would.
     columns = (Memory.id, Memory.vector_version, Memory.vector)
     fresh = _own_rows(session, scope, stamp, *columns, ids=missing) if len(missing) else []
-    width = 4 * held.matrix.shape[1] if len(kept) else len(fresh[0].vector) if fresh else 0
-    if any(len(row.vector) != width for row in fresh):
+    sizes = {len(row.vector) for row in fresh} | ({held.matrix[0].nbytes} if len(kept) else set())
+    if len(sizes) > 1:
         return None  # vectors of two sizes: _read chooses among them
     ids, versions, matrix = _arrays(fresh)
-    if not len(kept):
-        return _entry(stamp, ids, versions, matrix)
-    return _entry(
-        stamp,
-        np.concatenate([held.ids[kept], ids]),
-        np.concatenate([held.versions[kept], versions]),
-        np.vstack([held.matrix[kept], matrix]) if len(ids) else held.matrix[kept],
-    )
+    if len(kept):
+        ids = np.concatenate([held.ids[kept], ids])
+        versions = np.concatenate([held.versions[kept], versions])
+        matrix = np.vstack([held.matrix[kept], matrix]) if fresh else held.matrix[kept]
+    return _entry(stamp, ids, versions, matrix)
 
 
 def _versions(rows: Sequence[Any]) -> tuple[Ids, Ids]:
