@@ -33,6 +33,7 @@ from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
     Scored,
+    listed,
     newest_in_scope,
     scope_filters,
     shape,
@@ -122,7 +123,7 @@ def _keyed(categories: bool, tiers: bool, postgres: bool) -> Executable:
     PostgreSQL reads each user's keys by index (search.each_user); SQLite keeps the
     users in one list, since over a union it walks each user's every memory in the
     scope index's date order instead."""
-    keyed = (Memory.name_key.in_(bindparam("keys", expanding=True)), Memory.name_key != "")
+    keyed = (listed(Memory.name_key, "keys", postgres), Memory.name_key != "")
     by_key = select(*SCORING_COLUMNS).where(*keyed)
     if postgres:
         return newest_in_scope(by_key, categories, tiers, LIST_LIMIT)

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from memoryd.memories.synonyms import key_asked
 from memoryd.memories.weights import MAX_WEIGHT, effective_weight
 from memoryd.models.base import readable_users
+from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
@@ -44,6 +45,7 @@ from memoryd.recall.search import (
     Scored,
     narrowing_parameters,
     newest_in_scope,
+    of_ids,
     read_scope,
     search_params,
     shape,
@@ -54,16 +56,22 @@ from memoryd.settings import RecallSettings, Settings
 from memoryd.text import last_line_terms, query_term_counts
 
 EMBEDDING_POOL = 200  # nearest vectors read when category/tier filters apply
-# Statements every recall runs, built once and read as plain rows: building them and
-# loading ORM objects each time cost about 1.3 ms a recall on top of the queries.
-# The candidates that no list read (the nearest vectors), by id:
-UNREAD_CANDIDATES = select(*SCORING_COLUMNS, Memory.agent_id, Memory.user_id).where(
-    Memory.id.in_(bindparam("ids", expanding=True)), Memory.status == MemoryStatus.ACTIVE
-)
-# what a Hit shows of its memory (MemoryOut's fields), for the k hits only.
-HIT_FIELDS = select(*MemoryOut.columns()).where(Memory.id.in_(bindparam("ids", expanding=True)))
-# What a reranker reads of the fused list's head.
-CONTENTS = select(Memory.id, Memory.content).where(Memory.id.in_(bindparam("ids", expanding=True)))
+# Statements every recall runs, built once per database and read as plain rows:
+# building them and loading ORM objects each time cost about 1.3 ms a recall on top of
+# the queries. Their ids are one array on PostgreSQL (search.listed), so a statement is
+# prepared once whatever the number of ids.
+
+
+@functools.cache
+def _hit_fields(postgres: bool) -> Executable:
+    """What a Hit shows of its memory (MemoryOut's fields), for the k hits only."""
+    return select(*MemoryOut.columns()).where(of_ids(postgres))
+
+
+@functools.cache
+def _contents(postgres: bool) -> Executable:
+    """What a reranker reads of the fused list's head."""
+    return select(Memory.id, Memory.content).where(of_ids(postgres))
 
 
 class ScoreParts(BaseModel):
@@ -165,7 +173,8 @@ def _ordered(
         top = spread_by_conversation(top, by_id, settings.rank_spread, head)
     if reranker is not None and searched:
         contents = session.connection().execute(
-            CONTENTS, {"ids": [mid for _, mid, _ in top[: settings.rerank_top_n]]}
+            _contents(not is_sqlite(session)),
+            {"ids": [mid for _, mid, _ in top[: settings.rerank_top_n]]},
         )
         top = reranked(settings, reranker, query, top, {mid: text for mid, text in contents})
     if asks_about_now(query):
@@ -306,7 +315,7 @@ def _matched_rows(session: Session, search: _Search, lists: _Lists) -> list[Any]
         # whole scope instead. The check still matters: the vectors come from a
         # cache, which a database restored under it would make stale.
         users = readable_users(search.scope)
-        read = _unread(*shape(search.params))
+        read = _unread(*shape(search.params), postgres=not is_sqlite(session))
         rows += [
             row
             for row in session.connection().execute(read, {**search.params, "ids": list(unread)})
@@ -316,9 +325,12 @@ def _matched_rows(session: Session, search: _Search, lists: _Lists) -> list[Any]
 
 
 @functools.cache
-def _unread(categories: bool, tiers: bool) -> Executable:
-    """UNREAD_CANDIDATES of those categories and tiers, built once per shape."""
-    return UNREAD_CANDIDATES.where(*narrowing_parameters(categories, tiers))
+def _unread(categories: bool, tiers: bool, postgres: bool) -> Executable:
+    """The candidates that no list read (the nearest vectors), by id, of those categories
+    and tiers: built once per shape and database."""
+    unread = select(*SCORING_COLUMNS, Memory.agent_id, Memory.user_id)
+    active = (of_ids(postgres), Memory.status == MemoryStatus.ACTIVE)
+    return unread.where(*active, *narrowing_parameters(categories, tiers))
 
 
 def _recent_rows(session: Session, search: _Search, k: int) -> list[Any]:
@@ -383,7 +395,8 @@ def _hits(
     """The top memories as Hits, their whole rows read."""
     if not top:
         return []
-    loaded = session.connection().execute(HIT_FIELDS, {"ids": [mid for _, mid, _ in top]})
+    hit_fields = _hit_fields(not is_sqlite(session))
+    loaded = session.connection().execute(hit_fields, {"ids": [mid for _, mid, _ in top]})
     memories = {row.id: row for row in loaded}
     bm25, similarity = dict(lists.keyword), dict(lists.trigram)
     hits = []

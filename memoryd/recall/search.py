@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import (
     ARRAY,
+    BigInteger,
     Executable,
     Select,
     String,
@@ -222,16 +223,23 @@ def scope_rows(session: Session, params: Mapping[str, Any]) -> Sequence[Any]:
     return session.connection().execute(statement, {**params, "scan_limit": SCAN_LIMIT + 1}).all()
 
 
-def listed(column: InstrumentedAttribute[str], name: str, postgres: bool) -> ColumnElement[bool]:
-    """`column` is one of the values of the list parameter `name`. On PostgreSQL one
-    array parameter: the statement's text is the same whatever the list's length, so
-    psycopg prepares it once and the server stops planning it (a statement per length
-    was planned at each run: about 1 ms of a recall's prefix search, and its 16
+def listed(
+    column: InstrumentedAttribute[Any], name: str, postgres: bool, item: Any = String
+) -> ColumnElement[bool]:
+    """`column` is one of the values of the list parameter `name` (of `item`s). On
+    PostgreSQL one array parameter: the statement's text is the same whatever the list's
+    length, so psycopg prepares it once and the server stops planning it (a statement per
+    length was planned at each run: about 1 ms of a recall's prefix search, and its 16
     prefixes took more parameters than psycopg prepares). SQLite plans in microseconds
     and has no arrays: an IN list, expanded."""
     if postgres:
-        return column == any_(bindparam(name, type_=ARRAY(String)))
+        return column == any_(bindparam(name, type_=ARRAY(item)))
     return column.in_(bindparam(name, expanding=True))
+
+
+def of_ids(postgres: bool) -> ColumnElement[bool]:
+    """The memory is one of the list parameter "ids" (listed)."""
+    return listed(Memory.id, "ids", postgres, BigInteger)
 
 
 def users_table() -> TableValuedAlias:

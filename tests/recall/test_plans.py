@@ -110,7 +110,7 @@ def _scope_statement(statement: str) -> str | None:
     kinds = {
         "count(*)": "count",
         "memories.search_text": "scope read",
-        "name_key IN": "by key",
+        "name_key = ANY": "by key",
         "updated_at DESC": "most recent",
     }
     return next((kind for marker, kind in kinds.items() if marker in statement), None)
