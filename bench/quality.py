@@ -62,6 +62,10 @@ sampled question. MADial is small and always complete unless --limit is given.
         [--databases sqlite,postgres] [--limit N] [--realmem-users 5] [--no-local]
         [--jobs 2]
 
+`--jobs N` runs N configurations at a time, the baselines beside them; `--jobs 1` runs
+the baselines first and then each configuration alone, the run whose recall times
+compare configurations (PostgreSQL's against SQLite's).
+
 Per dataset a table: hit@1/5/10 of each system, hit@5 against the BM25 baseline, and
 per memoryd configuration its memory count and mean remember/recall time. The last
 line is one JSON object: <dataset>_hit<k>_<system> for every system (sqlite, postgres,
@@ -121,6 +125,21 @@ def local_support() -> str | None:
     package = model_package(model)
     if importlib.util.find_spec(package) is None:
         return f"the {package} package is not installed (make install)"
+    return _unloadable(model)
+
+
+def _unloadable(model: str) -> str | None:
+    """None when the local model loads and embeds here, else memoryd's one line on why
+    not: a package of the model's extra other than its own (onnxruntime for
+    use-multilingual-int8) shows missing only then."""
+    from memoryd.errors import ConfigError
+    from memoryd.recall.embedders import embedder
+    from memoryd.settings import Settings
+
+    try:
+        embedder(Settings(embedding_provider="local", embedding_model=model)).embed(["ready"])
+    except ConfigError as exc:
+        return str(exc)
     return None
 
 
@@ -246,7 +265,8 @@ class Run:
         self.latency: dict[str, float] = {}  # recall p50 / p95 per dataset and configuration
 
     def baselines(self, plans: dict[str, Plan], threads: int) -> None:
-        """Baselines in this process, while the memoryd configurations run."""
+        """Baselines in this process: while the memoryd configurations run, or before
+        them with --jobs 1."""
         tokenize = Tokenizer()
         model, model_why = (None, "--no-local") if self.args.no_local else minilm(threads)
         if model_why:
@@ -322,6 +342,12 @@ def main() -> None:
     plans = {name: make_plan(name, args.limit, args.realmem_users) for name in args.datasets}
     workers = max(1, min(args.jobs, len(run.configs)))
     cores = os.cpu_count() or 1
+    # --jobs 1 times each configuration with the machine to itself: the baselines
+    # first. Encoding beside a configuration made its recall times those of a shared
+    # core, and PostgreSQL's more (its server needs a core too): ratios moved by 0.3x.
+    alone = workers == 1
+    if alone:
+        run.baselines(plans, threads=cores)
     with ProcessPoolExecutor(
         max_workers=workers,
         # A process per configuration: one reused would answer the next configuration's
@@ -338,7 +364,8 @@ def main() -> None:
             for db, local in run.configs
         }
         print(f"running {len(jobs)} memoryd configuration(s), {workers} at a time", file=sys.stderr)
-        run.baselines(plans, threads=max(1, cores - workers))
+        if not alone:
+            run.baselines(plans, threads=max(1, cores - workers))
         for (db, local), future in jobs.items():
             run.collect(db, local, future)
 
