@@ -36,7 +36,7 @@ def run_memoryd(
 
     out: dict[str, Any] = {}
     with ExitStack() as stack:
-        store = _Store(stack, database, local)
+        store = ReplayStore(stack, database, local)
         if store.analyzer is not None:
             out["autovacuum"] = store.analyzer.server_setting
         for name in datasets:
@@ -45,7 +45,7 @@ def run_memoryd(
     return out
 
 
-class _Store:
+class ReplayStore:
     """A fresh database for one configuration, and the client that fills and asks it."""
 
     def __init__(self, stack: ExitStack, database: str, local: bool) -> None:
