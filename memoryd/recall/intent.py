@@ -27,8 +27,9 @@ from sqlalchemy import Executable, bindparam, select
 from sqlalchemy.orm import Session
 
 from memoryd.memories.synonyms import asked_slot_keys
+from memoryd.models.base import written_in
 from memoryd.models.db import is_sqlite
-from memoryd.models.tables import Category, Memory
+from memoryd.models.tables import Category, Memory, MemoryStatus
 from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
@@ -118,12 +119,18 @@ def key_rows(
 @functools.cache
 def _keyed(categories: bool, tiers: bool, postgres: bool) -> Executable:
     """key_rows' statement, built once per shape and database: the newest LIST_LIMIT.
-    `<> ''` stated, or SQLite's planner, which cannot infer it from the IN list, does
-    not use the partial key index and reads the whole scope (4 ms at 5,000 memories).
-    PostgreSQL reads each user's keys by index (search.each_user); SQLite keeps the
-    users in one list, since over a union it walks each user's every memory in the
-    scope index's date order instead."""
-    keyed = (listed(Memory.name_key, "keys", postgres), Memory.name_key != "")
+    The partial key index's condition is stated, written in the text: SQLite's planner
+    cannot infer `<> ''` from the IN list and read the whole scope without it (4 ms at
+    5,000 memories), and PostgreSQL's generic plan for the prepared statement, which
+    sees parameters, walked the scope by status and filtered the keys
+    (tests/recall/test_plans.py). PostgreSQL reads each user's keys by index
+    (search.each_user); SQLite keeps the users in one list, since over a union it walks
+    each user's every memory in the scope index's date order instead."""
+    keyed = (
+        listed(Memory.name_key, "keys", postgres),
+        Memory.name_key != written_in(""),
+        Memory.status == written_in(MemoryStatus.ACTIVE),
+    )
     by_key = select(*SCORING_COLUMNS).where(*keyed)
     if postgres:
         return newest_in_scope(by_key, categories, tiers, LIST_LIMIT)

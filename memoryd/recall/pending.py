@@ -31,7 +31,7 @@ from memoryd.memo import RecentMemo
 from memoryd.memories.fact_rules import slots_told
 from memoryd.memories.subjects import subject_key
 from memoryd.memories.synonyms import asked_slot_keys, slot_name
-from memoryd.models.base import TurnStatus, scope_params
+from memoryd.models.base import TurnStatus, scope_params, written_in
 from memoryd.models.conversation_tables import Turn
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
@@ -50,7 +50,11 @@ PENDING_CATEGORY = "pending"
 MEANING_SHARE = 0.5
 
 _COLUMNS = (Turn.id, Turn.agent_id, Turn.user_id, Turn.turn_key, Turn.content, Turn.created_at)
-_UNEXTRACTED = or_(Turn.status == TurnStatus.PENDING, Turn.status == TurnStatus.CLAIMED)
+# The statuses written in the text: prepared, the read's generic plan still sees the
+# small partial indexes of pending and claimed turns, not every turn the user ever sent.
+_UNEXTRACTED = or_(
+    Turn.status == written_in(TurnStatus.PENDING), Turn.status == written_in(TurnStatus.CLAIMED)
+)
 # Every recall reads it: built once, it costs no statement building (about 1 ms a call).
 _NEWEST_UNEXTRACTED = (
     select(*_COLUMNS)

@@ -22,6 +22,7 @@ from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from memoryd.models.base import written_in
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall import search, vector_model
@@ -160,10 +161,12 @@ def counted_stamp(scope_rows: Sequence[Any]) -> tuple[int, int, int]:
 
 
 def _embedded(scope: Scope) -> tuple[ColumnElement[bool], ...]:
-    """The scope's embedded active memories (its own and shared)."""
+    """The scope's embedded active memories (its own and shared). The status written in
+    the text: prepared, the stamp's and the listing's generic plans must still see the
+    partial index they read (tests/recall/test_plans.py)."""
     return (
         Memory.readable_by(scope),
-        Memory.status == MemoryStatus.ACTIVE,
+        Memory.status == written_in(MemoryStatus.ACTIVE),
         Memory.vector.is_not(None),
     )
 

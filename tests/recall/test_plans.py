@@ -11,19 +11,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text, update
 
 from bench.replacement import analyze, store_filler
 from memoryd.client import MemoryClient
-from memoryd.models.base import readable_users
+from memoryd.models.base import TurnStatus, readable_users
+from memoryd.models.conversation_tables import Turn
 from memoryd.models.db import get_engine, session_scope
 from memoryd.models.keys import Scope
-from memoryd.recall import search
+from memoryd.models.tables import Memory
+from memoryd.recall import scope_vectors, search
 from memoryd.recall.trigrams import prefixes
 from memoryd.settings import Settings
 from memoryd.text import query_tokens
 from testkit.databases import scratch_database
+from testkit.plans import generic_plan, sent_with, statements_sent
 from tests.conftest import make_settings
+from tests.factories import add_turns
 
 QUESTION = "Which marathon training plan and vegetarian recipes did the dentist recommend?"
 
@@ -118,17 +122,8 @@ def _scope_statement(statement: str) -> str | None:
 
 def _sent(settings: Settings, call: Callable[[], object]) -> list[tuple[str, Any]]:
     """The statements `call` sends through recall's engine, with their parameters."""
-    sent: list[tuple[str, Any]] = []
-    engine = get_engine(settings.storage, autocommit=True)  # recall's, on PostgreSQL
-
-    def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
-        sent.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", keep)
-    try:
+    with statements_sent(get_engine(settings.storage, autocommit=True)) as sent:  # recall's
         assert call()
-    finally:
-        event.remove(engine, "before_cursor_execute", keep)
     return sent
 
 
@@ -151,18 +146,82 @@ def test_a_question_naming_a_slot_reads_its_keys_by_index_on_sqlite(
     settings = make_settings("sqlite", tmp_path, request)
     client = MemoryClient(settings, dispatch=False)
     store_filler(settings, Scope("bench", "ann"), search.SCAN_LIMIT + 300, seed=7)
-    sent: list[tuple[str, Any]] = []
     engine = get_engine(settings.storage)
-
-    def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
-        sent.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", keep)
-    try:
+    with statements_sent(engine) as sent:
         client.recall("what diet does she follow", "bench", "ann")
-    finally:
-        event.remove(engine, "before_cursor_execute", keep)
-    (statement, parameters), *_ = [(s, p) for s, p in sent if "memories.name_key IN" in s]
+    statement, parameters = sent_with(sent, "memories.name_key IN")
     with engine.connect() as conn:
         plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
     assert "USING INDEX ix_memories_scope_key" in str(plan), plan
+
+
+def test_the_prepared_key_read_keeps_to_the_key_index_on_postgres(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """psycopg prepares the key read (one text whatever the number of keys) and the
+    server then weighs a generic plan, which sees parameters, not values: the partial
+    key index is open to it only if the index's condition is written in the text."""
+    settings = make_settings("postgres", tmp_path, request)
+    client = MemoryClient(settings, dispatch=False)
+    for n in range(3):
+        store_filler(settings, Scope("bench", f"other-{n}"), 500, seed=n)
+    store_filler(settings, Scope("bench", "ann"), search.SCAN_LIMIT + 300, seed=7)
+    analyze(settings)
+
+    sent = _sent(settings, lambda: client.recall("what diet does she follow", "bench", "ann"))
+
+    statement, parameters = sent_with(sent, "name_key = ANY")
+    plan = generic_plan(settings, statement, parameters)
+    assert "ix_memories_scope_key" in plan, plan
+
+
+def test_the_prepared_vector_stamp_and_listing_keep_to_their_index_on_postgres(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The scope cache's stamp (a count and two sums) and a changed scope's listing of
+    ids and versions are read from the partial index of embedded memories, whose
+    columns hold all they ask; prepared, their generic plans must still see it."""
+    settings = make_settings("postgres", tmp_path, request)
+    scope = Scope("bench", "ann")
+    for n in range(40):  # a store of many users: each is a small share of it
+        store_filler(settings, Scope("bench", f"other-{n}"), 50, seed=n)
+    store_filler(settings, scope, 500, seed=42)
+    with session_scope(settings.storage) as session:
+        session.execute(update(Memory).values(vector=b"\x00\x00\x80?" * 4, vector_version=1))
+    analyze(settings)
+    with session_scope(settings.storage) as session:
+        scope_vectors.scope_vectors(session, settings, scope)  # held, then one changes
+        session.execute(update(Memory).where(Memory.user_id == "ann").values(vector_version=2))
+        with statements_sent(get_engine(settings.storage)) as sent:
+            scope_vectors.scope_vectors(session, settings, scope)
+    stamp, listing = (
+        next(s for s in sent if marker in s[0] and "memories.vector," not in s[0])
+        for marker in ("sum(memories.vector_version)", "memories.vector_version \nFROM")
+    )
+    for statement, parameters in (stamp, listing):
+        plan = generic_plan(settings, statement, parameters)
+        assert "ix_memories_scope_vectors" in plan, plan
+
+
+def test_the_prepared_read_of_unextracted_turns_keeps_to_their_indexes_on_postgres(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Every recall reads the user's turns not yet extracted: prepared, its generic plan
+    must read the small indexes of pending and claimed turns, not walk the thousands of
+    turns a user of months has sent."""
+    settings = make_settings("postgres", tmp_path, request)
+    client = MemoryClient(settings, dispatch=False)
+    for n in range(40):  # a store of many users, their turns extracted long ago
+        add_turns(settings, 50, user_id=f"other-{n}")
+    add_turns(settings, 2000, user_id="ann")
+    with session_scope(settings.storage) as session:
+        session.execute(update(Turn).values(status=TurnStatus.DONE))
+    add_turns(settings, 3, start=2000, user_id="ann")  # sent since the last batch
+    with get_engine(settings.storage).connect() as conn:  # as autovacuum keeps it
+        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE turns"))
+
+    sent = _sent(settings, lambda: client.recall("message 2001", "bot", "ann"))
+
+    statement, parameters = sent_with(sent, "FROM turns")
+    plan = generic_plan(settings, statement, parameters)
+    assert "ix_turns_pending" in plan and "ix_turns_claimed" in plan, plan
