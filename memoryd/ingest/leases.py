@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from memoryd.ingest.session_lease import EXTRACTION_LEASE
+from memoryd.models.base import written_in
 from memoryd.models.db import rowcount
 from memoryd.models.dialect import for_update, greatest
 from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
@@ -116,7 +117,7 @@ def _pending_turns(
     """The session's oldest pending turns, a batch's worth at most."""
     rows = session.execute(
         select(Turn.id, Turn.role, Turn.content, Turn.created_at)
-        .where(*turns_of(key), Turn.status == TurnStatus.PENDING)
+        .where(*turns_of(key), Turn.status == written_in(TurnStatus.PENDING))
         .order_by(Turn.id)
         .limit(settings.batch_size)
     )
@@ -348,7 +349,7 @@ def recover_stranded(
     batch that kills its worker every time) is dead-lettered. Returns how many turns."""
     key = SessionKey(chat.agent_id, chat.user_id, chat.session_id)
     live = EXTRACTION_LEASE.is_live(chat, now)
-    stranded = [*turns_of(key), Turn.status == TurnStatus.CLAIMED]
+    stranded = [*turns_of(key), Turn.status == written_in(TurnStatus.CLAIMED)]
     if live:
         stranded.append(Turn.batch_id != chat.lease_batch_id)
     elif chat.lease_batch_id is not None:

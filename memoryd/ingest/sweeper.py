@@ -19,6 +19,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from memoryd.ingest.leases import lock_session, recover_stranded
 from memoryd.ingest.session_lease import EXTRACTION_LEASE
 from memoryd.llm import circuit
+from memoryd.models.base import written_in
 from memoryd.models.coordination import database_time
 from memoryd.models.db import rowcount, session_scope
 from memoryd.models.dialect import locks_rows
@@ -77,7 +78,7 @@ def stranded_sessions(session: Session, now: datetime, limit: int = 1000) -> lis
         select(Turn.agent_id, Turn.user_id, Turn.session_id)
         .join(ChatSession, turn_session())
         .where(
-            Turn.status == TurnStatus.CLAIMED,
+            Turn.status == written_in(TurnStatus.CLAIMED),
             or_(EXTRACTION_LEASE.free(now), ChatSession.lease_batch_id != Turn.batch_id),
         )
         .distinct()
@@ -95,7 +96,7 @@ def sessions_due(
     idle_before = now - timedelta(seconds=settings.flush_idle_seconds)
     pending = (
         select(Turn.agent_id, Turn.user_id, Turn.session_id, func.count().label("n"))
-        .where(Turn.status == TurnStatus.PENDING)
+        .where(Turn.status == written_in(TurnStatus.PENDING))
         .group_by(Turn.agent_id, Turn.user_id, Turn.session_id)
         .subquery()
     )
@@ -164,7 +165,9 @@ def _recount(session: Session, keys: list[SessionKey], now: datetime) -> None:
     """Sessions given turns back: recounted, marked ended (flushed at the next sweep even
     below batch_size), and no longer backing off."""
     for key in keys:
-        pending = select(func.count()).where(*turns_of(key), Turn.status == TurnStatus.PENDING)
+        pending = select(func.count()).where(
+            *turns_of(key), Turn.status == written_in(TurnStatus.PENDING)
+        )
         session.execute(
             update(ChatSession)
             .where(*session_pk(key))
@@ -221,4 +224,7 @@ def dead_letter_turns(
 ) -> list[ColumnElement[bool]]:
     """Which turns are the dead letters of an agent, a user or a session (or all): what
     is settled here and what monitoring lists."""
-    return [Turn.status == TurnStatus.FAILED, *in_sessions(Turn, agent_id, user_id, session_id)]
+    return [
+        Turn.status == written_in(TurnStatus.FAILED),
+        *in_sessions(Turn, agent_id, user_id, session_id),
+    ]

@@ -25,6 +25,7 @@ from memoryd.maintenance.usage import fold_usage
 from memoryd.memories.erasure import resume_interrupted
 from memoryd.memories.weights import archive_due, decayed, half_life_days
 from memoryd.models import key_index, tallies
+from memoryd.models.base import written_in
 from memoryd.models.db import checkpoint_sqlite, session_scope, utcnow
 from memoryd.models.dialect import for_update
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryEvent, MemoryStatus, Tier
@@ -95,8 +96,8 @@ def promote_due(
                 Memory.weight_at,
             )
             .where(
-                Memory.tier == Tier.SHORT,
-                Memory.status == MemoryStatus.ACTIVE,
+                Memory.tier == written_in(Tier.SHORT),
+                Memory.status == written_in(MemoryStatus.ACTIVE),
                 Memory.promotable_at.is_not(None),
                 Memory.access_count >= settings.promote_access_count,
             )
@@ -161,8 +162,8 @@ def expire_due(
     due = (
         select(Memory.id)
         .where(
-            Memory.tier == Tier.SHORT,
-            Memory.status == MemoryStatus.ACTIVE,
+            Memory.tier == written_in(Tier.SHORT),
+            Memory.status == written_in(MemoryStatus.ACTIVE),
             Memory.expires_at <= now,
         )
         .order_by(Memory.expires_at)
@@ -185,8 +186,8 @@ def _archive_chunk(
             session,
             select(Memory.id, Memory.weight, Memory.weight_at)
             .where(
-                Memory.tier == Tier.LONG,
-                Memory.status == MemoryStatus.ACTIVE,
+                Memory.tier == written_in(Tier.LONG),
+                Memory.status == written_in(MemoryStatus.ACTIVE),
                 Memory.archive_due_at <= now,
             )
             .order_by(Memory.archive_due_at, Memory.id)

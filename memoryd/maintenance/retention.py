@@ -30,6 +30,7 @@ from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, select, t
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from memoryd.models import batch_totals
+from memoryd.models.base import written_in
 from memoryd.models.db import rowcount
 from memoryd.models.keys import SessionKey, session_pk, turn_session, turns_of
 from memoryd.models.tables import (
@@ -147,7 +148,9 @@ def purge_batches(session: Session, settings: MemorySettings, now: datetime, lim
     if not settings.batch_retention_days:
         return 0
     cutoff = now - timedelta(days=settings.batch_retention_days)
-    shown = exists().where(Turn.batch_id == ExtractionBatch.id, Turn.status == TurnStatus.FAILED)
+    shown = exists().where(
+        Turn.batch_id == ExtractionBatch.id, Turn.status == written_in(TurnStatus.FAILED)
+    )
     removable = and_(ExtractionBatch.status != BatchStatus.RUNNING, ~shown)
     born = ExtractionBatch.started_at
     rows = _oldest(session, ExtractionBatch, born, removable, cutoff, limit)

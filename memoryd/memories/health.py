@@ -102,8 +102,8 @@ def memory_health(session: Session, now: datetime, scope: Scope | None = None) -
             session.scalar(
                 select(func.count()).where(
                     *mem_scope,
-                    Memory.status == MemoryStatus.ACTIVE,
-                    Memory.tier == Tier.SHORT,
+                    Memory.status == written_in(MemoryStatus.ACTIVE),
+                    Memory.tier == written_in(Tier.SHORT),
                     Memory.expires_at <= now + EXPIRING_WINDOW,
                 )
             )

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from memoryd.errors import InvalidState, NotFound
 from memoryd.memories import edits
 from memoryd.memories.store import promote_memory, record_event
+from memoryd.models.base import written_in
 from memoryd.models.coordination import lock_scope
 from memoryd.models.db import capped_count
 from memoryd.models.dialect import for_update
@@ -39,8 +40,8 @@ def count_queue(session: Session, settings: ExtractionSettings, cap: int) -> int
 
 def _queue(settings: ExtractionSettings) -> Select[Memory]:
     return select(Memory).where(
-        Memory.status == MemoryStatus.ACTIVE,
-        Memory.tier == Tier.SHORT,
+        Memory.status == written_in(MemoryStatus.ACTIVE),
+        Memory.tier == written_in(Tier.SHORT),
         Memory.confidence < settings.long_term_confidence,
     )
 
@@ -84,8 +85,8 @@ def expire_soon(session: Session, now: datetime, window: timedelta = EXPIRING_WI
             session,
             select(Memory)
             .where(
-                Memory.status == MemoryStatus.ACTIVE,
-                Memory.tier == Tier.SHORT,
+                Memory.status == written_in(MemoryStatus.ACTIVE),
+                Memory.tier == written_in(Tier.SHORT),
                 Memory.expires_at <= now + window,
             )
             .order_by(Memory.id)

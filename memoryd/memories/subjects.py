@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from memoryd.models.base import written_in
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Category, Memory, MemoryStatus
 
@@ -86,8 +87,10 @@ def same_key_memories(
     stmt = select(Memory).where(
         Memory.of(scope),
         Memory.name_key == key,
-        Memory.name_key != "",  # stated, so SQLite plans with the partial key index
-        Memory.status == MemoryStatus.ACTIVE,
+        # The partial key index's condition, written in the text: SQLite plans with it
+        # only when stated, a prepared statement's generic plan only when not a parameter.
+        Memory.name_key != written_in(""),
+        Memory.status == written_in(MemoryStatus.ACTIVE),
         Memory.category.in_(key_categories(category)),
     )
     if exclude:

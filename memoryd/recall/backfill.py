@@ -272,7 +272,7 @@ def coverage(settings: Settings, session: Session | None = None, embedded: bool 
     if session is None:
         with session_scope(settings.storage, readonly=True) as own:
             return coverage(settings, own, embedded)
-    active = Memory.status == MemoryStatus.ACTIVE
+    active = Memory.status == written_in(MemoryStatus.ACTIVE)
     unembedded = (active, Memory.vector.is_(None))
     model_id = vector_model.known_id(session, settings)
     refused = _refused(settings.recall, model_id)

@@ -1,0 +1,63 @@
+"""The ingest's reads of pending and claimed turns keep to their small partial indexes
+on PostgreSQL once psycopg has prepared them (testkit/plans.py): a claim in a session
+of months and the sweeper's look for stranded turns cost what is pending or in flight,
+not every turn ever sent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text, update
+
+from memoryd.ingest.sweeper import stranded_sessions
+from memoryd.models.base import TurnStatus
+from memoryd.models.conversation_tables import Turn
+from memoryd.models.coordination import database_time
+from memoryd.models.db import get_engine, session_scope
+from memoryd.settings import Settings
+from testkit.plans import generic_plan, sent_with, statements_sent
+from tests.conftest import make_settings
+from tests.factories import add_turns
+from tests.ingest.test_leases import claim, end
+
+
+def test_a_claim_in_a_session_of_months_reads_its_pending_turns_by_their_index(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    settings = _a_store_of_months(tmp_path, request)
+    end(settings)
+    with statements_sent(get_engine(settings.storage)) as sent:
+        assert claim(settings) is not None
+
+    statement, parameters = sent_with(sent, "FROM turns", "ORDER BY turns.id")
+    plan = generic_plan(settings, statement, parameters)
+    assert "ix_turns_pending" in plan, plan
+
+
+def test_the_sweepers_look_for_stranded_turns_reads_the_claimed_ones_only(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    settings = _a_store_of_months(tmp_path, request)
+    engine = get_engine(settings.storage)
+    with session_scope(settings.storage) as session, statements_sent(engine) as sent:
+        stranded_sessions(session, database_time(session))
+
+    statement, parameters = sent_with(sent, "FROM turns")
+    plan = generic_plan(settings, statement, parameters)
+    assert "ix_turns_claimed" in plan, plan
+
+
+def _a_store_of_months(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    """Forty users' turns and ann's 2,000 in one session, all extracted long ago, and
+    three of ann's sent since; the table analysed as autovacuum keeps it."""
+    settings = make_settings("postgres", tmp_path, request)
+    for n in range(40):
+        add_turns(settings, 50, user_id=f"other-{n}")
+    add_turns(settings, 2000)
+    with session_scope(settings.storage) as session:
+        session.execute(update(Turn).values(status=TurnStatus.DONE))
+    add_turns(settings, 3, start=2000)
+    with get_engine(settings.storage).connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE turns"))
+    return settings
