@@ -25,7 +25,7 @@ from memoryd.models.tables import Category
 from memoryd.recall import candidates, flow
 from memoryd.recall.as_of import checked_instant, memories_as_of, paged
 from memoryd.recall.embeddings import forget_scope
-from memoryd.recall.rank import Hit
+from memoryd.recall.hits import Hit
 from memoryd.recall.session_context import SessionContext, session_context
 from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs, parse_tool_call, recalled
 from memoryd.recall.usage import mark_referenced

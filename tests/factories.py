@@ -15,7 +15,7 @@ from memoryd.memories.store import create_memory
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Actor, Category, Memory, Turn
-from memoryd.recall.rank import Hit, ScoreParts
+from memoryd.recall.hits import Hit, ScoreParts
 from memoryd.recall.usage import log_retrieval
 from memoryd.settings import Settings
 

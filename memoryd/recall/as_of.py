@@ -30,8 +30,8 @@ from memoryd.models.keys import Scope
 from memoryd.models.schemas import MAX_PAGE, MemoryOut
 from memoryd.models.tables import Memory, MemoryEvent
 from memoryd.recall.bm25 import POINTS, term_weights
+from memoryd.recall.hits import Hit, ScoreParts
 from memoryd.recall.keyword_scan import bm25_points
-from memoryd.recall.rank import Hit, ScoreParts
 from memoryd.recall.search import ScopeStats, narrowing
 from memoryd.text import memory_search_text, query_term_counts
 

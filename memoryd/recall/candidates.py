@@ -18,7 +18,8 @@ from memoryd.models.keys import Scope
 from memoryd.recall.bm25 import bm25_ranked
 from memoryd.recall.embedders import Vectors
 from memoryd.recall.embeddings import embed_query
-from memoryd.recall.rank import Hit, recall
+from memoryd.recall.hits import Hit
+from memoryd.recall.rank import recall
 from memoryd.recall.search import ScopeStats, reused_stats, search_params
 from memoryd.settings import Settings, StorageSettings
 from memoryd.text import content_hash, query_tokens

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
 
 from memoryd.models.tables import Category
-from memoryd.recall.rank import Hit
+from memoryd.recall.hits import Hit
 from memoryd.text import estimate_tokens
 from memoryd.zones import local
 

@@ -24,8 +24,9 @@ from memoryd.recall.as_of import recall_as_of
 from memoryd.recall.context import dated
 from memoryd.recall.context import render as render_context
 from memoryd.recall.embedders import Vectors
+from memoryd.recall.hits import Hit
 from memoryd.recall.pending import embed_pending, merged, pending_hits
-from memoryd.recall.rank import Hit, recall
+from memoryd.recall.rank import recall
 from memoryd.recall.usage import log_retrieval
 from memoryd.settings import AgentDefaults, Settings
 from memoryd.text import query_term_counts, query_tokens

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from memoryd.models.keys import SessionKey, turns_of
 from memoryd.models.tables import Tier, Turn
-from memoryd.recall.rank import Hit
+from memoryd.recall.hits import Hit
 from memoryd.settings import AgentDefaults
 
 

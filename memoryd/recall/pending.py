@@ -37,7 +37,7 @@ from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
 from memoryd.recall.embedders import Vectors
 from memoryd.recall.embeddings import embed_texts, known_vectors
-from memoryd.recall.rank import Hit, ScoreParts
+from memoryd.recall.hits import Hit, ScoreParts
 from memoryd.recall.trigrams import TrigramShare
 from memoryd.settings import RecallSettings, Settings
 from memoryd.text import content_words, holds_secret, last_line

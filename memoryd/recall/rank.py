@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel
 from sqlalchemy import Executable, bindparam, select
 from sqlalchemy.orm import Session
 
@@ -26,9 +25,9 @@ from memoryd.memories.weights import MAX_WEIGHT, effective_weight
 from memoryd.models.base import readable_users
 from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
-from memoryd.models.schemas import MemoryOut
 from memoryd.models.tables import Memory, MemoryStatus
 from memoryd.recall.bm25 import bm25_ranked, term_weights
+from memoryd.recall.hits import Hit, ScoreParts, hits_read
 from memoryd.recall.intent import (
     Intent,
     asks_about_now,
@@ -63,44 +62,9 @@ EMBEDDING_POOL = 200  # nearest vectors read when category/tier filters apply
 
 
 @functools.cache
-def _hit_fields(postgres: bool) -> Executable:
-    """What a Hit shows of its memory (MemoryOut's fields), for the k hits only."""
-    return select(*MemoryOut.columns()).where(of_ids(postgres))
-
-
-@functools.cache
 def _contents(postgres: bool) -> Executable:
     """What a reranker reads of the fused list's head."""
     return select(Memory.id, Memory.content).where(of_ids(postgres))
-
-
-class ScoreParts(BaseModel):
-    keyword_rank: int | None
-    bm25: float | None = None
-    similarity: float
-    embedding: float | None
-    fused: float
-    strength: float
-    recency: float
-    confidence: float
-    key: float = 0.0  # 1 when the question names the memory's subject key
-    intent: float = 0.0  # 1 when the memory is of the kind the question asks for
-    spread: float = 0.0  # given up for its conversation's memories above it (spread.py)
-    rerank: float | None = None  # the reranker's relevance, when one ordered this hit
-
-
-class Hit(MemoryOut):
-    score: float
-    parts: ScoreParts
-    # A turn not yet extracted that matches (recall/pending.py): not a memory yet.
-    pending: bool = False
-    turn_key: str | None = None
-
-    @property
-    def placed_by(self) -> float:
-        """What recall placed it by: its score, less what it gave up for the memories of
-        its conversation above it (spread.py). Lists built from hits keep that order."""
-        return self.score - self.parts.spread
 
 
 def recall(
@@ -395,7 +359,7 @@ def _hits(
     """The top memories as Hits, their whole rows read."""
     if not top:
         return []
-    hit_fields = _hit_fields(not is_sqlite(session))
+    hit_fields = hits_read(not is_sqlite(session))
     loaded = session.connection().execute(hit_fields, {"ids": [mid for _, mid, _ in top]})
     memories = {row.id: row for row in loaded}
     bm25, similarity = dict(lists.keyword), dict(lists.trigram)

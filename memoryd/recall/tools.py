@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from memoryd.errors import field_errors
 from memoryd.memories.checks import not_blank
 from memoryd.models.tables import Category
-from memoryd.recall.rank import Hit
+from memoryd.recall.hits import Hit
 
 
 class MemorySaveArgs(BaseModel):

@@ -15,7 +15,7 @@ from memoryd.models.bulk import write_rows
 from memoryd.models.db import is_sqlite
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryUsage
-from memoryd.recall.rank import Hit
+from memoryd.recall.hits import Hit
 from memoryd.settings import MemorySettings, RecallSettings, Settings
 from memoryd.text import search_tokens
 

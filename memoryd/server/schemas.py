@@ -13,7 +13,7 @@ from memoryd.models.checks import check_text
 from memoryd.models.schemas import Ident, MemoryOut, TurnIn
 from memoryd.models.tables import Category, Tier
 from memoryd.recall.as_of import Moment
-from memoryd.recall.rank import Hit
+from memoryd.recall.hits import Hit
 from memoryd.recall.session_context import SessionContext
 
 # The largest integer every JSON reader holds exactly (JavaScript's numbers are doubles).

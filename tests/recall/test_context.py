@@ -21,7 +21,7 @@ from memoryd.client import MemoryClient
 from memoryd.models.db import utcnow
 from memoryd.models.tables import Category
 from memoryd.recall.context import FOOTER, HEADER, relative_day, render
-from memoryd.recall.rank import Hit
+from memoryd.recall.hits import Hit
 from memoryd.settings import Settings
 from memoryd.text import estimate_tokens
 from tests.factories import FIRST_PARTS, make_memory

@@ -93,8 +93,8 @@ def test_secrets_and_the_question_itself_are_not_shown_back(settings: Settings) 
 def test_pending_turns_keep_the_memories_order_and_are_never_reinforced(
     settings: Settings,
 ) -> None:
+    from memoryd.recall.hits import Hit, ScoreParts
     from memoryd.recall.pending import merged
-    from memoryd.recall.rank import Hit, ScoreParts
 
     def hit(id_: int, score: float, pending: bool = False) -> Hit:
         parts = ScoreParts(keyword_rank=None, similarity=0, embedding=None, fused=0,

@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session
 
 from memoryd.models.db import utcnow
 from memoryd.models.keys import Scope
-from memoryd.recall.rank import Hit, recall
+from memoryd.recall.hits import Hit
+from memoryd.recall.rank import recall
 from memoryd.recall.rerank import RERANK_FAILURES
 from memoryd.server.metrics import metrics_registry, render
 from memoryd.settings import Settings
