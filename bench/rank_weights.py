@@ -5,8 +5,8 @@ not see.
 
 Protocol: bench/quality.py's replay on SQLite (each user's facts remembered in time
 order, each question recalled where the data asks it), without and with the local
-model. Beside each question's recall, a read-only rank.recall keeps its first
-CANDIDATES memories with their signals (ScoreParts), unchanged by that read. A question's
+model. Before each question's recall, a read-only rank.recall keeps its first
+CANDIDATES memories with their signals (ScoreParts), as that recall meets them. A question's
 candidates are then ordered again by a weighed sum of those signals, the fused lists'
 weight held at 1 and the conversation spread as recall gave it; the weights, started at
 the defaults (0 for the signals recall does not weigh alone: the cosine, the trigram
@@ -18,10 +18,12 @@ the other. A fit can only reorder what the defaults placed in the first CANDIDAT
     .venv/bin/python bench/rank_weights.py [--datasets realmem,madial_zh,madial_en]
         [--no-local]
 
-Per dataset and configuration: held-out hit@5 with the defaults and with the fitted
-weights; the weights fitted on RealMem's training users, on every question of the
-dataset (recall has one set of weights for every user); and the fit's own hit@5 over
-every user (in-sample, what a fit to the data could reach). One JSON line at the end.
+Per dataset and configuration, over the held-out users' questions (RealMem's five,
+MADial's all): hit@5 with the defaults and with the weights fitted without them; with
+the weights fitted on RealMem's training users (recall has one set of weights for every
+user); and with weights fitted to every user, those scored among them (in-sample, what
+this fit reaches knowing the answers); and the weights fitted without the held-out users
+(RealMem's; MADial's last fold's). One JSON line at the end.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -40,7 +42,7 @@ from numpy.typing import NDArray
 
 from bench.common import emit
 from bench.quality_memoryd import AGENT, ReplayStore
-from bench.quality_plan import DATASETS, Question, make_plan
+from bench.quality_plan import DATASETS, REALMEM_USERS, Question, make_plan
 
 CANDIDATES = 50
 K = 5
@@ -62,20 +64,31 @@ STEPS = (-0.2, -0.1, -0.05, -0.02, 0.02, 0.05, 0.1, 0.2)
 ROUNDS = 3
 
 
-class Asked:
+class Asked(NamedTuple):
     """One question's candidates: their signals (a row each) and which are gold."""
 
-    def __init__(self, user: str, signals: NDArray[np.float64], gold: NDArray[np.bool_]):
-        self.user, self.signals, self.gold = user, signals, gold
+    user: str
+    signals: NDArray[np.float64]
+    gold: NDArray[np.bool_]
 
 
 class RecordingStore(ReplayStore):
-    """bench/quality.py's replay, each question's candidates kept beside its recall."""
+    """bench/quality.py's replay, each question's candidates kept as its recall meets
+    them: after the scope's new memories are embedded, before the recall reinforces
+    what it returns."""
 
-    asked: list[Asked]
+    def __init__(self, stack: ExitStack, database: str, local: bool) -> None:
+        super().__init__(stack, database, local)
+        self.asked: list[Asked] = []
 
     def _recall(self, user: str, question: Question, index: int, got: dict[str, Any]) -> None:
+        from memoryd.models.keys import Scope
+
+        self._fill(Scope(AGENT, user))
+        self.asked.append(self._candidates(user, question))
         super()._recall(user, question, index, got)
+
+    def _candidates(self, user: str, question: Question) -> Asked:
         from memoryd.models.db import session_scope, utcnow
         from memoryd.models.keys import Scope
         from memoryd.recall import embeddings
@@ -94,7 +107,7 @@ class RecordingStore(ReplayStore):
         rows = [[(p[s] or 0.0) / (best if s == "bm25" else 1.0) for s in SIGNALS] for p in parts]
         gold = [bool(question.gold & self.sources.get(hit.id, set())) for hit in hits]
         signals = np.array(rows, dtype=float).reshape(len(rows), len(SIGNALS))
-        self.asked.append(Asked(user, signals, np.array(gold, dtype=bool)))
+        return Asked(user, signals, np.array(gold, dtype=bool))
 
 
 def recorded(name: str, local: bool) -> list[Asked]:
@@ -103,18 +116,25 @@ def recorded(name: str, local: bool) -> list[Asked]:
 
     with ExitStack() as stack:
         store = RecordingStore(stack, "sqlite", local)
-        store.asked = []
         store.ask(make_plan(name, None, None))
         dispose_engines()
     return store.asked
 
 
 def defaults() -> NDArray[np.float64]:
+    """Recall's weights, in SIGNALS' order: 0 for the signals it does not weigh alone."""
     from memoryd.settings import Settings
 
     recall = Settings().recall
-    weights = {s: getattr(recall, f"rank_weight_{s}", 0.0) for s in SIGNALS}
-    weights.update(fused=recall.rank_weight_match, spread=-1.0)
+    weights = dict.fromkeys(SIGNALS, 0.0) | {
+        "fused": recall.rank_weight_match,
+        "strength": recall.rank_weight_strength,
+        "recency": recall.rank_weight_recency,
+        "confidence": recall.rank_weight_confidence,
+        "key": recall.rank_weight_key,
+        "intent": recall.rank_weight_intent,
+        "spread": -1.0,  # what spread.py took off, as it took it
+    }
     return np.array([weights[s] for s in SIGNALS])
 
 
@@ -145,31 +165,29 @@ def fitted(asked: list[Asked], start: NDArray[np.float64]) -> NDArray[np.float64
 def held_out_users(name: str, users: list[str]) -> list[list[str]]:
     """The folds: RealMem's bench users as one, each MADial user alone."""
     if name == "realmem":
-        return [[u.user for u in make_plan("realmem", None, 5).users]]
+        return [[u.user for u in make_plan("realmem", None, REALMEM_USERS).users]]
     return [[user] for user in users]
 
 
 def measure(name: str, asked: list[Asked]) -> dict[str, Any]:
-    """Held-out hit@5 with the defaults and fitted, the in-sample fit's, and the weights
-    fitted without the held-out users (the last fold's)."""
+    """Over the held-out users' questions: hit@5 with the defaults, with the weights
+    fitted without them, and with the weights fitted with everyone (in-sample). And
+    the weights fitted without the held-out users (the last fold's: RealMem has one)."""
     start = defaults()
-    users = sorted({a.user for a in asked})
-    default_hits = fitted_hits = tested = 0
-    for held in held_out_users(name, users):
-        train = [a for a in asked if a.user not in held]
+    held_out = held_out_users(name, sorted({a.user for a in asked}))
+    default_hits = fitted_hits = 0
+    for held in held_out:
+        weights = fitted([a for a in asked if a.user not in held], start)
         test = [a for a in asked if a.user in held]
-        weights = fitted(train, start)
         default_hits += hits(test, start)
         fitted_hits += hits(test, weights)
-        tested += len(test)
-    in_sample = fitted(asked, start)
+    tested = [a for a in asked if any(a.user in held for held in held_out)]
     return {
-        "questions": tested,
-        "defaults": default_hits / tested,
-        "fitted": fitted_hits / tested,
-        "in_sample": hits(asked, in_sample) / len(asked),
+        "questions": len(tested),
+        "defaults": default_hits / len(tested),
+        "fitted": fitted_hits / len(tested),
+        "in_sample": hits(tested, fitted(asked, start)) / len(tested),
         "weights": weights,
-        "in_sample_weights": in_sample,
     }
 
 
@@ -177,7 +195,7 @@ def report(name: str, model: str, got: dict[str, Any], figures: dict[str, float]
     """One row of the table; its figures into `figures`."""
     across = got.get("realmem_fit")
     weights = " ".join(
-        f"{s}={w:g}" for s, w in zip(SIGNALS, np.round(got["in_sample_weights"], 2), strict=True)
+        f"{s}={w:g}" for s, w in zip(SIGNALS, np.round(got["weights"], 2), strict=True)
     )
     print(
         f"{name:<10} {model:<6} {got['questions']:>8} {got['defaults']:>9.3f} "
@@ -194,9 +212,9 @@ def main() -> None:
     parser.add_argument("--datasets", type=lambda s: s.split(","), default=list(DATASETS))
     parser.add_argument("--no-local", action="store_true", help="without the local model")
     args = parser.parse_args()
-    started, figures = time.perf_counter(), {}
+    started, figures = time.perf_counter(), dict[str, float]()
     print(f"{'dataset':<10} {'model':<6} {'held out':>8} {'defaults':>9} {'fitted':>7} "
-          f"{'RealMem fit':>11} {'in-sample':>9}  in-sample weights")  # fmt: skip
+          f"{'RealMem fit':>11} {'in-sample':>9}  fitted without the held-out users")  # fmt: skip
     for local in (False,) if args.no_local else (False, True):
         asked = {name: recorded(name, local) for name in args.datasets}
         got = {name: measure(name, questions) for name, questions in asked.items()}
