@@ -189,7 +189,7 @@ def _purge_memories(
     cutoff = now - timedelta(days=days)
     due = (
         select(Memory.id)
-        .where(Memory.status == status, since < cutoff)
+        .where(Memory.status == written_in(status), since < cutoff)
         .order_by(since)
         .limit(limit)
     )

@@ -38,6 +38,7 @@ from memoryd.memories.store import (
     supersede_memory,
 )
 from memoryd.memories.subjects import SAME_KEY_LIMIT, key_categories, key_for
+from memoryd.models.base import written_in
 from memoryd.models.dialect import for_update
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Actor, EventKind, Memory, MemoryStatus
@@ -153,7 +154,11 @@ def _read_in_order(run: _Run, facts: Sequence[Fact]) -> None:
         Memory.content_hash.in_({content_hash(f.content) for f in facts})
     ]
     alike += [
-        and_(Memory.name_key == key, Memory.category.in_(key_categories(f.category)))
+        and_(
+            Memory.name_key == key,
+            Memory.name_key != written_in(""),  # the partial key index's condition
+            Memory.category.in_(key_categories(f.category)),
+        )
         for f in facts
         if (key := key_for(f.name, f.content))
     ]
@@ -162,7 +167,8 @@ def _read_in_order(run: _Run, facts: Sequence[Fact]) -> None:
         .where(
             Memory.of(run.scope),
             or_(
-                Memory.id.in_(sorted(ids)), and_(Memory.status == MemoryStatus.ACTIVE, or_(*alike))
+                Memory.id.in_(sorted(ids)),
+                and_(Memory.status == written_in(MemoryStatus.ACTIVE), or_(*alike)),
             ),
         )
         .order_by(Memory.id)

@@ -12,12 +12,14 @@ from sqlalchemy import (
     DateTime,
     Integer,
     MetaData,
+    String,
     and_,
     bindparam,
+    literal_column,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped
-from sqlalchemy.sql.elements import BindParameter, ColumnElement
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets a bigint identity.
@@ -34,11 +36,15 @@ NAMING_CONVENTION = {
 SHARED_USER = "*"  # user_id of an agent's shared workspace scope, readable by all its users
 
 
-def written_in(value: str) -> BindParameter[str]:
-    """`value` written into the statement's text instead of sent as a parameter: a status
-    compared with it lets a prepared statement's generic plan still read the partial
-    index of that status (PostgreSQL cannot prove the index's predicate from a `$1`)."""
-    return bindparam(None, value, literal_execute=True)
+def written_in(value: str) -> ColumnElement[str]:
+    """`value`, a constant of the code's own (a status, a tier, ""), written into the
+    statement's text instead of sent as a parameter: a status compared with it lets a
+    prepared statement's generic plan still read the partial index of that status
+    (PostgreSQL cannot prove the index's predicate from a `$1`). A quoted literal, so
+    the statement compiles once (a literal bound parameter is rendered at each run)."""
+    if "'" in value or "\\" in value:
+        raise ValueError(f"not a constant to write in a statement: {value!r}")
+    return literal_column(f"'{value}'", String)
 
 
 class ScopeLike(Protocol):

@@ -142,7 +142,7 @@ class Memory(Scoped, Base):
             postgresql_where=text("status = 'active' AND vector IS NOT NULL"),
             sqlite_where=text("status = 'active' AND vector IS NOT NULL"),
         ),
-        # Deleted memories whose text is due for purging (memories/erasure.py).
+        # Deleted memories due for purging (maintenance/retention.py::purge_deleted).
         Index(
             "ix_memories_deleted",
             "updated_at",

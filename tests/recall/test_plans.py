@@ -25,7 +25,7 @@ from memoryd.recall.trigrams import prefixes
 from memoryd.settings import Settings
 from memoryd.text import query_tokens
 from testkit.databases import scratch_database
-from testkit.plans import generic_plan, sent_with, statements_sent
+from testkit.plans import generic_plan, indexes_read, sent_with, statements_sent
 from tests.conftest import make_settings
 from tests.factories import add_turns
 
@@ -224,4 +224,7 @@ def test_the_prepared_read_of_unextracted_turns_keeps_to_their_indexes_on_postgr
 
     statement, parameters = sent_with(sent, "FROM turns")
     plan = generic_plan(settings, statement, parameters)
-    assert "ix_turns_pending" in plan and "ix_turns_claimed" in plan, plan
+    # Either index of pending turns (the backlog's is chosen while it is this small).
+    pending = {"ix_turns_pending", "ix_turns_pending_received"}
+    read = indexes_read(plan)
+    assert read & pending and read <= pending | {"ix_turns_claimed"}, plan
