@@ -21,9 +21,9 @@ the other. A fit can only reorder what the defaults placed in the first CANDIDAT
 Per dataset and configuration, over the held-out users' questions (RealMem's five,
 MADial's all): hit@5 with the defaults and with the weights fitted without them; with
 the weights fitted on RealMem's training users (recall has one set of weights for every
-user); and with weights fitted to every user, those scored among them (in-sample, what
-this fit reaches knowing the answers); and the weights fitted without the held-out users
-(RealMem's; MADial's last fold's). One JSON line at the end.
+user); and with weights fitted to those very questions (in-sample, what this fit reaches
+knowing the answers); and the weights fitted without the held-out users (RealMem's;
+MADial's last fold's). One JSON line at the end.
 """
 
 from __future__ import annotations
@@ -171,11 +171,13 @@ def held_out_users(name: str, users: list[str]) -> list[list[str]]:
 
 def measure(name: str, asked: list[Asked]) -> dict[str, Any]:
     """Over the held-out users' questions: hit@5 with the defaults, with the weights
-    fitted without them, and with the weights fitted with everyone (in-sample). And
-    the weights fitted without the held-out users (the last fold's: RealMem has one)."""
+    fitted without them, and with weights fitted to those very questions (in-sample).
+    And the weights fitted without the held-out users (the last fold's: RealMem has
+    one)."""
     start = defaults()
     held_out = held_out_users(name, sorted({a.user for a in asked}))
     default_hits = fitted_hits = 0
+    weights = start
     for held in held_out:
         weights = fitted([a for a in asked if a.user not in held], start)
         test = [a for a in asked if a.user in held]
@@ -186,7 +188,7 @@ def measure(name: str, asked: list[Asked]) -> dict[str, Any]:
         "questions": len(tested),
         "defaults": default_hits / len(tested),
         "fitted": fitted_hits / len(tested),
-        "in_sample": hits(tested, fitted(asked, start)) / len(tested),
+        "in_sample": hits(tested, fitted(tested, start)) / len(tested),
         "weights": weights,
     }
 
