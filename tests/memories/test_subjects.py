@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import timedelta
+from pathlib import Path
 
+import pytest
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
@@ -14,10 +16,12 @@ from memoryd.maintenance.retention import purge_deleted
 from memoryd.memories.erasure import erase
 from memoryd.memories.store import set_content
 from memoryd.models import key_index
-from memoryd.models.db import session_scope, utcnow
+from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import KeyAlias, Memory, MemoryStatus, SubjectKey
 from memoryd.settings import Settings
+from testkit.plans import sent_with, statements_sent
+from tests.conftest import make_settings
 from tests.factories import make_memory
 
 ANN = Scope("bot", "ann")
@@ -133,3 +137,20 @@ def test_the_keys_offered_put_those_relevant_to_the_turns_first() -> None:
     assert offered[:2] == ["home city", "favourite band"]  # a found memory's, then by words
     assert offered[2] == "topic 0"  # then the most used
     assert len(offered) < len(keys)  # within the budget
+
+
+def test_a_fold_reads_its_changes_through_the_index_of_unfolded_rows(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A fold costs the changes since the last one, not the store's keys: SQLite uses the
+    partial index only when the statement states its condition as the index does."""
+    settings = make_settings("sqlite", tmp_path, request)
+    engine = get_engine(settings.storage)
+    with session_scope(settings.storage) as db, statements_sent(engine) as sent:
+        noted(db, settings, "pet", 1)
+        db.flush()
+        key_index.fold(db, 1000)
+    statement, parameters = sent_with(sent, "FROM subject_keys", "ORDER BY subject_keys.id")
+    with engine.connect() as conn:
+        plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
+    assert "USING INDEX ix_subject_keys_unfolded" in str(plan), plan
