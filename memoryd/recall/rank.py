@@ -55,15 +55,13 @@ from memoryd.settings import RecallSettings, Settings
 from memoryd.text import last_line_terms, query_term_counts
 
 EMBEDDING_POOL = 200  # nearest vectors read when category/tier filters apply
-# Statements every recall runs, built once per database and read as plain rows:
-# building them and loading ORM objects each time cost about 1.3 ms a recall on top of
-# the queries. Their ids are one array on PostgreSQL (search.listed), so a statement is
-# prepared once whatever the number of ids.
 
 
 @functools.cache
 def _contents(postgres: bool) -> Executable:
-    """What a reranker reads of the fused list's head."""
+    """What a reranker reads of the fused list's head. Recall's statements are built once
+    (per shape and database) and read as plain rows: building them and loading ORM
+    objects each time cost about 1.3 ms a recall on top of the queries."""
     return select(Memory.id, Memory.content).where(of_ids(postgres))
 
 

@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
 from sqlalchemy.sql.selectable import CompoundSelect, TableValuedAlias
+from sqlalchemy.types import TypeEngine
 
 from memoryd.memo import RecentMemo
 from memoryd.models.base import readable_users
@@ -224,7 +225,10 @@ def scope_rows(session: Session, params: Mapping[str, Any]) -> Sequence[Any]:
 
 
 def listed(
-    column: InstrumentedAttribute[Any], name: str, postgres: bool, item: Any = String
+    column: InstrumentedAttribute[Any],
+    name: str,
+    postgres: bool,
+    item: type[TypeEngine[Any]] = String,
 ) -> ColumnElement[bool]:
     """`column` is one of the values of the list parameter `name` (of `item`s). On
     PostgreSQL one array parameter: the statement's text is the same whatever the list's
