@@ -5,14 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from memoryd.ingest.buffer import ingest
 from memoryd.maintenance.usage import fold_chunk
 from memoryd.memories.proposals import Fact
 from memoryd.memories.store import create_memory
-from memoryd.models.db import utcnow
+from memoryd.models.base import TurnStatus
+from memoryd.models.db import get_engine, session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Actor, Category, Memory, Turn
 from memoryd.recall.hits import Hit, ScoreParts
@@ -90,3 +91,17 @@ def retrieve(session: Session, settings: Settings, memories: list[Memory], now: 
     scope = Scope(memories[0].agent_id, memories[0].user_id)
     log_retrieval(session, settings.recall, scope, hits, "what do you remember", None, now)
     fold_chunk(session, settings.memories)
+
+
+def turns_of_months(settings: Settings) -> None:
+    """A PostgreSQL store of months: forty users' turns and ann's 2,000 in one session
+    (bot/ann/s1), all extracted long ago, and three of ann's sent since; the table
+    analysed as autovacuum keeps it."""
+    for n in range(40):
+        add_turns(settings, 50, user_id=f"other-{n}")
+    add_turns(settings, 2000)
+    with session_scope(settings.storage) as session:
+        session.execute(update(Turn).values(status=TurnStatus.DONE))
+    add_turns(settings, 3, start=2000)
+    with get_engine(settings.storage).connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE turns"))

@@ -8,24 +8,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text, update
 
 from memoryd.ingest.sweeper import stranded_sessions
-from memoryd.models.base import TurnStatus
-from memoryd.models.conversation_tables import Turn
 from memoryd.models.coordination import database_time
 from memoryd.models.db import get_engine, session_scope
-from memoryd.settings import Settings
 from testkit.plans import generic_plan, indexes_read, sent_with, statements_sent
 from tests.conftest import make_settings
-from tests.factories import add_turns
+from tests.factories import turns_of_months
 from tests.ingest.test_leases import claim, end
 
 
 def test_a_claim_in_a_session_of_months_reads_its_pending_turns_by_their_index(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    settings = _a_store_of_months(tmp_path, request)
+    settings = make_settings("postgres", tmp_path, request)
+    turns_of_months(settings)
     end(settings)
     with statements_sent(get_engine(settings.storage)) as sent:
         assert claim(settings) is not None
@@ -40,7 +37,8 @@ def test_a_claim_in_a_session_of_months_reads_its_pending_turns_by_their_index(
 def test_the_sweepers_look_for_stranded_turns_reads_the_claimed_ones_only(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    settings = _a_store_of_months(tmp_path, request)
+    settings = make_settings("postgres", tmp_path, request)
+    turns_of_months(settings)
     engine = get_engine(settings.storage)
     with session_scope(settings.storage) as session, statements_sent(engine) as sent:
         stranded_sessions(session, database_time(session))
@@ -49,18 +47,3 @@ def test_the_sweepers_look_for_stranded_turns_reads_the_claimed_ones_only(
     plan = generic_plan(settings, statement, parameters)
     read = indexes_read(plan)
     assert "ix_turns_claimed" in read and "seq scan of turns" not in read, plan
-
-
-def _a_store_of_months(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
-    """Forty users' turns and ann's 2,000 in one session, all extracted long ago, and
-    three of ann's sent since; the table analysed as autovacuum keeps it."""
-    settings = make_settings("postgres", tmp_path, request)
-    for n in range(40):
-        add_turns(settings, 50, user_id=f"other-{n}")
-    add_turns(settings, 2000)
-    with session_scope(settings.storage) as session:
-        session.execute(update(Turn).values(status=TurnStatus.DONE))
-    add_turns(settings, 3, start=2000)
-    with get_engine(settings.storage).connect() as conn:
-        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE turns"))
-    return settings

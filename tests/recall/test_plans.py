@@ -15,8 +15,7 @@ from sqlalchemy import text, update
 
 from bench.replacement import analyze, store_filler
 from memoryd.client import MemoryClient
-from memoryd.models.base import TurnStatus, readable_users
-from memoryd.models.conversation_tables import Turn
+from memoryd.models.base import readable_users
 from memoryd.models.db import get_engine, session_scope
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory
@@ -27,7 +26,7 @@ from memoryd.text import query_tokens
 from testkit.databases import scratch_database
 from testkit.plans import generic_plan, indexes_read, sent_with, statements_sent
 from tests.conftest import make_settings
-from tests.factories import add_turns
+from tests.factories import turns_of_months
 
 QUESTION = "Which marathon training plan and vegetarian recipes did the dentist recommend?"
 
@@ -211,14 +210,7 @@ def test_the_prepared_read_of_unextracted_turns_keeps_to_their_indexes_on_postgr
     turns a user of months has sent."""
     settings = make_settings("postgres", tmp_path, request)
     client = MemoryClient(settings, dispatch=False)
-    for n in range(40):  # a store of many users, their turns extracted long ago
-        add_turns(settings, 50, user_id=f"other-{n}")
-    add_turns(settings, 2000, user_id="ann")
-    with session_scope(settings.storage) as session:
-        session.execute(update(Turn).values(status=TurnStatus.DONE))
-    add_turns(settings, 3, start=2000, user_id="ann")  # sent since the last batch
-    with get_engine(settings.storage).connect() as conn:  # as autovacuum keeps it
-        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE turns"))
+    turns_of_months(settings)
 
     sent = _sent(settings, lambda: client.recall("message 2001", "bot", "ann"))
 
