@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from memoryd.memories.synonyms import asked_slot_keys
 from memoryd.models.base import written_in
 from memoryd.models.db import is_sqlite
-from memoryd.models.tables import Category, Memory, MemoryStatus
+from memoryd.models.tables import Category, Memory
 from memoryd.recall.search import (
     LIST_LIMIT,
     SCORING_COLUMNS,
@@ -126,11 +126,7 @@ def _keyed(categories: bool, tiers: bool, postgres: bool) -> Executable:
     (tests/recall/test_plans.py). PostgreSQL reads each user's keys by index
     (search.each_user); SQLite keeps the users in one list, since over a union it walks
     each user's every memory in the scope index's date order instead."""
-    keyed = (
-        listed(Memory.name_key, "keys", postgres),
-        Memory.name_key != written_in(""),
-        Memory.status == written_in(MemoryStatus.ACTIVE),
-    )
+    keyed = (listed(Memory.name_key, "keys", postgres), Memory.name_key != written_in(""))
     by_key = select(*SCORING_COLUMNS).where(*keyed)
     if postgres:
         return newest_in_scope(by_key, categories, tiers, LIST_LIMIT)

@@ -33,7 +33,7 @@ from sqlalchemy.sql.selectable import CompoundSelect, TableValuedAlias
 from sqlalchemy.types import TypeEngine
 
 from memoryd.memo import RecentMemo
-from memoryd.models.base import readable_users
+from memoryd.models.base import readable_users, written_in
 from memoryd.models.keys import Scope
 from memoryd.models.tables import Memory, MemoryStatus
 
@@ -132,8 +132,12 @@ def shape(params: Mapping[str, Any]) -> tuple[bool, bool]:
 
 def scope_filters(categories: bool, tiers: bool) -> list[ColumnElement[bool]]:
     """An active memory of the agent, of those categories and tiers: each_user's
-    conditions beside the user's."""
-    where = [Memory.agent_id == bindparam("agent"), Memory.status == MemoryStatus.ACTIVE]
+    conditions beside the user's. The status written in the text, so a statement that
+    reads a partial index of active memories (the key read) still can once prepared."""
+    where = [
+        Memory.agent_id == bindparam("agent"),
+        Memory.status == written_in(MemoryStatus.ACTIVE),
+    ]
     return where + narrowing_parameters(categories, tiers)
 
 
