@@ -93,9 +93,10 @@ def retrieve(session: Session, settings: Settings, memories: list[Memory], now: 
     fold_chunk(session, settings.memories)
 
 
-def turns_of_months(settings: Settings) -> None:
+def turns_of_months(settings: Settings, backlog: int = 0) -> None:
     """A PostgreSQL store of months: forty users' turns and ann's 2,000 in one session
-    (bot/ann/s1), all extracted long ago, and three of ann's sent since; the table
+    (bot/ann/s1), all extracted long ago, and three of ann's sent since; with `backlog`,
+    that many turns of sixty other users waiting too (an outage, an import). The table
     analysed as autovacuum keeps it."""
     for n in range(40):
         add_turns(settings, 50, user_id=f"other-{n}")
@@ -103,5 +104,8 @@ def turns_of_months(settings: Settings) -> None:
     with session_scope(settings.storage) as session:
         session.execute(update(Turn).values(status=TurnStatus.DONE))
     add_turns(settings, 3, start=2000)
+    if backlog:
+        waiting = [turn_item(i, user_id=f"waiting-{i % 60}") for i in range(backlog)]
+        assert not ingest(settings, waiting, utcnow())[0].rejected
     with get_engine(settings.storage).connect() as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("VACUUM ANALYZE turns"))

@@ -47,6 +47,14 @@ def written_in(value: str) -> ColumnElement[str]:
     return literal_column(f"'{value}'", String)
 
 
+def written_limit(rows: int) -> ColumnElement[int]:
+    """A LIMIT of the code's own written into the statement's text: a prepared
+    statement's generic plan takes a `LIMIT $1` for a tenth of what it filters, and
+    then walked the table's primary key backward, past every row of other users, to
+    fill a read of a user's few newest rows (tests/recall/test_plans.py)."""
+    return literal_column(str(int(rows)), Integer)
+
+
 class ScopeLike(Protocol):
     """Whose rows: models.keys.Scope, a SessionKey, or anything naming agent and user."""
 

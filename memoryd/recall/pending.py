@@ -24,14 +24,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import Subquery, select, union_all
 from sqlalchemy.orm import Session
 
 from memoryd.memo import RecentMemo
 from memoryd.memories.fact_rules import slots_told
 from memoryd.memories.subjects import subject_key
 from memoryd.memories.synonyms import asked_slot_keys, slot_name
-from memoryd.models.base import TurnStatus, scope_params, written_in
+from memoryd.models.base import TurnStatus, scope_params, written_in, written_limit
 from memoryd.models.conversation_tables import Turn
 from memoryd.models.db import session_scope
 from memoryd.models.keys import Scope
@@ -50,17 +50,30 @@ PENDING_CATEGORY = "pending"
 MEANING_SHARE = 0.5
 
 _COLUMNS = (Turn.id, Turn.agent_id, Turn.user_id, Turn.turn_key, Turn.content, Turn.created_at)
-# The statuses written in the text: prepared, the read's generic plan still sees the
-# small partial indexes of pending and claimed turns, not every turn the user ever sent.
-_UNEXTRACTED = or_(
-    Turn.status == written_in(TurnStatus.PENDING), Turn.status == written_in(TurnStatus.CLAIMED)
-)
-# Every recall reads it: built once, it costs no statement building (about 1 ms a call).
+
+
+def _newest_of(status: TurnStatus) -> Subquery:
+    """The scope's newest user turns of one status, the status written in the text."""
+    return (
+        select(*_COLUMNS)
+        .where(Turn.of_bound(), Turn.status == written_in(status), Turn.role == "user")
+        .order_by(Turn.id.desc())
+        .limit(written_limit(PENDING_SCAN))
+        .subquery()
+    )
+
+
+# One read per status, joined, and the limit written in: by its generic plan (prepared,
+# the read is planned once for every scope) each keeps to its status's small partial
+# index. Once pending turns were a few tenths of the table (a backlog, an import),
+# `pending OR claimed` walked every turn the user ever sent, and a limit sent as a
+# parameter every turn of the table (tests/recall/test_plans.py). Built once: every
+# recall reads it.
+_UNEXTRACTED = union_all(
+    select(*_newest_of(TurnStatus.PENDING).c), select(*_newest_of(TurnStatus.CLAIMED).c)
+).subquery()
 _NEWEST_UNEXTRACTED = (
-    select(*_COLUMNS)
-    .where(Turn.of_bound(), _UNEXTRACTED, Turn.role == "user")
-    .order_by(Turn.id.desc())
-    .limit(PENDING_SCAN)
+    select(*_UNEXTRACTED.c).order_by(_UNEXTRACTED.c.id.desc()).limit(written_limit(PENDING_SCAN))
 )
 
 

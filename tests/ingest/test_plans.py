@@ -18,11 +18,12 @@ from tests.factories import turns_of_months
 from tests.ingest.test_leases import claim, end
 
 
+@pytest.mark.parametrize("backlog", [0, 9000], ids=["no backlog", "a backlog"])
 def test_a_claim_in_a_session_of_months_reads_its_pending_turns_by_their_index(
-    tmp_path: Path, request: pytest.FixtureRequest
+    tmp_path: Path, request: pytest.FixtureRequest, backlog: int
 ) -> None:
     settings = make_settings("postgres", tmp_path, request)
-    turns_of_months(settings)
+    turns_of_months(settings, backlog)
     end(settings)
     with statements_sent(get_engine(settings.storage)) as sent:
         assert claim(settings) is not None
@@ -32,13 +33,15 @@ def test_a_claim_in_a_session_of_months_reads_its_pending_turns_by_their_index(
     # Either index of pending turns (the backlog's is chosen while it is this small).
     read = indexes_read(plan)
     assert read and read <= {"ix_turns_pending", "ix_turns_pending_received"}, plan
+    assert read == {"ix_turns_pending"} or not backlog, plan
 
 
+@pytest.mark.parametrize("backlog", [0, 9000], ids=["no backlog", "a backlog"])
 def test_the_sweepers_look_for_stranded_turns_reads_the_claimed_ones_only(
-    tmp_path: Path, request: pytest.FixtureRequest
+    tmp_path: Path, request: pytest.FixtureRequest, backlog: int
 ) -> None:
     settings = make_settings("postgres", tmp_path, request)
-    turns_of_months(settings)
+    turns_of_months(settings, backlog)
     engine = get_engine(settings.storage)
     with session_scope(settings.storage) as session, statements_sent(engine) as sent:
         stranded_sessions(session, database_time(session))

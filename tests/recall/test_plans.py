@@ -202,21 +202,25 @@ def test_the_prepared_vector_stamp_and_listing_keep_to_their_index_on_postgres(
         assert "ix_memories_scope_vectors" in plan, plan
 
 
+@pytest.mark.parametrize("backlog", [0, 9000], ids=["no backlog", "a backlog"])
 def test_the_prepared_read_of_unextracted_turns_keeps_to_their_indexes_on_postgres(
-    tmp_path: Path, request: pytest.FixtureRequest
+    tmp_path: Path, request: pytest.FixtureRequest, backlog: int
 ) -> None:
     """Every recall reads the user's turns not yet extracted: prepared, its generic plan
     must read the small indexes of pending and claimed turns, not walk the thousands of
-    turns a user of months has sent."""
+    turns a user of months has sent, nor, when others' turns wait by the thousand, the
+    whole table: with the limit sent as a parameter, the plan then walked the table's
+    primary key backward."""
     settings = make_settings("postgres", tmp_path, request)
     client = MemoryClient(settings, dispatch=False)
-    turns_of_months(settings)
+    turns_of_months(settings, backlog)
 
     sent = _sent(settings, lambda: client.recall("message 2001", "bot", "ann"))
 
     statement, parameters = sent_with(sent, "FROM turns")
     plan = generic_plan(settings, statement, parameters)
-    # Either index of pending turns (the backlog's is chosen while it is this small).
-    pending = {"ix_turns_pending", "ix_turns_pending_received"}
     read = indexes_read(plan)
+    pending = {"ix_turns_pending", "ix_turns_pending_received"}
     assert read & pending and read <= pending | {"ix_turns_claimed"}, plan
+    # The backlog's own index only while the backlog is small: it holds every user's.
+    assert "ix_turns_pending_received" not in read or not backlog, plan
