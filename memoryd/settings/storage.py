@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
+from memoryd.errors import ConfigError
 from memoryd.settings import checks
 from memoryd.settings.part import Part
 
@@ -54,3 +55,16 @@ class StorageSettings(Part):
     @property
     def broker_folder(self) -> Path:
         return self.data_dir / "broker"
+
+    def private_folder(self, folder: Path) -> Path:
+        """`folder`, in the data folder, made if missing and readable by its owner only
+        (it holds what users said). A data folder that cannot be made is a setting's
+        mistake: one line naming it, never a traceback, nor a worker started without it."""
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise ConfigError(
+                f"MEMORYD_DATA_DIR={self.data_dir}: cannot make {folder}: {reason}"
+            ) from None
+        return folder

@@ -18,7 +18,7 @@ from celery.signals import (
 from pydantic import ValidationError
 
 from memoryd import tracing
-from memoryd.errors import DatabaseUnavailable
+from memoryd.errors import ConfigError, DatabaseUnavailable
 from memoryd.models.db import dispose_engines
 from memoryd.settings import Settings, explain, get_settings
 from memoryd.worker.bindings import remove_legacy_bindings
@@ -44,7 +44,7 @@ def make_celery(settings: Settings | None = None) -> Celery:
     else:
 
         def _configure(sender: Celery, **_kw: Any) -> None:
-            sender.conf.update(celery_config(_settings_or_exit()))
+            _configured_or_exit(sender)
 
         celery.on_configure.connect(_configure, weak=False)
     return celery
@@ -57,6 +57,17 @@ def _settings_or_exit() -> Settings:
     except ValidationError as exc:
         for line in explain(exc):
             print(f"memoryd: invalid setting: {line}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _configured_or_exit(celery: Celery) -> None:
+    """`celery` configured from the process's settings. A mistake ends the process with
+    one line: Celery logs and ignores what its signals' handlers raise, and a worker
+    left unconfigured would start on Celery's default broker, someone else's perhaps."""
+    try:
+        celery.conf.update(celery_config(_settings_or_exit()))
+    except ConfigError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
@@ -73,7 +84,7 @@ def _refuse_to_start_without_a_database(**_kw: Any) -> None:
     settings = _settings_or_exit()
     try:
         check_ready(settings, wait_seconds=settings.worker.startup_wait_seconds)
-    except DatabaseUnavailable as exc:
+    except (DatabaseUnavailable, ConfigError) as exc:
         print(f"memoryd worker: {exc}", file=sys.stderr)
         raise SystemExit(3) from None
     dispose_engines()  # no connection opened here may be shared with forked children

@@ -107,9 +107,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_concurrency": settings.worker.worker_concurrency,
     }
     if settings.storage.broker_url.startswith("filesystem://"):
-        conf["broker_transport_options"] = filesystem_options(
-            settings.storage.broker_folder, QUEUES
-        )
+        broker_folder = settings.storage.private_folder(settings.storage.broker_folder)
+        conf["broker_transport_options"] = filesystem_options(broker_folder, QUEUES)
     elif settings.storage.broker_url.startswith(("redis://", "rediss://")):
         # An unacknowledged message returns to the queue after this long.
         conf["broker_transport_options"] = {"visibility_timeout": 3600}

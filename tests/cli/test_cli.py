@@ -137,6 +137,31 @@ def test_configuration_and_database_mistakes_are_one_line(settings: Settings) ->
         assert expected in out.stderr
 
 
+def test_a_data_folder_that_cannot_be_made_stops_every_command_in_one_line(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A worker whose data folder cannot be made used to log the error, carry on
+    unconfigured and start on Celery's default broker (amqp://localhost), which may be
+    someone else's: it must end at once, naming the setting."""
+    occupied = tmp_path / "a-file"
+    occupied.write_text("not a folder")
+    env = settings_env(settings)
+    del env["MEMORYD_DATABASE_URL"]  # the embedded default, in the data folder
+    env |= {"MEMORYD_DATA_DIR": str(occupied / "data"), "MEMORYD_BROKER_URL": "filesystem://"}
+    for command in (["stats"], ["worker"], ["beat"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "memoryd", *command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        said = out.stdout + out.stderr
+        assert out.returncode != 0, (command, said)
+        assert f"memoryd: MEMORYD_DATA_DIR={occupied / 'data'}: cannot make" in out.stderr, said
+        assert "Traceback" not in said and "amqp://" not in said, (command, said)
+
+
 def test_retry_re_drives_only_the_scope_it_names(settings: Settings) -> None:
     from memoryd.models.db import session_scope
     from memoryd.models.tables import Turn, TurnStatus
