@@ -1,33 +1,37 @@
 """Rule-based extractor used when no LLM is configured: explicit statements and links only.
 
-It understands "remember that …", "I prefer …", "call me …", "I live in …", their Chinese
-counterparts, and URLs; events told as "yesterday I …" / "我昨天…", dated by their turn;
-and for the user profile: how to address the user, timezone, language and occupation.
-Everything it produces is marked `extractor: offline`.
+It understands "remember that …", "I prefer …", "call me …", "I live in …", "I'm allergic
+to …", their Chinese counterparts, and URLs; events told as "yesterday I …" / "我昨天…",
+dated by their turn; and for the user profile: how to address the user, timezone,
+language and occupation. Everything it produces is marked `extractor: offline`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import Any
 
-from memoryd.memories.fact_rules import PERSON, RULES, Rule, rx
+from memoryd.memories.fact_rules import PERSON, REQUESTS, RULES, Rule, rx
 from memoryd.memories.proposals import Fact
 from memoryd.models.profiles import ProfileUpdate
 from memoryd.models.tables import Category
 
 EXTRACTOR_NAME = "offline"
+_REQUESTS = {rule.pattern for rule in REQUESTS}
 # v2: dated episodes; v3: named slots hold one value; v4: "we relocated to", "started at";
-# v5: team lead, partner, diet, "I'm at X now"
-PROMPT_VERSION = "offline.v5"
+# v5: team lead, partner, diet, "I'm at X now"; v6: allergies, and a request to remember
+# what another rule reads is that reading alone
+PROMPT_VERSION = "offline.v6"
 
 
-def _matches(content: str) -> Iterator[tuple[Rule, dict[str, str]]]:
+def _matches(content: str) -> list[tuple[Rule, dict[str, str]]]:
     """Each rule's reading of one turn, with its groups; a value a slot-naming rule already
-    read is not read again by a later, looser one ("my lead is Raj": team lead, not "lead")."""
+    read is not read again by a later, looser one ("my lead is Raj": team lead, not "lead"),
+    and a request to remember what another rule reads is that rule's fact alone."""
     named: set[str] = set()
+    found: list[tuple[Rule, dict[str, str], re.Match[str]]] = []
     for rule in RULES:
         for match in rule.pattern.finditer(content):
             groups = {k: v.strip() for k, v in match.groupdict().items() if v}
@@ -36,7 +40,29 @@ def _matches(content: str) -> Iterator[tuple[Rule, dict[str, str]]]:
                 continue
             if rule.name:
                 named.add(value)
-            yield rule, groups
+            found.append((rule, groups, match))
+    return [(rule, groups) for rule, groups, match in found if not _restated(match, found)]
+
+
+# What a request to remember may hold besides another rule's reading and still say
+# nothing more: "remember that I am vegetarian" is the diet.
+_FILLER = rx(r"\b(?:I|I'm|am|that|and|also|now|so)\b|[\W_]+")
+
+
+def _restated(request: re.Match[str], found: list[tuple[Rule, Any, re.Match[str]]]) -> bool:
+    """Whether `request`, a "remember that …" reading, says only what one of the other
+    readings in `found` says: one sentence, one memory (the more precise reading, which
+    keeps its slot)."""
+    if request.re not in _REQUESTS:
+        return False
+    start, end = request.span("x")
+    for _rule, _groups, match in found:
+        if match.re in _REQUESTS or not start <= match.start() <= match.end() <= end:
+            continue
+        rest = request.string[start : match.start()] + request.string[match.end() : end]
+        if not _FILLER.sub("", rest):
+            return True
+    return False
 
 
 def extract_facts(

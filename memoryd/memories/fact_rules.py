@@ -63,9 +63,14 @@ _NOT_A_NAME = (
 # A person's name, capitalised whatever the pattern's case ("Jürgen Bauer", "Priya").
 PERSON = r"(?-i:(?P<x>[A-Z][\w'\-]+(?: [A-Z][\w'\-]+)?))"
 
-RULES: list[Rule] = [
+# "Remember that …": what follows, as said.
+REQUESTS: list[Rule] = [
     Rule(rx(r"\b(?:please )?remember(?: that|:)?\s+" + _END), "{x}", Category.USER, "", 0.95),
     Rule(rx(r"(?:请)?记住[:：,，]?\s*" + _END), "{x}", Category.USER, "", 0.95),
+]
+
+RULES: list[Rule] = [
+    *REQUESTS,
     Rule(
         rx(r"\bcall me\s+(?P<x>[\w\- ]{1,40}?)(?=[.!?,]|$)"),
         "Wants to be called {x}",
@@ -266,6 +271,15 @@ RULES: list[Rule] = [
         "diet",
         0.9,
     ),
+    # Allergies are many: each is kept, none retires another.
+    Rule(
+        rx(r"\bI(?:'m| am)\b[^.!?\n]{0,40}?\ballergic to\s+" + _END),
+        "Allergic to {x}",
+        Category.USER,
+        "",
+        0.9,
+    ),
+    Rule(rx(r"我对(?P<x>[^，。！？,.!?\s]{1,12}?)过敏"), "对{x}过敏", Category.USER, "", 0.9),
     Rule(
         rx(r"(?:在搞|改成了?|换成了?|开始|在吃|坚持)(?P<x>[^，。！？,.!?\s]{2,6}?)饮食"),
         "饮食方式是{x}饮食",

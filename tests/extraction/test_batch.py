@@ -70,7 +70,7 @@ def test_offline_extractor_marks_its_output(settings: Settings, db: Session) -> 
     assert {m.content for m in rows} == {"Wants to be called Sam", "喜欢爬山"}
     assert all(m.metadata_ == {"extractor": "offline"} for m in rows)
     batch = db.scalars(select(ExtractionBatch)).one()
-    assert (batch.extractor, batch.prompt_version) == ("offline", "offline.v5")
+    assert (batch.extractor, batch.prompt_version) == ("offline", "offline.v6")
 
 
 def test_exact_and_near_duplicates_confirm_instead_of_adding(

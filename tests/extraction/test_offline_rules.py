@@ -99,3 +99,36 @@ def test_look_alikes_are_left_alone(said: str) -> None:
     named = {f.name for f in extract_facts([("user", said)], {}) if f.single}
     looked_alike = {"employer", "team lead", "preferred name", "home city", "partner"}
     assert not {n for n in named if n in looked_alike or n.startswith("favourite")}, named
+
+
+@pytest.mark.parametrize(
+    ("said", "read"),
+    [
+        ("I'm vegan and allergic to peanuts.", ["Diet is vegan", "Allergic to peanuts"]),
+        ("I am severely allergic to shellfish.", ["Allergic to shellfish"]),
+        ("我对花生过敏，别推荐花生酱。", ["对花生过敏"]),
+    ],
+)
+def test_each_allergy_is_kept_as_the_users_own(said: str, read: list[str]) -> None:
+    facts = extract_facts([("user", said)], {})
+    assert [f.content for f in facts] == read
+    allergies = [f for f in facts if f.content.startswith(("Allergic to", "对"))]
+    assert allergies and not any(f.single for f in allergies)
+
+
+@pytest.mark.parametrize(
+    ("said", "read"),
+    [
+        ("Please remember that I am vegetarian.", ["Diet is vegetarian"]),
+        ("Remember: call me Bob", ["Wants to be called Bob"]),
+        ("请记住我对花生过敏", ["对花生过敏"]),
+        # The request says more than the precise reading: both stay.
+        (
+            "Please remember that I am vegetarian on weekdays only.",
+            ["I am vegetarian on weekdays only", "Diet is vegetarian"],
+        ),
+        ("Remember that my locker code is 4412.", ["My locker code is 4412"]),
+    ],
+)
+def test_a_request_to_remember_what_a_rule_reads_is_one_memory(said: str, read: list[str]) -> None:
+    assert [f.content for f in extract_facts([("user", said)], {})] == read
