@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from memoryd.cli.parsing import port
 from memoryd.cli.serve import AddCommand
 from memoryd.llm import local_model
 from memoryd.llm.local_server import ServeOptions, serve_forever
@@ -54,7 +55,7 @@ def add_command(add: AddCommand) -> None:
     )
     defaults = ServeOptions(Path(), "")
     serve.add_argument("--host", default=defaults.host, help="(default: %(default)s)")
-    serve.add_argument("--port", type=int, default=defaults.port, help="(default: %(default)s)")
+    serve.add_argument("--port", type=port, default=defaults.port, help="(default: %(default)s)")
     serve.add_argument(
         "--threads", type=int, default=defaults.threads, help="CPU threads (default: %(default)s)"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memoryd.cli.parsing import port
 from memoryd.cli.serve import AddCommand
 from memoryd.server.keys import KeyCache
 from memoryd.settings import ServerSettings, Settings
@@ -58,4 +59,4 @@ def add_command(add: AddCommand) -> None:
     p = add("mcp", cmd_mcp, "serve the memory tools over MCP (stdio; --http: streamable HTTP)")
     p.add_argument("--http", action="store_true", help="streamable HTTP at /mcp instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="with --http (default: %(default)s)")
-    p.add_argument("--port", type=int, default=8081, help="with --http (default: %(default)s)")
+    p.add_argument("--port", type=port, default=8081, help="with --http (default: %(default)s)")

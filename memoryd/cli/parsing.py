@@ -24,3 +24,14 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+
+
+def port(value: str) -> int:
+    """A TCP port to listen on, 1 to 65535: argparse names the option when it is not."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (1 to 65535): {value!r}")
+    return number

@@ -8,6 +8,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 
+from memoryd.cli.parsing import port
 from memoryd.models.db import session_scope, utcnow
 from memoryd.monitoring import MULTIPROC_ENV
 from memoryd.settings import Settings
@@ -79,7 +80,7 @@ def cmd_keys(settings: Settings, ns: argparse.Namespace) -> int:
 def add_commands(add: AddCommand) -> None:
     p = add("serve", cmd_serve, "run the HTTP API, /metrics and the memory page")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on")
-    p.add_argument("--port", type=int, default=8080, help="the port to listen on")
+    p.add_argument("--port", type=port, default=8080, help="the port to listen on")
     p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     p.add_argument("--access-log", action="store_true", help="log every request")
 

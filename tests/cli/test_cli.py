@@ -99,6 +99,8 @@ def test_export_then_import_round_trip(settings: Settings, tmp_path: Path) -> No
 def test_bad_arguments_and_settings_are_reported(settings: Settings) -> None:
     out = memoryd(settings, "show", "--agent", "", "--user", "ann", "1")
     assert out.returncode == 2 and "agent_id" in out.stderr
+    out = memoryd(settings, "serve", "--port", "99999")  # it bound a port of its choosing
+    assert out.returncode == 2 and "argument --port: not a port (1 to 65535)" in out.stderr
     env_settings = settings.updated(**{"batch_size": 1})
     broken = subprocess.run(
         [sys.executable, "-m", "memoryd", "stats"],
