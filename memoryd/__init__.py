@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from memoryd.client import MemoryClient
     from memoryd.errors import (
         DatabaseUnavailable,
+        InvalidSettings,
         LLMError,
         MemorydError,
         MemoryRejected,
@@ -30,6 +31,7 @@ _HOMES = {
     "AsyncMemoryClient": "memoryd.async_client",
     "MemoryClient": "memoryd.client",
     "DatabaseUnavailable": "memoryd.errors",
+    "InvalidSettings": "memoryd.errors",
     "LLMError": "memoryd.errors",
     "MemorydError": "memoryd.errors",
     "MemoryRejected": "memoryd.errors",
@@ -48,6 +50,7 @@ __all__ = [  # the names of _HOMES
     "AsyncMemoryClient",
     "DatabaseUnavailable",
     "IngestResult",
+    "InvalidSettings",
     "LLMError",
     "MemoryClient",
     "MemoryRejected",

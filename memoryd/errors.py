@@ -188,3 +188,12 @@ class InvalidState(MemorydError, ValueError):
 
 class ConfigError(MemorydError):
     """A setting that names something unusable (a model that is not installed, say)."""
+
+
+class InvalidSettings(ConfigError, ValueError):
+    """Settings from the environment that do not validate: `lines`, one per mistake, each
+    naming its MEMORYD_* variable. A ValueError, as pydantic's error was."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("invalid settings: " + "; ".join(lines))
+        self.lines = lines

@@ -265,3 +265,28 @@ def test_a_mistake_between_settings_of_one_stage_is_one_line(
     assert explain(raised.value) == [
         "MEMORYD_LONG_TERM_CONFIDENCE must be >= MEMORYD_MIN_CONFIDENCE (got 0.8 < 0.9)"
     ]
+
+
+def test_a_client_built_from_a_bad_environment_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """MemoryClient() reads MEMORYD_*: a bad value is raised as the variable a person set,
+    not as the settings' inner field ("extraction.batch_size")."""
+    from memoryd import MemoryClient
+    from memoryd.errors import InvalidSettings
+
+    monkeypatch.setenv("MEMORYD_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("MEMORYD_BATCH_SIZE", "abc")
+    monkeypatch.setenv("MEMORYD_MIN_CONFIDENCE", "2")
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(InvalidSettings) as raised:
+            MemoryClient()
+    finally:
+        get_settings.cache_clear()
+    assert isinstance(raised.value, ValueError)
+    assert [line.split(":")[0] for line in raised.value.lines] == [
+        "MEMORYD_BATCH_SIZE",
+        "MEMORYD_MIN_CONFIDENCE",
+    ]
+    assert str(raised.value).startswith("invalid settings: MEMORYD_BATCH_SIZE: ")

@@ -18,9 +18,9 @@ from memoryd.cli.common import InputError
 from memoryd.cli.parsing import Parser
 from memoryd.cli.serve import AddCommand, Command
 from memoryd.cli.serve import add_commands as add_server_commands
-from memoryd.errors import MemorydError, field_errors
+from memoryd.errors import InvalidSettings, MemorydError, field_errors
 from memoryd.models.db import describe_db_error
-from memoryd.settings import Settings, explain, get_settings, masked_url
+from memoryd.settings import Settings, get_settings, masked_url
 
 # ------------------------------------------------------------------------------- commands
 
@@ -121,8 +121,8 @@ def _run(argv: Sequence[str] | None) -> int:
     logging.basicConfig(format="memoryd: %(message)s")
     try:
         settings = get_settings()
-    except ValidationError as exc:
-        for line in explain(exc):
+    except InvalidSettings as exc:
+        for line in exc.lines:
             print(f"memoryd: invalid setting: {line}", file=sys.stderr)
         return 2
     fn: Command = ns.fn

@@ -27,7 +27,7 @@ from pydantic_settings import (
 )
 
 from memoryd.env_names import warn_about_unknown_variables
-from memoryd.errors import field_errors
+from memoryd.errors import InvalidSettings, field_errors
 from memoryd.settings.agents import AgentDefaults
 from memoryd.settings.checks import BROKER_SCHEMES, masked_url
 from memoryd.settings.extraction import ExtractionSettings
@@ -234,6 +234,10 @@ def explain(exc: ValidationError) -> list[str]:
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """Settings of this process, read from the environment on first use (never at import).
-    A MEMORYD_* variable that is no setting is logged first: it may be why one is wrong."""
+    A MEMORYD_* variable that is no setting is logged first: it may be why one is wrong.
+    Raises InvalidSettings naming each variable that does not validate."""
     warn_about_unknown_variables(FIELDS)
-    return Settings()
+    try:
+        return Settings()
+    except ValidationError as exc:  # named as the variables a person sets
+        raise InvalidSettings(explain(exc)) from None

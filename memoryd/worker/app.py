@@ -15,12 +15,11 @@ from celery.signals import (
     worker_ready,
     worker_shutdown,
 )
-from pydantic import ValidationError
 
 from memoryd import tracing
-from memoryd.errors import ConfigError, DatabaseUnavailable
+from memoryd.errors import ConfigError, DatabaseUnavailable, InvalidSettings
 from memoryd.models.db import dispose_engines
-from memoryd.settings import Settings, explain, get_settings
+from memoryd.settings import Settings, get_settings
 from memoryd.worker.bindings import remove_legacy_bindings
 from memoryd.worker.config import celery_config
 from memoryd.worker.watchdog import ConsumerWatchdog, install
@@ -54,8 +53,8 @@ def _settings_or_exit() -> Settings:
     """The process's settings; a mistake in them ends it with one line per mistake."""
     try:
         return get_settings()
-    except ValidationError as exc:
-        for line in explain(exc):
+    except InvalidSettings as exc:
+        for line in exc.lines:
             print(f"memoryd: invalid setting: {line}", file=sys.stderr)
         raise SystemExit(2) from None
 
