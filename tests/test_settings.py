@@ -290,3 +290,26 @@ def test_a_client_built_from_a_bad_environment_names_the_variable(
         "MEMORYD_MIN_CONFIDENCE",
     ]
     assert str(raised.value).startswith("invalid settings: MEMORYD_BATCH_SIZE: ")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        # Each crashed every task that used it, the clock skew's losing the good turns
+        # of the call too: refused at the start instead.
+        ("MEMORYD_MAX_CLOCK_SKEW_SECONDS", "inf", "finite number"),
+        ("MEMORYD_LEASE_SECONDS", "1e12", "at most 3,153,600,000 (a hundred years)"),
+        ("MEMORYD_FLUSH_IDLE_SECONDS", "99999999999999", "(a hundred years)"),
+        ("MEMORYD_TURN_RETENTION_DAYS", "1e12", "at most 36,500 (a hundred years)"),
+        ("MEMORYD_BATCH_SIZE", "99999999999999999999", "at most 2,147,483,647"),
+        ("MEMORYD_RERANK_TIMEOUT", "nan", "finite number"),
+    ],
+)
+def test_numbers_past_what_they_can_mean_are_refused_at_the_start(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, said: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError) as raised:
+        Settings()
+    [line] = explain(raised.value)
+    assert line.startswith(f"{variable}: ") and said in line, line
