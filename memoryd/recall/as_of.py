@@ -18,10 +18,10 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BeforeValidator
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
@@ -53,16 +53,32 @@ def _iso_text(value: Any) -> Any:
     return value
 
 
+def _in_utc_calendar(moment: datetime) -> datetime:
+    """A moment the database can compare: one whose UTC time is still within the years 1
+    to 9999 (0001-01-01T00:00:00+14:00 is not, and failed its statement)."""
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("out of range: its time in UTC must fall in the years 1 to 9999") from None
+    return moment
+
+
 _DIGITS = re.compile(r"\s*[+-]?[\d.]+([eE][+-]?\d+)?\s*")
 # What as_of takes from outside (HTTP, MCP): an ISO 8601 moment with a timezone.
-Moment = Annotated[AwareDatetime, BeforeValidator(_iso_text)]
+Moment = Annotated[AwareDatetime, BeforeValidator(_iso_text), AfterValidator(_in_utc_calendar)]
 
 
 def checked_instant(as_of: datetime | None) -> datetime | None:
-    """`as_of` as given, refused when it carries no timezone: a naive moment would be
-    read as UTC on one server and local time on another."""
+    """`as_of` as given, refused when it carries no timezone (a naive moment would be
+    read as UTC on one server and local time on another) or falls outside the calendar
+    in UTC."""
     if as_of is not None and as_of.utcoffset() is None:
         raise ValueError("as_of needs a timezone, e.g. 2026-03-01T00:00:00+00:00")
+    if as_of is not None:
+        try:
+            _in_utc_calendar(as_of)
+        except ValueError as exc:
+            raise ValueError(f"as_of {exc}") from None
     return as_of
 
 

@@ -25,6 +25,13 @@ def test_as_of_over_http(api: TestClient, keys: Keys, api_settings: Settings) ->
     assert naive.status_code == 422 and "as_of" in naive.text
     seconds = api.get("/v1/memories/bot/ann", params={"as_of": "0.5"}, headers=auth)
     assert seconds.status_code == 422 and "ISO 8601" in seconds.text
+    # Valid ISO 8601 whose UTC time leaves the calendar: a 500 from the database before.
+    for edge in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-12:00"):
+        beyond = api.post("/v1/context", json={**asked, "as_of": edge}, headers=auth)
+        assert beyond.status_code == 422 and "as_of" in beyond.text, beyond.text
+        assert "years 1 to 9999" in beyond.text
+        listed_beyond = api.get("/v1/memories/bot/ann", params={"as_of": edge}, headers=auth)
+        assert listed_beyond.status_code == 422 and "years 1 to 9999" in listed_beyond.text
     then = {"as_of": march, "status": "superseded"}
     retired = api.get("/v1/memories/bot/ann", params=then, headers=auth).json()
     assert [(m["content"], m["status"]) for m in retired["memories"]] == [
