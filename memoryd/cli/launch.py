@@ -15,7 +15,7 @@ import logging
 import math
 from collections.abc import Sequence
 
-from memoryd.cli.parsing import Parser
+from memoryd.cli.parsing import Parser, whole
 
 WORKER_HELP = "run a Celery worker: extraction, maintenance, embedding"
 BEAT_HELP = "run Celery beat: the sweep and maintenance schedule"
@@ -27,16 +27,6 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 def launches(args: Sequence[str]) -> bool:
     """Whether this command line starts a worker or beat (handled here, not by main)."""
     return bool(args) and args[0] in COMMANDS
-
-
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
-    return number
 
 
 def _positive_seconds(value: str) -> float:
@@ -79,7 +69,7 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-c",
         "--concurrency",
-        type=_positive_int,
+        type=whole(1),
         default=None,
         help="threads (or processes) of the pool (default: MEMORYD_WORKER_CONCURRENCY)",
     )

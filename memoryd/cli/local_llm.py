@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from memoryd.cli.parsing import port
+from memoryd.cli.parsing import port, whole
 from memoryd.cli.serve import AddCommand
 from memoryd.llm import local_model
 from memoryd.llm.local_server import ServeOptions, serve_forever
@@ -57,8 +57,14 @@ def add_command(add: AddCommand) -> None:
     serve.add_argument("--host", default=defaults.host, help="(default: %(default)s)")
     serve.add_argument("--port", type=port, default=defaults.port, help="(default: %(default)s)")
     serve.add_argument(
-        "--threads", type=int, default=defaults.threads, help="CPU threads (default: %(default)s)"
+        "--threads",
+        type=whole(1, 256),
+        default=defaults.threads,
+        help="CPU threads (default: %(default)s)",
     )
     serve.add_argument(
-        "--context", type=int, default=defaults.context, help="tokens (default: %(default)s)"
+        "--context",
+        type=whole(256, 131_072),
+        default=defaults.context,
+        help="tokens (default: %(default)s)",
     )

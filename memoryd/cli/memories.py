@@ -11,6 +11,7 @@ from memoryd.cli.common import AS_STORED_HELP, open_input, printable
 from memoryd.cli.common import client as _client
 from memoryd.cli.common import print_json as _print_json
 from memoryd.cli.common import scope_args as _scope
+from memoryd.cli.parsing import whole
 from memoryd.cli.serve import AddCommand, Command
 from memoryd.models.schemas import MAX_PAGE
 from memoryd.settings import Settings
@@ -180,17 +181,21 @@ def _add_memory_commands(add: AddCommand) -> None:
         default=None,
         help="only this category, e.g. user or project; repeat for several (default: all)",
     )
-    p.add_argument("--limit", type=int, default=50, help=f"how many to show, at most {MAX_PAGE}")
-    p.add_argument("--offset", type=int, default=0, help="skip this many first: the next page")
+    p.add_argument(
+        "--limit", type=whole(1, MAX_PAGE), default=50, help=f"how many to show, at most {MAX_PAGE}"
+    )
+    p.add_argument("--offset", type=whole(0), default=0, help="skip this many first: the next page")
     p.add_argument("--as-of", type=_instant, help=AS_OF_HELP)
     p.add_argument("--as-stored", action="store_true", help=AS_STORED_HELP)
     p = scoped("search", cmd_search, "ranked recall for a query")
     p.add_argument("query", help="what to recall, as a user would ask")
-    p.add_argument("-k", type=int, default=10, help="how many memories")
+    p.add_argument("-k", type=whole(1, MAX_PAGE), default=10, help="how many memories")
     p.add_argument("--as-of", type=_instant, help=AS_OF_HELP)
     p = scoped("context", cmd_context, "the <memory-context> block for a query")
     p.add_argument("query", help="what the next reply is about, as a user would ask")
-    p.add_argument("--budget", type=int, default=None, help="most tokens (default: the agent's)")
+    p.add_argument(
+        "--budget", type=whole(1), default=None, help="most tokens (default: the agent's)"
+    )
     p.add_argument("--as-of", type=_instant, help=AS_OF_HELP)
     for name, fn, help_ in [
         ("show", cmd_show, "one memory as JSON"),
@@ -198,7 +203,7 @@ def _add_memory_commands(add: AddCommand) -> None:
         ("delete", cmd_delete, "soft-delete a memory (restorable for a while)"),
         ("restore", cmd_restore, "restore an archived/expired/deleted memory"),
     ]:
-        scoped(name, fn, help_).add_argument("id", type=int, help="the memory's id")
+        scoped(name, fn, help_).add_argument("id", type=whole(1), help="the memory's id")
 
 
 def _add_transfer_commands(add: AddCommand) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 
@@ -26,12 +27,25 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def port(value: str) -> int:
-    """A TCP port to listen on, 1 to 65535: argparse names the option when it is not."""
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if not 1 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port (1 to 65535): {value!r}")
-    return number
+# A row id or count no SQL integer of the store can pass: past it, a statement failed.
+LARGEST = 2**63 - 1
+
+
+def whole(least: int, most: int = LARGEST) -> Callable[[str], int]:
+    """An argparse type: a whole number from `least` to `most`, else one line naming the
+    option (a memory id of 24 digits failed its statement with a traceback; -k 0 and
+    --limit -5 printed nothing, as if nothing were stored)."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+        if not least <= number <= most:
+            raise argparse.ArgumentTypeError(f"must be from {least:,} to {most:,}, got {value}")
+        return number
+
+    return parse
+
+
+port = whole(1, 65_535)

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 
-from memoryd.cli.parsing import port
+from memoryd.cli.parsing import port, whole
 from memoryd.models.db import session_scope, utcnow
 from memoryd.monitoring import MULTIPROC_ENV
 from memoryd.settings import Settings
@@ -81,7 +81,7 @@ def add_commands(add: AddCommand) -> None:
     p = add("serve", cmd_serve, "run the HTTP API, /metrics and the memory page")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     p.add_argument("--port", type=port, default=8080, help="the port to listen on")
-    p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    p.add_argument("--workers", type=whole(1, 64), default=1, help="uvicorn worker processes")
     p.add_argument("--access-log", action="store_true", help="log every request")
 
     p = add("keys", cmd_keys, "create, list or revoke HTTP API keys")
@@ -96,4 +96,4 @@ def add_commands(add: AddCommand) -> None:
     actions.add_parser("list", help=what, description=what)
     what = "stop a key from working"
     revoke = actions.add_parser("revoke", help=what, description=what)
-    revoke.add_argument("id", type=int, help="the key's id, as keys list shows it")
+    revoke.add_argument("id", type=whole(1), help="the key's id, as keys list shows it")

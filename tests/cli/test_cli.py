@@ -100,7 +100,12 @@ def test_bad_arguments_and_settings_are_reported(settings: Settings) -> None:
     out = memoryd(settings, "show", "--agent", "", "--user", "ann", "1")
     assert out.returncode == 2 and "agent_id" in out.stderr
     out = memoryd(settings, "serve", "--port", "99999")  # it bound a port of its choosing
-    assert out.returncode == 2 and "argument --port: not a port (1 to 65535)" in out.stderr
+    assert out.returncode == 2 and "argument --port: must be from 1 to 65,535" in out.stderr
+    # A traceback from the database's integer; an empty list as if nothing were stored.
+    out = memoryd(settings, "show", "--agent", "bot", "--user", "ann", "9" * 24)
+    assert out.returncode == 2 and "argument id: must be from 1 to 9,223,372" in out.stderr
+    out = memoryd(settings, "search", "--agent", "bot", "--user", "ann", "tea", "-k", "0")
+    assert out.returncode == 2 and "argument -k: must be from 1 to 500, got 0" in out.stderr
     env_settings = settings.updated(**{"batch_size": 1})
     broken = subprocess.run(
         [sys.executable, "-m", "memoryd", "stats"],

@@ -19,7 +19,7 @@ def memoryd(*args: str) -> subprocess.CompletedProcess[str]:
     ("args", "said"),
     [
         (["worker", "-c", "abc"], "argument -c/--concurrency: not a whole number: 'abc'"),
-        (["worker", "--concurrency", "0"], "argument -c/--concurrency: must be 1 or more"),
+        (["worker", "--concurrency", "0"], "argument -c/--concurrency: must be from 1 to"),
         (["worker", "-l", "bogus"], "argument -l/--loglevel: invalid choice: 'BOGUS'"),
         (["worker", "-Q", "extraction,extration"], "-Q/--queues: unknown queue 'extration'"),
         (["worker", "--pool", "eventlet"], "argument -P/--pool: invalid choice: 'eventlet'"),
