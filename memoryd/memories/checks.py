@@ -3,9 +3,9 @@ tools, import), so each refuses the same input with the same words."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from memoryd.errors import MemoryRejected, RefusedValue, field_errors
 from memoryd.models.checks import check_text
@@ -23,6 +23,25 @@ def _clean(value: str) -> str:
 
 
 MemoryContent = Annotated[str, AfterValidator(_clean)]
+
+# A memory's tags, however they come: at most MAX_TAGS of at most MAX_TAG_CHARS each.
+MAX_TAGS = 50
+MAX_TAG_CHARS = 100
+Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
+
+
+def kept_tags(value: Any) -> list[str]:
+    """What a model's answer gives as tags, kept within the limits rather than refused
+    (a bad tag must not cost its fact): a comma-separated text or a list; blanks, non-text
+    and tags past MAX_TAG_CHARS dropped, the first MAX_TAGS kept."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list):
+        return []
+    tags = [t.strip() for t in items if isinstance(t, str)]
+    return [t for t in tags if t and len(t) <= MAX_TAG_CHARS][:MAX_TAGS]
 
 
 class _ContentIn(BaseModel):

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from memoryd.memories.checks import MemoryContent
+from memoryd.memories.checks import MemoryContent, Tags
 from memoryd.memories.proposals import Fact
 from memoryd.memories.store import create_memory, find_by_hash
 from memoryd.models.checks import JsonObject, check_text
@@ -72,7 +72,7 @@ class ImportRecord(BaseModel):
     content: MemoryContent = Field(min_length=1, max_length=10_000)
     category: Category = Category.USER
     name: str = Field("", max_length=200)
-    tags: list[str] = Field(default_factory=list)
+    tags: Tags = Field(default_factory=list)
     confidence: float = Field(0.9, ge=0, le=1)
     tier: Tier = Tier.LONG
     status: MemoryStatus = MemoryStatus.ACTIVE

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from memoryd.memories.checks import kept_tags
 from memoryd.models.checks import JsonObject
 from memoryd.models.tables import Category
 
@@ -102,14 +103,7 @@ class Fact(BaseModel):
             return Category.USER
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("tags", mode="before")
-    @classmethod
-    def _tags_list(cls, value: Any) -> Any:
-        if value is None:
-            return []
-        if isinstance(value, str):
-            return [t.strip() for t in value.split(",") if t.strip()]
-        return value
+    _tags = field_validator("tags", mode="before")(kept_tags)
 
 
 class Experience(BaseModel):
@@ -122,6 +116,8 @@ class Experience(BaseModel):
     outcome: str | None = Field(None, max_length=300)
     tags: list[str] = Field(default_factory=list)
     confidence: float = Field(ge=0, le=1)
+
+    _tags = field_validator("tags", mode="before")(kept_tags)
 
     def as_fact(self) -> Fact:
         """Stored as a memory of category `experience`, deduplicated like any fact."""

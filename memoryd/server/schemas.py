@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from memoryd.memories.checks import not_blank
+from memoryd.memories.checks import MAX_TAG_CHARS, MAX_TAGS, not_blank
 from memoryd.models.checks import check_text
 from memoryd.models.schemas import Ident, MemoryOut, TurnIn
 from memoryd.models.tables import Category, Tier
@@ -88,7 +88,7 @@ class ContextOut(BaseModel):
     context: str = Field(description='the <memory-context> block, or "" when nothing fits')
 
 
-Tag = Annotated[CleanText, Field(min_length=1, max_length=100)]
+Tag = Annotated[CleanText, Field(min_length=1, max_length=MAX_TAG_CHARS)]
 
 
 # Blank refused with the same words as by the client, the tools and import.
@@ -99,7 +99,7 @@ class MemoryCreate(Strict):
     content: MemoryText = Field(min_length=1, max_length=4000)
     category: Category = Category.USER
     name: CleanText = Field("", max_length=200)
-    tags: list[Tag] = Field(default_factory=list, max_length=50)
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     replaces: int | None = Field(None, ge=1, le=MAX_ID)
 
 
@@ -107,7 +107,7 @@ class MemoryUpdate(Strict):
     content: MemoryText | None = Field(None, min_length=1, max_length=4000)
     name: CleanText | None = Field(None, max_length=200)
     category: Category | None = None
-    tags: list[Tag] | None = Field(None, max_length=50)
+    tags: list[Tag] | None = Field(None, max_length=MAX_TAGS)
 
 
 class MemoryList(BaseModel):

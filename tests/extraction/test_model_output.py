@@ -182,3 +182,15 @@ def test_a_value_nested_past_what_can_be_walked_costs_its_item() -> None:
     )
     assert [f.content for f in output.facts] == ["Lives in Porto"]
     assert output.profile_updates == [] and output.dropped == {"profile_invalid_text": 1}
+
+
+def test_tags_past_the_limits_are_dropped_not_the_fact(
+    settings: Settings, db: Session, fake_llm: FakeLLM
+) -> None:
+    """A model's tags within the limits the HTTP API keeps (50 of 100 characters at
+    most): three of 100,000 characters each were stored whole."""
+    tags = ["t" * 100_000] * 3 + ["drinks", " ", 7] + [f"tag{n}" for n in range(60)]
+    extract(settings, fake_llm, {"facts": [fact("Lives in Porto", tags=tags)]})
+    memory = db.scalars(select(Memory)).one()
+    assert memory.content == "Lives in Porto"
+    assert memory.tags == ["drinks", *[f"tag{n}" for n in range(49)]]

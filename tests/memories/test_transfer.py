@@ -121,3 +121,19 @@ def test_an_import_commits_in_chunks_and_importing_again_finishes_it(
     }
     kept = sorted(m.content for u in ("u0", "u1", "u2") for m in client.list("bot", u))
     assert kept == [f"Fact number {i}" for i in range(7)]
+
+
+def test_an_imported_line_with_tags_past_the_limits_is_refused_naming_them(
+    settings: Settings,
+) -> None:
+    """Tags within what the HTTP API keeps (50 of 100 characters): a line past them was
+    stored whole; it is an error naming its field."""
+    client = MemoryClient(settings, dispatch=False)
+    client.remember("bot", "ann", "Lives in Lisbon")
+    [line] = export(settings)
+    bad = {**json.loads(line), "content": "Drinks tea", "tags": ["t" * 101]}
+    bad.pop("origin", None)
+    result = load(settings, [json.dumps(bad)])
+    assert result["imported"] == 0
+    [error] = result["errors"]  # type: ignore[misc]
+    assert "tags" in str(error), error
