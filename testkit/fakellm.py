@@ -38,6 +38,7 @@ class Action:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     body: dict[str, Any] | None = None  # raw body: of an error, or of an embeddings answer
+    raw: bytes | None = None  # a body that is not JSON at all, labelled as JSON
 
 
 def answer(payload: dict[str, Any] | str, delay: float = 0.0) -> Action:
@@ -68,6 +69,11 @@ def slow(seconds: float) -> Action:
 
 def malformed() -> Action:
     return Action(content='{"facts": [{"content": "oops", "confidence": ')
+
+
+def not_json() -> Action:
+    """A 200 whose body is a web page (a proxy's, a wrong base URL's) labelled as JSON."""
+    return Action(raw=b"<html><body>oops</body></html>")
 
 
 def truncated() -> Action:
@@ -268,8 +274,8 @@ class FakeLLM:
                 action = fake._next_action(body, self.client_address[0])
                 if action.delay:
                     time.sleep(action.delay)
-                if action.status != 200:
-                    self._send(action.status, action.body or {}, action.headers)
+                if action.status != 200 or action.raw is not None:
+                    self._send(action.status, action.raw or action.body or {}, action.headers)
                     return
                 messages = body.get("messages", [])
                 content = action.content
@@ -299,9 +305,12 @@ class FakeLLM:
                 )
 
             def _send(
-                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+                self,
+                status: int,
+                payload: dict[str, Any] | bytes,
+                headers: dict[str, str] | None = None,
             ) -> None:
-                data = json.dumps(payload).encode()
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")

@@ -62,6 +62,9 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
         return None  # an HTTP date; fall back to our own backoff
 
 
+NOT_JSON = "the LLM endpoint answered with a body that is not JSON: is OPENAI_BASE_URL its API?"
+
+
 def classify(exc: Exception) -> LLMError:
     """Map an SDK exception to transient (retried) or permanent."""
     import openai
@@ -182,6 +185,11 @@ class LLMClient:
                     return call(**kwargs)
                 except OpenAIError as exc:
                     raise classify(exc) from exc
+                except json.JSONDecodeError as exc:
+                    # A web page where the API should answer (a proxy's, a wrong base
+                    # URL's): the endpoint's fault, retried and counted as an outage,
+                    # never the turns'.
+                    raise LLMTransientError(NOT_JSON) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _response_format(self, schema: type[BaseModel]) -> dict[str, Any]:

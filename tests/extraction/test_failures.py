@@ -108,8 +108,9 @@ def test_429_waits_for_retry_after_then_succeeds(
         fakellm.slow(3),
         fakellm.malformed(),
         fakellm.truncated(),
+        fakellm.not_json(),
     ],
-    ids=["500", "503", "timeout", "malformed", "truncated"],
+    ids=["500", "503", "timeout", "malformed", "truncated", "not JSON"],
 )
 def test_transient_faults_and_bad_json_recover(
     settings: Settings, db: Session, fake_llm: FakeLLM, fault: fakellm.Action
@@ -120,20 +121,26 @@ def test_transient_faults_and_bad_json_recover(
     assert (stats.created, stats.failed_batches) == (1, 0)
     assert fake_llm.calls == 2
     assert turn_states(db) == [("done", 0)]
-    expected_calls = 2 if fault.status == 200 and fault.delay == 0 else 1  # repair round
+    repaired = fault.status == 200 and fault.delay == 0 and fault.raw is None
+    expected_calls = 2 if repaired else 1  # a repair round for an answer that is not valid
     assert batches(db)[0].llm_calls == expected_calls
 
 
 # ---------------------------------------------------------------------------------- outages
 
 
+@pytest.mark.parametrize(
+    "fault", [fakellm.server_error(503), fakellm.not_json()], ids=["503", "not JSON"]
+)
 def test_an_outage_backs_off_and_never_dead_letters(
-    settings: Settings, db: Session, fake_llm: FakeLLM
+    settings: Settings, db: Session, fake_llm: FakeLLM, fault: fakellm.Action
 ) -> None:
+    """Also a web page where the API should answer (a proxy's): it was taken for a bug,
+    which counts the turns' attempts."""
     s = with_llm(settings, fake_llm, llm_retries=1, max_attempts=2)
     key = say(s, "Call me Sam.", "I live in Rome.")
     for round_ in range(5):  # five outages in a row: more than max_attempts
-        fake_llm.push(*[fakellm.server_error(503)] * 2)
+        fake_llm.push(*[fault] * 2)
         stats = extract_session(s, key)
         assert (stats.failed_batches, stats.dead_lettered) == (1, 0)
         assert turn_states(db) == [("pending", 0), ("pending", 0)]
