@@ -134,6 +134,11 @@ class MemoryRejected(_Rejected):
     """A memory's text failed validation (blank, NUL …)."""
 
 
+class TaskRejected(MemorydError):
+    """A task's arguments no run could use (a foreign client's message): named, not
+    retried, and not logged as a bug."""
+
+
 class TaskFailed(MemorydError):
     """A Celery task failed on a bug; its message is error_text, safe to show anywhere."""
 

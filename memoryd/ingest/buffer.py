@@ -45,8 +45,10 @@ def payload_items(payload: Any) -> list[Any]:
     else:
         items = payload
     if not isinstance(items, list):
+        given = items if isinstance(payload, Mapping) else payload
         raise TurnRejected(
-            f"payload must be an object with a 'turns' list, got {type(payload).__name__}"
+            "payload must be a turn, a list of turns or an object with a 'turns' list;"
+            f" got {'turns: ' if given is not payload else ''}{type(given).__name__}"
         )
     return items
 

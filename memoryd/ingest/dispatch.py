@@ -10,14 +10,29 @@ from collections.abc import Iterable
 from typing import Any
 
 from celery import Celery
+from pydantic import ValidationError
 
+from memoryd.errors import TaskRejected, field_errors
 from memoryd.models.keys import SessionKey
+from memoryd.models.schemas import SessionIds
 from memoryd.worker.config import EXTRACTION_QUEUE
 
 log = logging.getLogger(__name__)
 
 EXTRACT_TASK = "memoryd.extract_session"
 FLUSH_ON_EXIT_SECONDS = 5.0
+
+
+def triggered_key(agent_id: Any, user_id: Any, session_id: Any) -> SessionKey:
+    """The session an extract trigger names, checked as ids: any Celery client may send
+    one. TaskRejected names each bad argument (it was read as no session at all, or
+    failed its statement as a bug)."""
+    try:
+        ids = SessionIds(agent_id=agent_id, user_id=user_id, session_id=session_id)
+    except ValidationError as exc:
+        problems = "; ".join(f"{field}: {message}" for field, message in field_errors(exc))
+        raise TaskRejected(f"{EXTRACT_TASK}: {problems}") from None
+    return SessionKey(ids.agent_id, ids.user_id, ids.session_id)
 
 
 def dispatch_extract(

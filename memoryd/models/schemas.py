@@ -65,6 +65,28 @@ MAX_PAGE = 500
 ABSOLUTE_MAX_CONTENT = 1_000_000
 
 
+# An id a stored row may hold: text, and no NUL (which no database column holds). Not
+# Ident: a session stored under the looser rule before must still be extracted.
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("an id may not hold a NUL character")
+    return value
+
+
+StoredIdent = Annotated[str, StringConstraints(min_length=1), AfterValidator(_no_nul)]
+
+
+class SessionIds(BaseModel):
+    """A session a task's message names (memoryd.extract_session's arguments): text
+    only (1 is no id)."""
+
+    model_config = ConfigDict(strict=True, frozen=True)
+
+    agent_id: StoredIdent
+    user_id: StoredIdent
+    session_id: StoredIdent
+
+
 class TurnIn(BaseModel):
     """One dialogue turn as a chat backend sends it (the `memoryd.ingest_turns` payload item)."""
 

@@ -7,7 +7,7 @@ from typing import Any
 from memoryd import tracing
 from memoryd.errors import BatchFailed
 from memoryd.extraction.batch import extract_session as run_extraction
-from memoryd.ingest.dispatch import dispatch_extract
+from memoryd.ingest.dispatch import dispatch_extract, triggered_key
 from memoryd.models.keys import SessionKey
 from memoryd.settings import get_settings
 from memoryd.tasks.embedding import send_fill
@@ -22,7 +22,7 @@ SWEEP_TASK = "memoryd.maintenance.sweep"
 @traced
 @guarded
 def extract_session(agent_id: str, user_id: str, session_id: str) -> dict[str, Any]:
-    key = SessionKey(agent_id, user_id, session_id)
+    key = triggered_key(agent_id, user_id, session_id)
     settings = get_settings()
     stats = run_extraction(settings, key)
     if stats.created:

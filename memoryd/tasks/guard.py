@@ -7,13 +7,14 @@ a database row), so a bug is logged as its frames and re-raised as TaskFailed.""
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from memoryd.errors import MemorydError, TaskFailed, error_text, log_failure
+from memoryd.errors import MemorydError, TaskFailed, TaskRejected, error_text, log_failure
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +23,14 @@ R = TypeVar("R")
 
 
 def guarded(task: Callable[P, R]) -> Callable[P, R]:
+    signature = inspect.signature(task)
+
     @functools.wraps(task)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:  # a message sent with other arguments: says which
+            raise TaskRejected(f"{task.__name__}: {exc}") from None
         try:
             return task(*args, **kwargs)
         except (MemorydError, SoftTimeLimitExceeded):

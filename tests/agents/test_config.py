@@ -75,10 +75,10 @@ def test_extraction_keeps_the_agents_categories_and_skips_a_disabled_agent(
     add_turns(settings, 1, content="Please remember that I am vegetarian.")
     client.end_session("bot", "ann", "s1")
     stats = extract_session(settings, SessionKey("bot", "ann", "s1"))
-    # Both facts the rules read ("I am vegetarian", and the diet it states) are the user's.
-    assert (stats.batches, stats.created, stats.rejected) == (1, 0, 2)
+    # The fact the rules read (the diet it states) is the user's.
+    assert (stats.batches, stats.created, stats.rejected) == (1, 0, 1)
     batch = db.scalars(select(ExtractionBatch)).one()
-    assert batch.rejections == {"category": 2}
+    assert batch.rejections == {"category": 1}
 
     set_agent(settings, "quiet", memory_enabled=False)
     add_turns(settings, 2, agent_id="quiet", content="Remember that I like tea.")

@@ -571,3 +571,36 @@ def test_dispatch_when_pending_turns_cross_batch_size(settings: Settings) -> Non
         )
         assert due == [KEY]  # crossed 8 once, not once per turn
         db.rollback()
+
+
+@pytest.mark.parametrize(
+    ("task", "args", "said"),
+    [
+        ("ingest", [], "ingest_turns: missing a required argument: 'payload'"),
+        ("ingest", [{"turns": []}, "more"], "ingest_turns: too many positional arguments"),
+        ("extract", [1, 2, 3], "agent_id: Input should be a valid string"),
+        ("extract", [["bot"], {"u": 1}, "s1"], "user_id: Input should be a valid string"),
+        ("extract", ["bot\x00", "ann", "s1"], "agent_id: an id may not hold a NUL character"),
+    ],
+)
+def test_a_task_sent_with_arguments_it_cannot_use_says_which(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, task: str, args: list[Any], said: str
+) -> None:
+    """Any Celery client may send the tasks: a message with other arguments was a bug
+    naming nothing ('unexpected TypeError in run'), a failed statement, or extracted no
+    session at all and reported success. It is refused, naming the argument."""
+    from memoryd.errors import TaskRejected
+    from memoryd.tasks import extraction, ingest
+
+    sent = {"ingest": ingest.ingest_turns, "extract": extraction.extract_session}[task]
+    monkeypatch.setattr(ingest, "get_settings", lambda: settings)
+    monkeypatch.setattr(extraction, "get_settings", lambda: settings)
+    outcome = sent.apply(args=args)
+    assert isinstance(outcome.result, TaskRejected), outcome.result
+    assert said in str(outcome.result)
+
+
+def test_a_payload_whose_turns_are_no_list_says_so(settings: Settings) -> None:
+    client = MemoryClient(settings, dispatch=False)
+    with pytest.raises(TurnRejected, match="got turns: NoneType"):
+        client.ingest_payload({"turns": None})

@@ -42,7 +42,7 @@ USERS = {
     "cid": ["I prefer dark mode.", "Here is the spec: https://example.com/spec"],
 }
 EXPECTED = {
-    "ann": {"Wants to be called Annie", "Lives in Berlin", "I am vegetarian", "Diet is vegetarian"},
+    "ann": {"Wants to be called Annie", "Lives in Berlin", "Diet is vegetarian"},
     "ben": {"喜欢喝龙井茶", "希望被称为小本", "Favourite editor is vim"},
     "cid": {"Prefers dark mode", "Shared link: https://example.com/spec"},
 }
