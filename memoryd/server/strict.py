@@ -8,6 +8,7 @@ Every API router makes its routes with JsonRoute."""
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import re
@@ -20,7 +21,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from memoryd.server.auth import authenticate
-from memoryd.server.problems import FieldError, ProblemError
+from memoryd.server.problems import FieldError, ProblemError, invalid
 from memoryd.server.state import server_state
 
 Schema = dict[str, Any]
@@ -39,7 +40,7 @@ NAMES = {
 
 class JsonRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
+        handler = _known_queries_only(super().get_route_handler(), query_names(self.dependant))
         if self.body_field is None:
             return handler
         annotation = self.body_field.field_info.annotation
@@ -61,6 +62,33 @@ class JsonRoute(APIRoute):
             return await handler(request)
 
         return checked
+
+
+def query_names(dependant: Dependant) -> frozenset[str]:
+    """The query parameters a route reads, its dependencies' too."""
+    names = {param.alias for param in dependant.query_params}
+    return frozenset(names.union(*(query_names(d) for d in dependant.dependencies)))
+
+
+def _known_queries_only(
+    handler: Callable[[Request], Coroutine[Any, Any, Response]], known: frozenset[str]
+) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+    """`handler`, refusing a query parameter the route does not read: `?catgory=user`
+    answered every category, as if the filter held (a misspelt body field is a 422)."""
+
+    async def checked(request: Request) -> Response:
+        unknown = sorted(set(request.query_params) - known)
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            takes = f"did you mean {close[0]}?" if close else _takes(known)
+            raise invalid(unknown[0], f"not a query parameter of this route; {takes}")
+        return await handler(request)
+
+    return checked
+
+
+def _takes(known: frozenset[str]) -> str:
+    return f"it takes {', '.join(sorted(known))}" if known else "it takes none"
 
 
 def _authenticates(dependant: Dependant) -> bool:

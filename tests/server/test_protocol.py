@@ -131,3 +131,22 @@ def test_a_whole_number_written_with_a_point_is_still_an_integer(
 ) -> None:
     answer = api.post("/v1/recall", json={**RECALL, "k": 2.0}, headers=bearer(keys.bot))
     assert answer.status_code == 200, answer.text
+
+
+def test_a_query_parameter_the_route_does_not_read_is_422_naming_it(
+    api: TestClient, keys: Keys
+) -> None:
+    """?catgory=user answered every category, as if the filter held."""
+    auth = bearer(keys.bot)
+    misspelt = api.get("/v1/memories/bot/ann", params={"catgory": "user"}, headers=auth)
+    assert_problem(misspelt, 422)
+    [error] = misspelt.json()["errors"]
+    assert error == {
+        "field": "catgory",
+        "message": "not a query parameter of this route; did you mean category?",
+    }
+    stray = api.post("/v1/recall", params={"k": "3"}, json=RECALL, headers=auth)
+    assert_problem(stray, 422)
+    assert stray.json()["errors"][0]["message"].endswith("it takes none")
+    listed = api.get("/v1/memories/bot/ann", params={"category": "user"}, headers=auth)
+    assert listed.status_code == 200
