@@ -313,3 +313,15 @@ def test_numbers_past_what_they_can_mean_are_refused_at_the_start(
         Settings()
     [line] = explain(raised.value)
     assert line.startswith(f"{variable}: ") and said in line, line
+
+
+@pytest.mark.parametrize("value", ["user", "[bad"])
+def test_a_list_setting_given_other_text_says_to_give_json(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("MEMORYD_MEMORY_CATEGORIES", value)
+    with pytest.raises(ValidationError) as raised:
+        Settings()
+    assert explain(raised.value) == [
+        'MEMORYD_MEMORY_CATEGORIES: give a JSON array, e.g. ["user", "feedback"]'
+    ]

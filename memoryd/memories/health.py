@@ -97,7 +97,8 @@ def memory_health(session: Session, now: datetime, scope: Scope | None = None) -
         by_status=dict(by_status),
         by_category=dict(by_category),
         active=active,
-        average_confidence=confidence / active if active else None,
+        # Shown as 0.925, not the sum's 0.9249999999999999.
+        average_confidence=round(confidence / active, 4) if active else None,
         expiring_soon=int(
             session.scalar(
                 select(func.count()).where(

@@ -27,7 +27,7 @@ from pydantic_settings import (
 )
 
 from memoryd.env_names import warn_about_unknown_variables
-from memoryd.errors import InvalidSettings, field_errors
+from memoryd.errors import InvalidSettings, error_message
 from memoryd.settings.agents import AgentDefaults
 from memoryd.settings.checks import BROKER_SCHEMES, masked_url
 from memoryd.settings.extraction import ExtractionSettings
@@ -220,10 +220,20 @@ def _nested(values: dict[str, Any]) -> dict[str, Any]:
     return nested
 
 
+# What a list or mapping setting takes from the environment, said when it got other text.
+JSON_WANTED = {
+    "tuple_type": 'give a JSON array, e.g. ["user", "feedback"]',
+    "list_type": 'give a JSON array, e.g. ["user", "feedback"]',
+    "dict_type": 'give a JSON object, e.g. {"key": "value"}',
+}
+
+
 def explain(exc: ValidationError) -> list[str]:
     """One line per mistake, named as the environment variable a person sets."""
     lines = []
-    for where, message in field_errors(exc):
+    for error in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in error["loc"])
+        message = JSON_WANTED.get(error["type"]) or error_message(error)
         part, _, within = where.partition(".")
         named = within if part in _PART_NAMES else where  # e.g. memory_categories.0
         known = named.partition(".")[0] in FIELDS
