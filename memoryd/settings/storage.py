@@ -64,6 +64,8 @@ class StorageSettings(Part):
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             reason = exc.strerror or str(exc)
+            if isinstance(exc, FileExistsError | NotADirectoryError):
+                reason = "a file stands where a folder should"  # not "File exists"
             raise ConfigError(
                 f"MEMORYD_DATA_DIR={self.data_dir}: cannot make {folder}: {reason}"
             ) from None
