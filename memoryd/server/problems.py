@@ -201,10 +201,17 @@ async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
 
 
 async def _request_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = [
-        FieldError(field=_field_name(e["loc"]), message=error_message(e)) for e in exc.errors()
-    ]
+    errors = [_field_error(e) for e in exc.errors()]
     return _validation_problem(request, errors)
+
+
+def _field_error(error: Any) -> FieldError:
+    """One of FastAPI's errors as a problem's: a body that is no JSON at all is the
+    body's, at a character (FastAPI puts the character where a field goes: "[50]")."""
+    if error["type"] == "json_invalid":
+        at = error["loc"][-1]
+        return FieldError(field="(body)", message=f"not valid JSON (at character {at})")
+    return FieldError(field=_field_name(error["loc"]), message=error_message(error))
 
 
 async def _model_invalid(request: Request, exc: ValidationError) -> JSONResponse:

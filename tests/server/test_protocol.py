@@ -150,3 +150,17 @@ def test_a_query_parameter_the_route_does_not_read_is_422_naming_it(
     assert stray.json()["errors"][0]["message"].endswith("it takes none")
     listed = api.get("/v1/memories/bot/ann", params={"category": "user"}, headers=auth)
     assert listed.status_code == 200
+
+
+def test_a_body_that_is_not_json_names_the_body_and_where_it_breaks(
+    api: TestClient, keys: Keys
+) -> None:
+    """It named a field "[51]", FastAPI's place for the character, with "JSON decode
+    error"."""
+    headers = {**bearer(keys.bot), "content-type": "application/json"}
+    broken = b'{"agent_id": "bot", "user_id": "ann", "query": "x",}'
+    answer = api.post("/v1/recall", content=broken, headers=headers)
+    assert_problem(answer, 422)
+    assert answer.json()["errors"] == [
+        {"field": "(body)", "message": "not valid JSON (at character 51)"}
+    ]
