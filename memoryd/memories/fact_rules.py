@@ -60,6 +60,9 @@ _NOT_A_NAME = (
     r"Also|Well|Yes|No|Oh|Actually)\b"
 )
 
+# How allergic: the words that may stand before "allergic", none of them a "not".
+_DEGREE = r"(?:also|very|severely|mildly|really|quite|badly|deathly|seriously|so)"
+
 # A person's name, capitalised whatever the pattern's case ("Jürgen Bauer", "Priya").
 PERSON = r"(?-i:(?P<x>[A-Z][\w'\-]+(?: [A-Z][\w'\-]+)?))"
 
@@ -271,15 +274,16 @@ RULES: list[Rule] = [
         "diet",
         0.9,
     ),
-    # Allergies are many: each is kept, none retires another.
+    # Allergies are many: each is kept, none retires another. The user's own, said as
+    # such: "I'm (vegan and) (severely) allergic to", never "I'm not", "my son is".
     Rule(
-        rx(r"\bI(?:'m| am)\b[^.!?\n]{0,40}?\ballergic to\s+" + _END),
+        rx(r"\bI(?:'m| am) (?:[\w-]+ and )?(?:" + _DEGREE + r" )*allergic to\s+" + _END),
         "Allergic to {x}",
         Category.USER,
         "",
         0.9,
     ),
-    Rule(rx(r"我对(?P<x>[^，。！？,.!?\s]{1,12}?)过敏"), "对{x}过敏", Category.USER, "", 0.9),
+    Rule(rx(r"我对(?P<x>[^，。！？,.!?\s不没]{1,12}?)过敏"), "对{x}过敏", Category.USER, "", 0.9),
     Rule(
         rx(r"(?:在搞|改成了?|换成了?|开始|在吃|坚持)(?P<x>[^，。！？,.!?\s]{2,6}?)饮食"),
         "饮食方式是{x}饮食",

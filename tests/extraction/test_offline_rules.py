@@ -107,6 +107,7 @@ def test_look_alikes_are_left_alone(said: str) -> None:
         ("I'm vegan and allergic to peanuts.", ["Diet is vegan", "Allergic to peanuts"]),
         ("I am severely allergic to shellfish.", ["Allergic to shellfish"]),
         ("我对花生过敏，别推荐花生酱。", ["对花生过敏"]),
+        ("I'm also very allergic to cats", ["Allergic to cats"]),
     ],
 )
 def test_each_allergy_is_kept_as_the_users_own(said: str, read: list[str]) -> None:
@@ -114,6 +115,22 @@ def test_each_allergy_is_kept_as_the_users_own(said: str, read: list[str]) -> No
     assert [f.content for f in facts] == read
     allergies = [f for f in facts if f.content.startswith(("Allergic to", "对"))]
     assert allergies and not any(f.single for f in allergies)
+
+
+@pytest.mark.parametrize(
+    ("said", "read"),
+    [
+        ("I'm not allergic to peanuts.", []),
+        ("I'm not allergic to anything.", []),
+        ("I am worried my son is allergic to peanuts.", ["My son is allergic to peanuts"]),
+        ("I am vegan and not allergic to nuts", ["Diet is vegan"]),
+        ("我对花生不过敏", []),
+        # The request stays when no rule reads what it says.
+        ("Remember that I am not allergic to penicillin.", ["I am not allergic to penicillin"]),
+    ],
+)
+def test_no_allergy_is_read_from_a_negation_or_someone_elses(said: str, read: list[str]) -> None:
+    assert [f.content for f in extract_facts([("user", said)], {})] == read
 
 
 @pytest.mark.parametrize(
