@@ -71,9 +71,11 @@ def malformed() -> Action:
     return Action(content='{"facts": [{"content": "oops", "confidence": ')
 
 
-def not_json() -> Action:
-    """A 200 whose body is a web page (a proxy's, a wrong base URL's) labelled as JSON."""
-    return Action(raw=b"<html><body>oops</body></html>")
+def not_json(content_type: str = "application/json") -> Action:
+    """A 200 whose body is a web page (a proxy's, a wrong base URL's), labelled as JSON
+    or as what it is."""
+    page = b"<html><body>oops</body></html>"
+    return Action(raw=page, headers={"Content-Type": content_type})
 
 
 def truncated() -> Action:
@@ -247,8 +249,9 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if self.path.endswith("/embeddings"):
                     action = fake._next_action(body, self.client_address[0])
-                    if action.status != 200 or action.body is not None:  # scripted as is
-                        self._send(action.status, action.body or {}, action.headers)
+                    if action.status != 200 or action.body is not None or action.raw:
+                        payload = action.raw or action.body or {}  # scripted as is
+                        self._send(action.status, payload, action.headers)
                         return
                     inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     if any(fake.refuse_embedding(t) for t in inputs):
@@ -313,9 +316,9 @@ class FakeLLM:
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    headers = {"Content-Type": "application/json", **(headers or {})}
                     self.send_header("Content-Length", str(len(data)))
-                    for k, v in (headers or {}).items():
+                    for k, v in headers.items():
                         self.send_header(k, v)
                     self.end_headers()
                     self.wfile.write(data)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
+import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -63,6 +65,12 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
 
 
 NOT_JSON = "the LLM endpoint answered with a body that is not JSON: is OPENAI_BASE_URL its API?"
+
+
+def _raised_in_sdk(exc: BaseException) -> bool:
+    """Whether `exc` was raised inside the openai package (its parsing of an answer)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and f"{os.sep}openai{os.sep}" in frames[-1].filename
 
 
 def classify(exc: Exception) -> LLMError:
@@ -181,15 +189,23 @@ class LLMClient:
 
         for attempt in retrying:
             with attempt:
+                # A web page where the API should answer (a proxy's, a wrong base URL's):
+                # the endpoint's fault, retried and counted as an outage, never the
+                # turns'. The SDK fails on one labelled JSON, and returns one labelled
+                # as a page as its text.
                 try:
-                    return call(**kwargs)
+                    answered = call(**kwargs)
                 except OpenAIError as exc:
                     raise classify(exc) from exc
                 except json.JSONDecodeError as exc:
-                    # A web page where the API should answer (a proxy's, a wrong base
-                    # URL's): the endpoint's fault, retried and counted as an outage,
-                    # never the turns'.
                     raise LLMTransientError(NOT_JSON) from exc
+                except AttributeError as exc:  # the SDK reading a page's text as an answer
+                    if not _raised_in_sdk(exc):
+                        raise
+                    raise LLMTransientError(NOT_JSON) from exc
+                if isinstance(answered, str):
+                    raise LLMTransientError(NOT_JSON)
+                return answered
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _response_format(self, schema: type[BaseModel]) -> dict[str, Any]:

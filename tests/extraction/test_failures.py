@@ -109,8 +109,9 @@ def test_429_waits_for_retry_after_then_succeeds(
         fakellm.malformed(),
         fakellm.truncated(),
         fakellm.not_json(),
+        fakellm.not_json("text/html"),
     ],
-    ids=["500", "503", "timeout", "malformed", "truncated", "not JSON"],
+    ids=["500", "503", "timeout", "malformed", "truncated", "not JSON", "a page"],
 )
 def test_transient_faults_and_bad_json_recover(
     settings: Settings, db: Session, fake_llm: FakeLLM, fault: fakellm.Action
@@ -130,7 +131,9 @@ def test_transient_faults_and_bad_json_recover(
 
 
 @pytest.mark.parametrize(
-    "fault", [fakellm.server_error(503), fakellm.not_json()], ids=["503", "not JSON"]
+    "fault",
+    [fakellm.server_error(503), fakellm.not_json(), fakellm.not_json("text/html")],
+    ids=["503", "not JSON", "a page"],
 )
 def test_an_outage_backs_off_and_never_dead_letters(
     settings: Settings, db: Session, fake_llm: FakeLLM, fault: fakellm.Action

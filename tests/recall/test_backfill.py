@@ -3,6 +3,7 @@ and the fill runs on a queue of its own."""
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -145,8 +146,13 @@ def test_the_fill_has_a_queue_of_its_own() -> None:
     assert EMBEDDING_QUEUE in {q.name for q in app.conf.task_queues}
 
 
+@pytest.mark.parametrize(
+    "outage",
+    [fakellm.server_error(), fakellm.not_json("text/html")],
+    ids=["500", "a proxy's page"],  # the page raised the SDK's AttributeError, a bug
+)
 def test_stats_count_memories_waiting_for_a_vector_and_refused(
-    settings: Settings, db: Session, fake_llm: FakeLLM
+    settings: Settings, db: Session, fake_llm: FakeLLM, outage: fakellm.Action
 ) -> None:
     from memoryd.extraction.stats import pipeline_stats
 
@@ -156,7 +162,7 @@ def test_stats_count_memories_waiting_for_a_vector_and_refused(
     make_memory(db, s, f"Wrote {POISON}")
     make_memory(db, s, "Likes rye bread")
     db.commit()
-    fake_llm.push(fakellm.server_error())  # the first fill meets an outage
+    fake_llm.push(outage)  # the first fill meets an outage
     backfill.fill_missing(s)
     counts = {"embedded": 0, "waiting": 2, "refused": 0, "other_model": 0}
     assert pipeline_stats(s)["embeddings"] == counts
