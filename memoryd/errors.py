@@ -202,3 +202,6 @@ class InvalidSettings(ConfigError, ValueError):
     def __init__(self, lines: list[str]) -> None:
         super().__init__("invalid settings: " + "; ".join(lines))
         self.lines = lines
+
+    def __reduce__(self) -> tuple[type[InvalidSettings], tuple[list[str]]]:
+        return (InvalidSettings, (self.lines,))  # pickled (a result backend) as it was made

@@ -323,5 +323,5 @@ def test_a_list_setting_given_other_text_says_to_give_json(
     with pytest.raises(ValidationError) as raised:
         Settings()
     assert explain(raised.value) == [
-        'MEMORYD_MEMORY_CATEGORIES: give a JSON array, e.g. ["user", "feedback"]'
+        'MEMORYD_MEMORY_CATEGORIES: give a JSON array of its values, e.g. ["first", "second"]'
     ]

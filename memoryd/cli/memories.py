@@ -13,7 +13,7 @@ from memoryd.cli.common import print_json as _print_json
 from memoryd.cli.common import scope_args as _scope
 from memoryd.cli.parsing import whole
 from memoryd.cli.serve import AddCommand, Command
-from memoryd.models.schemas import MAX_PAGE
+from memoryd.models.schemas import MAX_PAGE, MAX_TOKEN_BUDGET
 from memoryd.settings import Settings
 
 AS_OF_HELP = "what memory held at this moment (ISO 8601 with a timezone): read only"
@@ -194,7 +194,10 @@ def _add_memory_commands(add: AddCommand) -> None:
     p = scoped("context", cmd_context, "the <memory-context> block for a query")
     p.add_argument("query", help="what the next reply is about, as a user would ask")
     p.add_argument(
-        "--budget", type=whole(1), default=None, help="most tokens (default: the agent's)"
+        "--budget",
+        type=whole(1, MAX_TOKEN_BUDGET),
+        default=None,
+        help="most tokens (default: the agent's)",
     )
     p.add_argument("--as-of", type=_instant, help=AS_OF_HELP)
     for name, fn, help_ in [

@@ -20,7 +20,7 @@ from memoryd.client import MemoryClient
 from memoryd.errors import NotFound
 from memoryd.models.checks import check_text
 from memoryd.models.profiles import ProfileType
-from memoryd.models.schemas import Ident, TurnKey
+from memoryd.models.schemas import MAX_TOKEN_BUDGET, Ident, TurnKey
 from memoryd.models.tables import SHARED_USER
 from memoryd.recall.as_of import Moment
 from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs, recalled
@@ -58,7 +58,7 @@ class ContextArgs(ScopeArgs):
         max_length=10_000, description="What the next reply is about: usually the user's message"
     )
     token_budget: int | None = Field(
-        None, ge=1, le=100_000, description="Most tokens (default: the agent's budget)"
+        None, ge=1, le=MAX_TOKEN_BUDGET, description="Most tokens (default: the agent's budget)"
     )
     session_id: Ident | None = Field(
         None, description="The conversation, for the agent's injection rules"

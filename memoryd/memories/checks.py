@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ValidationError
 
 from memoryd.errors import MemoryRejected, RefusedValue, field_errors
 from memoryd.models.checks import check_text
@@ -27,8 +27,6 @@ MemoryContent = Annotated[str, AfterValidator(_clean)]
 # A memory's tags, however they come: at most MAX_TAGS of at most MAX_TAG_CHARS each.
 MAX_TAGS = 50
 MAX_TAG_CHARS = 100
-Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]
-Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
 
 
 def kept_tags(value: Any) -> list[str]:

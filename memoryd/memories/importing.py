@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from memoryd.memories.checks import MemoryContent, Tags
+from memoryd.memories.checks import MemoryContent, kept_tags
 from memoryd.memories.proposals import Fact
 from memoryd.memories.store import create_memory, find_by_hash
 from memoryd.models.checks import JsonObject, check_text
@@ -72,7 +72,9 @@ class ImportRecord(BaseModel):
     content: MemoryContent = Field(min_length=1, max_length=10_000)
     category: Category = Category.USER
     name: str = Field("", max_length=200)
-    tags: Tags = Field(default_factory=list)
+    # Within the limits, as a model's: an export of a store that kept longer ones (before
+    # the limits) still imports, without those.
+    tags: list[str] = Field(default_factory=list)
     confidence: float = Field(0.9, ge=0, le=1)
     tier: Tier = Tier.LONG
     status: MemoryStatus = MemoryStatus.ACTIVE
@@ -83,6 +85,8 @@ class ImportRecord(BaseModel):
     created_at: datetime | None = None
     metadata: JsonObject | None = None
     history: list[EventRecord] = Field(default_factory=list, max_length=MAX_HISTORY)
+
+    _tags = field_validator("tags", mode="before")(kept_tags)
 
     def origin(self) -> str | None:
         """The identity of the memory this line was exported from, or None."""

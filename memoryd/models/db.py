@@ -196,7 +196,7 @@ def get_engine(settings: StorageSettings, autocommit: bool = False) -> Engine:
         engine = _engines.get(key)
         if engine is None:
             if url.startswith("sqlite"):
-                settings.private_folder(settings.data_dir)
+                settings.ensure_private_folder(settings.data_dir)
             engine = _engines[key] = make_engine(url, autocommit, *timeouts, pool, pooler)
         return engine
 

@@ -62,18 +62,9 @@ _ISO_START = re.compile(r"\d{4}-\d{2}-\d{2}")
 # The most rows one listing returns (memories, batches, dead letters, history): the API,
 # the page and the CLI page through more with before_id / offset.
 MAX_PAGE = 500
+# The largest context block asked for, at any entrance (HTTP, MCP, CLI).
+MAX_TOKEN_BUDGET = 100_000
 ABSOLUTE_MAX_CONTENT = 1_000_000
-
-
-# An id a stored row may hold: text, and no NUL (which no database column holds). Not
-# Ident: a session stored under the looser rule before must still be extracted.
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("an id may not hold a NUL character")
-    return value
-
-
-StoredIdent = Annotated[str, StringConstraints(min_length=1), AfterValidator(_no_nul)]
 
 
 class SessionIds(BaseModel):
@@ -82,9 +73,9 @@ class SessionIds(BaseModel):
 
     model_config = ConfigDict(strict=True, frozen=True)
 
-    agent_id: StoredIdent
-    user_id: StoredIdent
-    session_id: StoredIdent
+    agent_id: StoredId  # not Ident: a session stored under the looser rule is extracted too
+    user_id: StoredId
+    session_id: StoredId
 
 
 class TurnIn(BaseModel):

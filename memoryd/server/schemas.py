@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from memoryd.memories.checks import MAX_TAG_CHARS, MAX_TAGS, not_blank
 from memoryd.models.checks import check_text
-from memoryd.models.schemas import Ident, MemoryOut, TurnIn
+from memoryd.models.schemas import MAX_TOKEN_BUDGET, Ident, MemoryOut, TurnIn
 from memoryd.models.tables import Category, Tier
 from memoryd.recall.as_of import Moment
 from memoryd.recall.hits import Hit
@@ -78,7 +78,7 @@ class ContextRequest(Strict):
     user_id: Ident
     query: CleanText = Field(max_length=10_000)
     token_budget: int | None = Field(
-        None, ge=1, le=100_000, description="default: the agent's context_token_budget"
+        None, ge=1, le=MAX_TOKEN_BUDGET, description="default: the agent's context_token_budget"
     )
     session_id: Ident | None = None
     as_of: AsOf = None

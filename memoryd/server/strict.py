@@ -40,13 +40,14 @@ NAMES = {
 
 class JsonRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = _known_queries_only(super().get_route_handler(), query_names(self.dependant))
+        needs_key = _authenticates(self.dependant)
+        known = query_names(self.dependant)
+        handler = _known_queries_only(super().get_route_handler(), known, needs_key)
         if self.body_field is None:
             return handler
         annotation = self.body_field.field_info.annotation
         # A body of no one model (the turns' list, judged item by item) is left to it.
         typed = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-        needs_key = _authenticates(self.dependant)
 
         async def checked(request: Request) -> Response:
             if needs_key:
@@ -71,13 +72,19 @@ def query_names(dependant: Dependant) -> frozenset[str]:
 
 
 def _known_queries_only(
-    handler: Callable[[Request], Coroutine[Any, Any, Response]], known: frozenset[str]
+    handler: Callable[[Request], Coroutine[Any, Any, Response]],
+    known: frozenset[str],
+    needs_key: bool,
 ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
     """`handler`, refusing a query parameter the route does not read: `?catgory=user`
-    answered every category, as if the filter held (a misspelt body field is a 422)."""
+    answered every category, as if the filter held (a misspelt body field is a 422).
+    The key first, where the route takes one: a caller without one learns nothing of
+    what the route reads."""
 
     async def checked(request: Request) -> Response:
         unknown = sorted(set(request.query_params) - known)
+        if unknown and needs_key:
+            await authenticate(request, server_state(request))
         if unknown:
             close = difflib.get_close_matches(unknown[0], known, n=1)
             takes = f"did you mean {close[0]}?" if close else _takes(known)

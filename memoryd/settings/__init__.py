@@ -222,8 +222,8 @@ def _nested(values: dict[str, Any]) -> dict[str, Any]:
 
 # What a list or mapping setting takes from the environment, said when it got other text.
 JSON_WANTED = {
-    "tuple_type": 'give a JSON array, e.g. ["user", "feedback"]',
-    "list_type": 'give a JSON array, e.g. ["user", "feedback"]',
+    "tuple_type": 'give a JSON array of its values, e.g. ["first", "second"]',
+    "list_type": 'give a JSON array of its values, e.g. ["first", "second"]',
     "dict_type": 'give a JSON object, e.g. {"key": "value"}',
 }
 

@@ -10,15 +10,25 @@ from memoryd.errors import ConfigError
 from memoryd.settings import checks
 from memoryd.settings.part import Part
 
+PG_TIMEOUT_MAX = 2_147_483  # seconds: 2^31 - 1 milliseconds
+
 
 class StorageSettings(Part):
     data_dir: Path = Field(Path(".memoryd"), description="Embedded SQLite file and broker folder")
     database_url: str = Field("", description="SQLAlchemy URL; empty means <data_dir>/memoryd.db")
+    # PostgreSQL counts these in milliseconds in an int: past PG_TIMEOUT_MAX every
+    # connection would fail.
     db_statement_timeout_seconds: float = Field(
-        120.0, ge=0, description="PostgreSQL: a statement running longer fails (0: no limit)"
+        120.0,
+        ge=0,
+        le=PG_TIMEOUT_MAX,
+        description="PostgreSQL: a statement running longer fails (0: no limit)",
     )
     db_lock_timeout_seconds: float = Field(
-        15.0, ge=0, description="PostgreSQL: waiting longer for a lock fails (0: no limit)"
+        15.0,
+        ge=0,
+        le=PG_TIMEOUT_MAX,
+        description="PostgreSQL: waiting longer for a lock fails (0: no limit)",
     )
     db_pool_size: int = Field(
         10, ge=1, description="PostgreSQL connections each process keeps open (per engine)"
@@ -56,17 +66,19 @@ class StorageSettings(Part):
     def broker_folder(self) -> Path:
         return self.data_dir / "broker"
 
-    def private_folder(self, folder: Path) -> Path:
+    def ensure_private_folder(self, folder: Path) -> Path:
         """`folder`, in the data folder, made if missing and readable by its owner only
         (it holds what users said). A data folder that cannot be made is a setting's
         mistake: one line naming it, never a traceback, nor a worker started without it."""
         try:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
-            reason = exc.strerror or str(exc)
-            if isinstance(exc, FileExistsError | NotADirectoryError):
-                reason = "a file stands where a folder should"  # not "File exists"
-            raise ConfigError(
-                f"MEMORYD_DATA_DIR={self.data_dir}: cannot make {folder}: {reason}"
-            ) from None
+            raise self.unusable(folder, exc) from None
         return folder
+
+    def unusable(self, folder: Path, exc: OSError) -> ConfigError:
+        """The error of a folder in the data folder that cannot be made or written."""
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, FileExistsError | NotADirectoryError):
+            reason = "a file stands where a folder should"  # not "File exists"
+        return ConfigError(f"MEMORYD_DATA_DIR={self.data_dir}: cannot make {folder}: {reason}")

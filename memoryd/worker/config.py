@@ -107,8 +107,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_concurrency": settings.worker.worker_concurrency,
     }
     if settings.storage.broker_url.startswith("filesystem://"):
-        broker_folder = settings.storage.private_folder(settings.storage.broker_folder)
-        conf["broker_transport_options"] = filesystem_options(broker_folder, QUEUES)
+        folder = settings.storage.broker_folder
+        try:
+            conf["broker_transport_options"] = filesystem_options(folder, QUEUES)
+        except OSError as exc:  # the folder or one of its own: never a worker without them
+            raise settings.storage.unusable(folder, exc) from None
     elif settings.storage.broker_url.startswith(("redis://", "rediss://")):
         # An unacknowledged message returns to the queue after this long.
         conf["broker_transport_options"] = {"visibility_timeout": 3600}

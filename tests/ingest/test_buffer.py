@@ -580,7 +580,7 @@ def test_dispatch_when_pending_turns_cross_batch_size(settings: Settings) -> Non
         ("ingest", [{"turns": []}, "more"], "ingest_turns: too many positional arguments"),
         ("extract", [1, 2, 3], "agent_id: Input should be a valid string"),
         ("extract", [["bot"], {"u": 1}, "s1"], "user_id: Input should be a valid string"),
-        ("extract", ["bot\x00", "ann", "s1"], "agent_id: an id may not hold a NUL character"),
+        ("extract", ["bot\x00", "ann", "s1"], "agent_id: id contains a NUL byte"),
     ],
 )
 def test_a_task_sent_with_arguments_it_cannot_use_says_which(

@@ -150,6 +150,8 @@ def test_a_query_parameter_the_route_does_not_read_is_422_naming_it(
     assert stray.json()["errors"][0]["message"].endswith("it takes none")
     listed = api.get("/v1/memories/bot/ann", params={"category": "user"}, headers=auth)
     assert listed.status_code == 200
+    keyless = api.get("/v1/memories/bot/ann", params={"catgory": "user"})
+    assert_problem(keyless, 401)  # the key first: nothing learnt of the route's parameters
 
 
 def test_a_body_that_is_not_json_names_the_body_and_where_it_breaks(
