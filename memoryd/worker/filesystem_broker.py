@@ -77,6 +77,12 @@ class Channel(filesystem.Channel):
 class Transport(filesystem.Transport):
     Channel = Channel
 
+    @property
+    def default_connection_params(self) -> dict[str, Any]:
+        # A folder has no host: kombu's default of 'localhost' made every connection
+        # warn "No hostname was supplied", twice at each worker's start.
+        return {}
+
 
 def filesystem_options(broker_folder: Path, queues: Sequence[str]) -> dict[str, Any]:
     """The transport options of a filesystem broker in `broker_folder`, its folders made
