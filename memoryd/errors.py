@@ -157,7 +157,8 @@ class LLMTransientError(LLMError):
 
 class LLMEndpointError(LLMError):
     """The endpoint refuses every request, whatever it holds: a bad key, an unknown
-    model or path (401, 403, 404)."""
+    model or path (401, 403, 404). Not retried within a call; to extraction and
+    compression an outage, which no turn is dead-lettered for."""
 
 
 class LLMOutputError(LLMError):

@@ -28,6 +28,7 @@ from memoryd.agents import config as agent_config
 from memoryd.errors import (
     DatabaseUnavailable,
     LeaseLost,
+    LLMEndpointError,
     LLMError,
     LLMTransientError,
     error_text,
@@ -150,7 +151,9 @@ def _propose(
                 prepared.turns, prepared.memories, profiles=prepared.profiles, keys=prepared.keys
             )
             resolve(settings, prepared, proposal, extractor)
-    except LLMTransientError as exc:
+    except (LLMTransientError, LLMEndpointError) as exc:
+        # An endpoint refusing every request (a revoked key, a model or path that is not
+        # there) is an outage too: no turn's fault, so none is dead-lettered for it.
         kind = FailureKind.TRANSIENT
         _fail(settings, stats, claim, kind, str(exc), clock(), llm_down=extractor.uses_llm)
         return None  # the session backs off; the sweeper tries it again later

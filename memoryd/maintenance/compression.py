@@ -19,7 +19,14 @@ from sqlalchemy import Select, and_, exists, select, true, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from memoryd.errors import BatchFailed, LLMError, LLMTransientError, error_text, log_failure
+from memoryd.errors import (
+    BatchFailed,
+    LLMEndpointError,
+    LLMError,
+    LLMTransientError,
+    error_text,
+    log_failure,
+)
 from memoryd.ingest.heartbeat import kept_alive
 from memoryd.ingest.leases import compress_due, open_batch
 from memoryd.ingest.session_lease import COMPRESSION_LEASE
@@ -311,7 +318,7 @@ def compress_session(
         with kept_alive(settings, renew, f"compress-{work.batch_id}"):
             segments, synopsis = _summarise(summarizer, work)
     except Exception as exc:
-        if isinstance(exc, LLMTransientError):
+        if isinstance(exc, LLMTransientError | LLMEndpointError):  # as extraction's
             kind = FailureKind.TRANSIENT
         elif isinstance(exc, LLMError):
             kind = FailureKind.PERMANENT

@@ -164,6 +164,29 @@ def test_an_outage_backs_off_and_never_dead_letters(
         assert session.scalars(select(ChatSession.transient_failures)).one() == 0
 
 
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_an_endpoint_refusing_every_request_is_an_outage_not_the_turns_fault(
+    settings: Settings, db: Session, fake_llm: FakeLLM, status: int
+) -> None:
+    """A revoked key, or a model or path that is not there: every batch split down
+    to single turns and dead-lettered them all after max_attempts. Now the turns wait,
+    the circuit counts it, and they are extracted once the endpoint answers again."""
+    s = with_llm(settings, fake_llm, max_attempts=2)
+    key = say(s, "Call me Sam.", "I live in Rome.")
+    for _ in range(3):  # more than max_attempts
+        fake_llm.push(fakellm.server_error(status))
+        stats = extract_session(s, key)
+        assert (stats.failed_batches, stats.dead_lettered) == (1, 0)
+        assert turn_states(db) == [("pending", 0), ("pending", 0)]
+        assert str(status) in (batches(db)[-1].error or "")
+        stop_backing_off(s)
+        close_in_time(s)
+    assert circuit_state(s).failures >= 1
+    assert {b.error_kind for b in batches(db)} == {FailureKind.TRANSIENT}
+    assert extract_session(s, key).created == 2  # the key is fixed
+    assert turn_states(db) == [("done", 0), ("done", 0)]
+
+
 def test_the_circuit_opens_on_an_outage_and_one_probe_closes_it(
     settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
