@@ -158,16 +158,27 @@ def cmd_embed(settings: Settings, ns: argparse.Namespace) -> int:
 
 def _add_memory_commands(add: AddCommand) -> None:
     """The commands that read or change one scope's memories."""
+    _add_list_command(add)
+    _add_query_commands(add)
+    for name, fn, help_ in [
+        ("show", cmd_show, "one memory as JSON"),
+        ("history", cmd_history, "a memory's history"),
+        ("delete", cmd_delete, "soft-delete a memory (restorable for a while)"),
+        ("restore", cmd_restore, "restore an archived/expired/deleted memory"),
+    ]:
+        _scoped(add, name, fn, help_).add_argument("id", type=whole(1), help="the memory's id")
 
-    def scoped(name: str, fn: Command, help_: str) -> argparse.ArgumentParser:
-        p = add(name, fn, help_)
-        p.add_argument("--agent", required=True, help="the agent id")
-        p.add_argument(
-            "--user", required=True, help="the user id ('*': the agent's shared memories)"
-        )
-        return p
 
-    p = scoped("list", cmd_list, "list a scope's memories, newest first")
+def _scoped(add: AddCommand, name: str, fn: Command, help_: str) -> argparse.ArgumentParser:
+    """A command of one scope: --agent and --user."""
+    p = add(name, fn, help_)
+    p.add_argument("--agent", required=True, help="the agent id")
+    p.add_argument("--user", required=True, help="the user id ('*': the agent's shared memories)")
+    return p
+
+
+def _add_list_command(add: AddCommand) -> None:
+    p = _scoped(add, "list", cmd_list, "list a scope's memories, newest first")
     p.add_argument(
         "--status",
         action="append",
@@ -187,11 +198,15 @@ def _add_memory_commands(add: AddCommand) -> None:
     p.add_argument("--offset", type=whole(0), default=0, help="skip this many first: the next page")
     p.add_argument("--as-of", type=_instant, help=AS_OF_HELP)
     p.add_argument("--as-stored", action="store_true", help=AS_STORED_HELP)
-    p = scoped("search", cmd_search, "ranked recall for a query")
+
+
+def _add_query_commands(add: AddCommand) -> None:
+    """search and context: a scope's memories for a query."""
+    p = _scoped(add, "search", cmd_search, "ranked recall for a query")
     p.add_argument("query", help="what to recall, as a user would ask")
     p.add_argument("-k", type=whole(1, MAX_PAGE), default=10, help="how many memories")
     p.add_argument("--as-of", type=_instant, help=AS_OF_HELP)
-    p = scoped("context", cmd_context, "the <memory-context> block for a query")
+    p = _scoped(add, "context", cmd_context, "the <memory-context> block for a query")
     p.add_argument("query", help="what the next reply is about, as a user would ask")
     p.add_argument(
         "--budget",
@@ -200,13 +215,6 @@ def _add_memory_commands(add: AddCommand) -> None:
         help="most tokens (default: the agent's)",
     )
     p.add_argument("--as-of", type=_instant, help=AS_OF_HELP)
-    for name, fn, help_ in [
-        ("show", cmd_show, "one memory as JSON"),
-        ("history", cmd_history, "a memory's history"),
-        ("delete", cmd_delete, "soft-delete a memory (restorable for a while)"),
-        ("restore", cmd_restore, "restore an archived/expired/deleted memory"),
-    ]:
-        scoped(name, fn, help_).add_argument("id", type=whole(1), help="the memory's id")
 
 
 def _add_transfer_commands(add: AddCommand) -> None:
