@@ -66,10 +66,13 @@ def log_failure(log: logging.Logger, what: str, exc: BaseException) -> None:
 
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
     """(dotted field, message) per mistake, without pydantic's "Value error, " prefix."""
-    return [
-        (".".join(str(part) for part in e["loc"]), error_message(e))
-        for e in exc.errors(include_url=False, include_input=False)
-    ]
+    errors = exc.errors(include_url=False, include_input=False)
+    return [(dotted(e), error_message(e)) for e in errors]
+
+
+def dotted(error: Any) -> str:
+    """Where one of pydantic's errors is, as a dotted field: "extraction.batch_size"."""
+    return ".".join(str(part) for part in error["loc"])
 
 
 def error_message(error: Any) -> str:

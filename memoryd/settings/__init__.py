@@ -27,7 +27,7 @@ from pydantic_settings import (
 )
 
 from memoryd.env_names import warn_about_unknown_variables
-from memoryd.errors import InvalidSettings, error_message
+from memoryd.errors import InvalidSettings, dotted, error_message
 from memoryd.settings.agents import AgentDefaults
 from memoryd.settings.checks import BROKER_SCHEMES, masked_url
 from memoryd.settings.extraction import ExtractionSettings
@@ -232,7 +232,7 @@ def explain(exc: ValidationError) -> list[str]:
     """One line per mistake, named as the environment variable a person sets."""
     lines = []
     for error in exc.errors(include_url=False, include_input=False):
-        where = ".".join(str(part) for part in error["loc"])
+        where = dotted(error)
         message = JSON_WANTED.get(error["type"]) or error_message(error)
         part, _, within = where.partition(".")
         named = within if part in _PART_NAMES else where  # e.g. memory_categories.0
