@@ -124,3 +124,16 @@ class Analyzer:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+@contextmanager
+def served_model(name: str) -> Iterator[str]:
+    """The packaged model served in this process, on a free loopback port."""
+    from memoryd.llm.local_model import resolve_model
+    from memoryd.llm.local_server import ServeOptions, free_port, start
+
+    port = free_port()
+    path, served = resolve_model(name)
+    server = start(ServeOptions(path, served, port=port))  # serves while referenced
+    yield f"http://127.0.0.1:{port}/v1"
+    del server

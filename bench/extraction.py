@@ -22,8 +22,6 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,7 +31,7 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 
 from sqlalchemy import func, select
 
-from bench.common import bench_database, emit, print_table
+from bench.common import bench_database, emit, print_table, served_model
 from bench.extraction_measures import Tally, check_scope
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
@@ -171,19 +169,6 @@ def _scope_now(settings: Settings, user: str) -> tuple[set[str], int]:
             )
         ).all()
     return {k for _i, k in rows if k}, max((i for i, _k in rows), default=0)
-
-
-@contextmanager
-def served_model(name: str) -> Iterator[str]:
-    """The packaged model served in this process, on a free loopback port."""
-    from memoryd.llm.local_model import resolve_model
-    from memoryd.llm.local_server import ServeOptions, free_port, start
-
-    port = free_port()
-    path, served = resolve_model(name)
-    server = start(ServeOptions(path, served, port=port))  # serves while referenced
-    yield f"http://127.0.0.1:{port}/v1"
-    del server
 
 
 def measure(

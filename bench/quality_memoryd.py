@@ -67,12 +67,7 @@ class ReplayStore:
             {"embedding_provider": "local", "embedding_model": local_model()} if local else {}
         )
         if top_n := int(os.environ.get("MEMORYD_BENCH_RERANK") or 0):
-            from testkit.rerank_server import rerank_server
-
-            server = stack.enter_context(rerank_server())
-            # The reranker's quality, not its speed on a shared core: a generous timeout.
-            extra.update(rerank="endpoint", rerank_url=server.base_url, rerank_top_n=top_n)
-            extra.update(rerank_timeout=30.0)
+            extra.update(reranking(stack, top_n))
         self.settings = Settings(data_dir=folder, database_url=url, **extra)
         if database == "sqlite":
             upgrade(self.settings)
@@ -155,6 +150,30 @@ class ReplayStore:
             for _ in range(100):
                 if not self.fill(self.settings, scope):
                     break
+
+
+def reranking(stack: ExitStack, top_n: int) -> dict[str, Any]:
+    """Settings that rerank the first `top_n` through the suite's rerank server, judging
+    by e5's cosine or, when MEMORYD_BENCH_JUDGE names a packaged local LLM, by its yes or
+    no (served in this process)."""
+    from testkit.rerank_server import rerank_server
+
+    judge = os.environ.get("MEMORYD_BENCH_JUDGE") or "e5"
+    llm = None
+    if judge != "e5":
+        from bench.common import served_model
+        from testkit.llm_judge import LLMJudge
+
+        llm = LLMJudge(stack.enter_context(served_model(judge)), judge)
+    server = stack.enter_context(rerank_server(llm))
+    # The reranker's quality, not its speed on a shared core: a generous timeout.
+    timeout = 30.0 if llm is None else 60.0  # the most the setting takes
+    return {
+        "rerank": "endpoint",
+        "rerank_url": server.base_url,
+        "rerank_top_n": top_n,
+        "rerank_timeout": timeout,
+    }
 
 
 def _at(event: Event) -> datetime:

