@@ -19,7 +19,8 @@ class LLMSettings(Part):
     llm_base_url: str | None = Field(
         None,
         validation_alias=AliasChoices("MEMORYD_LLM_BASE_URL", "OPENAI_BASE_URL"),
-        description="Any OpenAI-compatible endpoint (OPENAI_BASE_URL too); unset: offline",
+        description="Any OpenAI-compatible endpoint (OPENAI_BASE_URL too); unset: OpenAI's "
+        "own when a key is set, else offline",
     )
     extraction_model: str = Field(
         "gpt-4o-mini", description="Model that extracts facts from a batch"
@@ -32,7 +33,10 @@ class LLMSettings(Part):
     llm_timeout_seconds: float = Field(60.0, gt=0, description="One LLM call's timeout")
     llm_retries: int = Field(4, ge=0, description="Retries of a transient LLM error")
     llm_backoff_max_seconds: float = Field(
-        30.0, gt=0, description="Longest wait between LLM retries (a Retry-After included)"
+        30.0,
+        gt=0,
+        description="Longest wait of the backoff between LLM retries (a server's Retry-After "
+        "is waited as asked, up to 120 s)",
     )
     llm_temperature: float = Field(
         0.0, ge=0, le=2, description="Sampling temperature of every LLM call"
