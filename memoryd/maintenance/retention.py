@@ -14,10 +14,10 @@
   keys' cascades; their search postings went when they left the active status), each
   read through its partial index (of deleted, of archived memories).
 
-The others are read oldest first by primary key up to the first row younger than its cutoff, so
-a run reads the rows it removes and the old ones it keeps (dead letters and their
-batches, turns of a session still being summarised), never the rest of the table. 0
-days keeps everything of that kind.
+The others are read oldest first by primary key below the first row younger than its
+cutoff, so a run reads the rows it removes and the old ones it keeps (dead letters and
+their batches, turns of a session still being summarised), never the rest of the table.
+0 days keeps everything of that kind.
 """
 
 from __future__ import annotations
@@ -46,9 +46,6 @@ from memoryd.models.tables import (
 )
 from memoryd.settings import MemorySettings
 
-FIRST_PAGE = 64  # rows _oldest reads first; most runs find the first row young
-MAX_READ_PER_CHUNK = 20  # times the chunk: how far past kept old rows one chunk reads
-
 
 def _oldest(
     session: Session,
@@ -60,28 +57,46 @@ def _oldest(
     *extra: Any,
     join: tuple[Any, ColumnElement[bool]] | None = None,
 ) -> list[Any]:
-    """Up to `limit` of the table's oldest rows by id (ids grow with time) born before
-    `cutoff` that `removable` says may go, with `extra` columns. Read by primary key from
-    the start in pages that grow while every row is old, stopping at the first young
-    one: a run reads what it removes, the old rows it keeps and one small page, never
-    the rest of the table, however large."""
-    query = select(table.id, born.label("born"), removable.label("removable"), *extra)
+    """Up to `limit` of the table's oldest rows by id born before `cutoff` that
+    `removable` says may go, with `extra` columns. Ids grow with time, so the old rows
+    are those below the first young one (_first_young_id): the database reads that
+    range by primary key up to the `limit`-th removable row, never the rest of the
+    table, and however many old rows stay (dead letters), none holds back those behind
+    them."""
+    query = select(table.id, *extra).where(born < cutoff, removable)
     if join is not None:
         query = query.outerjoin(*join)
-    due: list[Any] = []
-    after, page, budget = None, min(FIRST_PAGE, limit), limit * MAX_READ_PER_CHUNK
-    while len(due) < limit and budget > 0:
-        paged = query if after is None else query.where(table.id > after)
-        rows = session.execute(paged.order_by(table.id).limit(page)).all()
-        for row in rows:
-            if row.born >= cutoff:
-                return due[:limit]
-            if row.removable:
-                due.append(row)
-        if len(rows) < page:
-            break
-        after, budget, page = rows[-1].id, budget - page, min(page * 4, limit)
-    return due[:limit]
+    bound = _first_young_id(session, table, born, cutoff)
+    if bound is not None:
+        query = query.where(table.id < bound)
+    return list(session.execute(query.order_by(table.id).limit(limit)).all())
+
+
+def _first_young_id(session: Session, table: Any, born: Any, cutoff: datetime) -> int | None:
+    """The id of the table's first row born at or after `cutoff`, found by halving the
+    id range between an old row and a young one (a few probes of the primary key,
+    however large the table); None when no row is that young."""
+
+    def first_from(least: int) -> Any:
+        ordered = select(table.id, born.label("born")).order_by(table.id)
+        return session.execute(ordered.where(table.id >= least).limit(1)).first()
+
+    last = session.execute(select(table.id, born.label("born")).order_by(table.id.desc()).limit(1))
+    newest = last.first()
+    if newest is None or newest.born < cutoff:
+        return None
+    oldest = first_from(0)
+    if oldest.born >= cutoff:
+        return int(oldest.id)
+    old, young = int(oldest.id), int(newest.id)
+    while True:  # the row at `old` is old, the one at `young` young
+        row = first_from(max((old + young) // 2, old + 1))
+        if row.id >= young:
+            return young
+        if row.born < cutoff:
+            old = int(row.id)
+        else:
+            young = int(row.id)
 
 
 def _removed(session: Session, table: Any, rows: list[Any]) -> int:
