@@ -93,6 +93,7 @@ def start_worker(
     concurrency: int = 4,
     queues: str = ",".join(QUEUES),
     host: Host | None = None,
+    without: tuple[str, ...] = ("gossip", "mingle", "heartbeat"),
 ) -> Proc:
     return _spawn(
         [
@@ -102,9 +103,7 @@ def start_worker(
             f"--queues={queues}",
             f"--hostname={name}@%h",
             "--loglevel=INFO",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
+            *(f"--without-{part}" for part in without),
         ],
         settings,
         tmp_path / f"{name}.log",
