@@ -41,6 +41,12 @@ Stamp = tuple[int, int, int, int | None, bool]
 Ids = NDArray[np.int64]
 
 
+# What an entry costs beside its arrays (its key, stamp, the arrays' own objects and its
+# place in the cache): counted too, so the scopes of users with no vector yet, by the
+# million over months, are held within the budget like the others.
+ENTRY_OVERHEAD = 1024
+
+
 @dataclass
 class _ScopeEntry:
     stamp: Stamp
@@ -51,7 +57,8 @@ class _ScopeEntry:
 
     @property
     def nbytes(self) -> int:
-        return int(self.ids.nbytes + self.versions.nbytes + self.matrix.nbytes)
+        arrays = self.ids.nbytes + self.versions.nbytes + self.matrix.nbytes
+        return int(arrays + ENTRY_OVERHEAD)
 
     @property
     def vectors(self) -> tuple[Ids, Vectors]:

@@ -175,8 +175,10 @@ def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
     settings: Settings, db: Session, fake_llm: FakeLLM
 ) -> None:
     """At 1,536 dimensions 200,000 cached rows were 1.2 GB a process: the budget is in
-    bytes, and the scopes recalled least recently go first."""
-    per_scope = 40 * (64 * 4 + 8 + 8)  # 40 vectors of 64 float32, their ids and versions
+    bytes, and the scopes recalled least recently go first, those holding no vector
+    too (a process meets new users by the million over months)."""
+    # 40 vectors of 64 float32, their ids and versions, and what the entry holds them in
+    per_scope = 40 * (64 * 4 + 8 + 8) + scope_vectors.ENTRY_OVERHEAD
     s = with_llm(settings, fake_llm, **REMOTE, embedding_cache_mb=2.5 * per_scope / 1024 / 1024)
     for user in ("ann", "bob", "cid"):
         for i in range(40):
@@ -192,6 +194,13 @@ def test_the_scope_cache_keeps_to_its_byte_budget_dropping_the_least_used(
     assert (
         scope_vectors.cached_bytes() == 2 * per_scope <= s.recall.embedding_cache_mb * 1024 * 1024
     )
+
+    # Users with no vector yet cost their entry too: they do not pile up past the budget.
+    budget = s.recall.embedding_cache_mb * 1024 * 1024
+    for n in range(60):
+        client.recall("green tea", "bot", f"new-{n}")
+    assert len(scope_vectors.cached_scopes()) <= budget // scope_vectors.ENTRY_OVERHEAD < 60
+    assert scope_vectors.cached_bytes() <= budget
 
     tiny = with_llm(settings, fake_llm, **REMOTE, embedding_cache_mb=0)
     embeddings.clear_caches()
