@@ -163,9 +163,11 @@ class Memory(Scoped, Base):
             postgresql_where=text("status = 'active' AND vector IS NULL"),
             sqlite_where=text("status = 'active' AND vector IS NULL"),
         ),
-        # The conflicts list and its count (memories/conflicts.py), without a scan.
+        # The conflicts list, newest first, and its count (memories/conflicts.py),
+        # without a scan or a sort of every superseded memory kept.
         Index(
             "ix_memories_superseded",
+            "updated_at",
             "id",
             postgresql_where=text("status = 'superseded'"),
             sqlite_where=text("status = 'superseded'"),

@@ -151,6 +151,17 @@ def test_open_conflicts_are_counted_as_listed_up_to_a_cap(settings: Settings, db
         resolve(session, settings.memories, pairs[0], keep="new", now=utcnow())
     with session_scope(settings.storage, readonly=True) as session:
         assert count_open(session) == 4
+    count_plan = _plan(settings, lambda session: count_open(session, cap=3), "count(")
+    assert "ix_memories_superseded" in count_plan, count_plan
+    # The list, newest first, reads the first page off the same index, without sorting
+    # every superseded memory kept (history stays for good).
+    list_plan = _plan(settings, lambda session: open_conflicts(session, limit=2), "ORDER BY")
+    assert "ix_memories_superseded" in list_plan, list_plan
+    assert "Sort" not in list_plan and "TEMP B-TREE" not in list_plan, list_plan
+
+
+def _plan(settings: Settings, read: Any, marker: str) -> str:
+    """The plan of the statement holding `marker` that `read(session)` sends."""
     executed: list[tuple[str, Any]] = []
     engine = get_engine(settings.storage)
 
@@ -159,17 +170,16 @@ def test_open_conflicts_are_counted_as_listed_up_to_a_cap(settings: Settings, db
 
     event.listen(engine, "before_cursor_execute", record)
     with session_scope(settings.storage, readonly=True) as session:
-        count_open(session, cap=3)
+        read(session)
         event.remove(engine, "before_cursor_execute", record)
-        ((sql, parameters),) = [(s, p) for s, p in executed if "count(" in s]
+        ((sql, parameters),) = [(s, p) for s, p in executed if marker in s]
         if engine.dialect.name == "sqlite":
             explain = "EXPLAIN QUERY PLAN"
         else:
             explain = "EXPLAIN"
             session.execute(text("SET LOCAL enable_seqscan = off"))  # a tiny table
         found = session.connection().exec_driver_sql(f"{explain} {sql}", parameters)
-        plan = " ".join(str(row) for row in found)
-    assert "ix_memories_superseded" in plan, plan
+        return " ".join(str(row) for row in found)
 
 
 def test_the_upgrade_starts_the_tallies_from_the_stored_memories(
