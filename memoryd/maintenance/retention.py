@@ -56,47 +56,52 @@ def _oldest(
     limit: int,
     *extra: Any,
     join: tuple[Any, ColumnElement[bool]] | None = None,
+    stamped: Any = None,
 ) -> list[Any]:
     """Up to `limit` of the table's oldest rows by id born before `cutoff` that
-    `removable` says may go, with `extra` columns. Ids grow with time, so the old rows
-    are those below the first young one (_first_young_id): the database reads that
+    `removable` says may go, with `extra` columns. `stamped` (`born` by default) is when
+    memoryd stored the row, which grows with its id: the old rows are those below the
+    first one stamped since the cutoff (_first_young_id), and the database reads that
     range by primary key up to the `limit`-th removable row, never the rest of the
-    table, and however many old rows stay (dead letters), none holds back those behind
-    them."""
+    table. However many old rows stay (dead letters), none holds back those behind them;
+    a row born before the cutoff but stored since (an import of old turns) waits until
+    it was stored that long ago."""
     query = select(table.id, *extra).where(born < cutoff, removable)
     if join is not None:
         query = query.outerjoin(*join)
-    bound = _first_young_id(session, table, born, cutoff)
+    bound = _first_young_id(session, table, born if stamped is None else stamped, cutoff)
     if bound is not None:
         query = query.where(table.id < bound)
     return list(session.execute(query.order_by(table.id).limit(limit)).all())
 
 
-def _first_young_id(session: Session, table: Any, born: Any, cutoff: datetime) -> int | None:
-    """The id of the table's first row born at or after `cutoff`, found by halving the
-    id range between an old row and a young one (a few probes of the primary key,
-    however large the table); None when no row is that young."""
+def _first_young_id(session: Session, table: Any, stamped: Any, cutoff: datetime) -> int | None:
+    """An id below which every row was stamped before `cutoff` and from which the first
+    row was not, found by halving the id range between an old row and a young one (a
+    few probes of the primary key, however large the table); None when no row is that
+    young. A row gone meanwhile (an erasure) counts as young: the read then stops
+    earlier, and the next chunk goes on."""
 
-    def first_from(least: int) -> Any:
-        ordered = select(table.id, born.label("born")).order_by(table.id)
-        return session.execute(ordered.where(table.id >= least).limit(1)).first()
+    def young_from(least: int) -> tuple[int, bool] | None:
+        ordered = select(table.id, stamped).where(table.id >= least).order_by(table.id)
+        row = session.execute(ordered.limit(1)).first()
+        return None if row is None else (int(row[0]), row[1] >= cutoff)
 
-    last = session.execute(select(table.id, born.label("born")).order_by(table.id.desc()).limit(1))
-    newest = last.first()
-    if newest is None or newest.born < cutoff:
+    newest = session.execute(select(table.id, stamped).order_by(table.id.desc()).limit(1)).first()
+    if newest is None or newest[1] < cutoff:
         return None
-    oldest = first_from(0)
-    if oldest.born >= cutoff:
-        return int(oldest.id)
-    old, young = int(oldest.id), int(newest.id)
-    while True:  # the row at `old` is old, the one at `young` young
-        row = first_from(max((old + young) // 2, old + 1))
-        if row.id >= young:
-            return young
-        if row.born < cutoff:
-            old = int(row.id)
+    oldest = young_from(0)
+    if oldest is None or oldest[1]:
+        return oldest[0] if oldest is not None else int(newest[0])
+    old, young = oldest[0], int(newest[0])
+    while young - old > 1:  # every row up to `old` is old; the first from `young` is young
+        middle = (old + young) // 2
+        found = young_from(middle)
+        if found is None or found[1]:
+            young = middle
         else:
-            young = int(row.id)
+            old = found[0]
+    return young
 
 
 def _removed(session: Session, table: Any, rows: list[Any]) -> int:
@@ -128,6 +133,7 @@ def purge_turns(session: Session, settings: MemorySettings, now: datetime, limit
         limit,
         *scope,
         join=(ChatSession, turn_session()),
+        stamped=Turn.received_at,  # created_at is the sender's: an import's may be old
     )
     removed = _removed(session, Turn, rows)
     _forget_emptied(

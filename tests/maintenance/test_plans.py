@@ -1,6 +1,8 @@
-"""Retention's reads on PostgreSQL keep to the primary key's old range once psycopg has
-prepared them (testkit/plans.py): a cycle in a store of months costs the rows it removes
-and the old ones it keeps, not every turn ever sent."""
+"""Maintenance finds its due rows through the partial indexes of due rows on PostgreSQL
+once psycopg has prepared its statements (testkit/plans.py): each cycle costs what is
+due, not the store. Retention reads the old turns by the primary key's old range: a
+cycle in a store of months costs the rows it removes and the old ones it keeps, not
+every turn ever sent."""
 
 from __future__ import annotations
 
@@ -10,12 +12,40 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text, update
 
+from bench.replacement import analyze, store_filler
+from memoryd.maintenance.cycle import run_cycle
 from memoryd.maintenance.retention import purge_turns
 from memoryd.models.db import get_engine, session_scope, utcnow
+from memoryd.models.keys import Scope
 from memoryd.models.tables import ChatSession, Turn, TurnStatus
 from testkit.plans import generic_plan, indexes_read, sent_with, statements_sent
 from tests.conftest import make_settings
 from tests.factories import turns_of_months
+
+# Each due-row read of the cycle (a marker of its text) and the index it must read.
+DUE_READS = {
+    "memories.promotable_at IS NOT NULL": "ix_memories_promotion_due",
+    "ORDER BY memories.expires_at": "ix_memories_expiry_due",
+    "ORDER BY memories.archive_due_at": "ix_memories_archive_due",
+    "memories.status = 'deleted'": "ix_memories_deleted",
+    "memories.status = 'archived'": "ix_memories_archived",
+}
+
+
+def test_the_cycles_due_rows_are_read_through_their_partial_indexes(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    settings = make_settings("postgres", tmp_path, request)
+    for n in range(40):  # a store of many users' memories, none of them due
+        store_filler(settings, Scope("bench", f"user-{n}"), 100, seed=n)
+    analyze(settings)
+    with statements_sent(get_engine(settings.storage)) as sent:
+        run_cycle(settings)
+
+    for marker, index in DUE_READS.items():
+        statement, parameters = sent_with(sent, marker, "FROM memories")
+        plan = generic_plan(settings, statement, parameters)
+        assert index in indexes_read(plan), (marker, plan)
 
 
 def test_retentions_read_of_old_turns_keeps_to_their_range_of_the_primary_key(
@@ -26,7 +56,8 @@ def test_retentions_read_of_old_turns_keeps_to_their_range_of_the_primary_key(
     now = utcnow()
     long_ago = now - timedelta(days=100)
     with session_scope(settings.storage) as session:  # the first 1,500 said long ago
-        session.execute(update(Turn).where(Turn.id <= 1500).values(created_at=long_ago))
+        long_ago_turns = update(Turn).where(Turn.id <= 1500)
+        session.execute(long_ago_turns.values(created_at=long_ago, received_at=long_ago))
         session.execute(update(Turn).where(Turn.id <= 1000).values(status=TurnStatus.FAILED))
         session.execute(update(ChatSession).values(last_activity_at=long_ago))
     with get_engine(settings.storage).connect() as conn:
@@ -40,7 +71,7 @@ def test_retentions_read_of_old_turns_keeps_to_their_range_of_the_primary_key(
     statement, parameters = sent_with(sent, "FROM turns LEFT OUTER JOIN sessions")
     plan = generic_plan(settings, statement, parameters)
     read = indexes_read(plan)
-    assert "pk_turns" in read and "seq scan of turns" not in read, plan
+    assert "pk_turns" in read and "seq scan of turns" not in read and "Sort" not in plan, plan
     # _first_young_id's probes: by the primary key alone
     probes = [(s, p) for s, p in sent if "FROM turns" in s and "sessions" not in s]
     assert probes

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 
 from memoryd.client import MemoryClient
 from memoryd.extraction.batch import extract_session
 from memoryd.extraction.stats import pipeline_stats
 from memoryd.maintenance.cycle import run_cycle
+from memoryd.maintenance.retention import _first_young_id
 from memoryd.maintenance.usage import fold_usage
 from memoryd.models import batch_totals
 from memoryd.models.db import session_scope, utcnow
@@ -26,6 +27,7 @@ from memoryd.monitoring.figures import pipeline_figures
 from memoryd.settings import Settings
 from testkit.fakellm import FakeLLM, bad_request
 from tests.conftest import with_llm
+from tests.factories import add_turns
 
 
 def say(client: MemoryClient, session: str, *lines: str) -> SessionKey:
@@ -183,3 +185,24 @@ def test_batches_removed_twice_are_counted_once(settings: Settings) -> None:
     assert counts(settings)["batches"] == 0
     assert after["batches"] == {"done": 1, "abandoned": 1}
     assert after["facts_accepted"] == before["facts_accepted"] == 2
+
+
+def test_the_old_range_is_found_exactly_across_gaps_in_the_ids(settings: Settings) -> None:
+    """Ids have gaps (duplicates burn sequence values, erasures delete rows): the bound
+    retention reads below holds exactly the rows stored before the cutoff, for every
+    cutoff."""
+    ids = add_turns(settings, 40)
+    start = utcnow() - timedelta(days=400)
+    with session_scope(settings.storage) as session:
+        gone = ids[:2] + ids[8:14] + ids[20:27] + ids[29::3]  # single gaps and long ones
+        session.execute(delete(Turn).where(Turn.id.in_(gone)))
+        for n, turn_id in enumerate(ids):
+            stored = start + timedelta(days=n)
+            session.execute(update(Turn).where(Turn.id == turn_id).values(received_at=stored))
+    with session_scope(settings.storage, readonly=True) as session:
+        stored_at = dict(session.execute(select(Turn.id, Turn.received_at)).tuples().all())
+        for days in range(-1, 42):
+            cutoff = start + timedelta(days=days, hours=12)
+            bound = _first_young_id(session, Turn, Turn.received_at, cutoff)
+            old = {i for i, at in stored_at.items() if at < cutoff}
+            assert {i for i in stored_at if bound is None or i < bound} == old, days
