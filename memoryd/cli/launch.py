@@ -84,21 +84,10 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-n", "--hostname", default=None, help="node name, as Celery's (default: celery@%%h)"
     )
-    for part, more in WITHOUT.items():
+    for part in ("gossip", "mingle", "heartbeat"):
         parser.add_argument(
-            f"--without-{part}", action="store_true", help=f"as Celery's --without-{part}{more}"
+            f"--without-{part}", action="store_true", help=f"as Celery's --without-{part}"
         )
-
-
-# Gossip binds a queue per worker to the events exchange, for a worker's peers to
-# reach it. Redis deletes no queue when its consumer goes (RabbitMQ does), so every
-# worker ever started there would leave one behind, still filled with every worker's
-# events; memoryd uses nothing gossip gives.
-WITHOUT = {"gossip": " (always with a Redis broker)", "mingle": "", "heartbeat": ""}
-
-
-def without_gossip(asked: bool, broker_url: str) -> bool:
-    return asked or broker_url.startswith(("redis://", "rediss://"))
 
 
 def add_beat_arguments(parser: argparse.ArgumentParser) -> None:
@@ -143,7 +132,7 @@ def run_worker(ns: argparse.Namespace) -> int:
         concurrency=ns.concurrency,  # None: the app's, from MEMORYD_WORKER_CONCURRENCY
         queues=ns.queues or ",".join(QUEUES),
         loglevel=ns.loglevel,
-        without_gossip=without_gossip(ns.without_gossip, app.conf.broker_url or ""),
+        without_gossip=ns.without_gossip,
         without_mingle=ns.without_mingle,
         without_heartbeat=ns.without_heartbeat,
     )

@@ -105,6 +105,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "beat_schedule": beat_schedule(settings.maintenance),
         "broker_connection_retry_on_startup": True,
         "worker_concurrency": settings.worker.worker_concurrency,
+        # No delay queues on RabbitMQ (memoryd sends no countdown or ETA), no gossip on
+        # Redis (a killed worker's queue would stay bound): worker/consumer.py.
+        "worker_consumer": "memoryd.worker.consumer:Consumer",
     }
     if settings.storage.broker_url.startswith("filesystem://"):
         folder = settings.storage.broker_folder
@@ -129,8 +132,4 @@ def amqp_config() -> dict[str, Any]:
         "broker_transport_options": {"confirm_publish": True},
         "task_default_delivery_mode": "persistent",
         "worker_detect_quorum_queues": True,
-        # memoryd sends no task with a countdown or ETA, so the 28 delay queues Celery
-        # would declare for them on RabbitMQ (native delayed delivery) are left out: see
-        # worker/consumer.py.
-        "worker_consumer": "memoryd.worker.consumer:Consumer",
     }
