@@ -60,7 +60,13 @@ sampled question. MADial is small and always complete unless --limit is given.
 
     .venv/bin/python bench/quality.py [--datasets realmem,madial_zh,madial_en]
         [--databases sqlite,postgres] [--limit N] [--realmem-users 5] [--no-local]
+        [--local-model NAME] [--rerank N [--judge e5|qwen2.5-coder-1.5b]] [--no-analyze]
         [--jobs 2]
+
+`--rerank N` sends each question's first N fused hits to the suite's rerank server,
+which orders them by `--judge`: multilingual-e5-small's cosine, or a packaged local
+LLM's yes or no (each memory a call, the conversation first). A rerank that fails or
+times out keeps the fused order and is counted in the configuration's row.
 
 `--jobs N` runs N configurations at a time, the baselines beside them. When they run one
 at a time (`--jobs 1`, or a single configuration), the baselines run first and each
@@ -326,6 +332,8 @@ class Run:
                 f"{got['memories']} memories; load {per_fact:.0f} ms/fact, "
                 f"recall p50 {p50:.1f} / p95 {p95:.1f} ms"
             )
+            if failed := got.get("rerank_failed"):  # commits before --rerank report none
+                note += f"; {failed} reranks failed, their fused order kept"
             if local:
                 note += f"; vectors in {got['with_vector']}/{got['asked']} answers"
                 if not got["with_vector"]:

@@ -91,6 +91,7 @@ class ReplayStore:
 
         got: dict[str, Any] = {"remembered": 0, "asked": 0, "with_vector": 0, "load_s": 0.0}
         got["ask_ms"] = []  # each recall's time, for its percentiles
+        failures_before = rerank_failures()
         self.ranks: list[int | None] = [None] * len(plan.questions)
         self.sources: dict[int, set[str]] = {}
         for user in plan.users:
@@ -106,6 +107,7 @@ class ReplayStore:
                         self._remember(user.user, event.payload, got)
                     else:
                         self._recall(user.user, plan.questions[event.payload], event.payload, got)
+        got["rerank_failed"] = rerank_failures() - failures_before
         return {**got, "ranks": self.ranks, "memories": len(self.sources)}
 
     def _remember(self, user: str, facts: list[tuple[str, str]], got: dict[str, Any]) -> None:
@@ -150,6 +152,18 @@ class ReplayStore:
             for _ in range(100):
                 if not self.fill(self.settings, scope):
                     break
+
+
+def rerank_failures() -> int:
+    """Recalls of this process whose rerank failed (timeout, error, nonsense) and kept
+    the fused order: a judge that failed would otherwise read as one that changed
+    nothing."""
+    from memoryd.recall.rerank import RERANK_FAILURES
+
+    if RERANK_FAILURES is None:
+        return 0
+    samples = RERANK_FAILURES.collect()[0].samples
+    return int(sum(s.value for s in samples if s.name.endswith("_total")))
 
 
 def reranking(stack: ExitStack, top_n: int) -> dict[str, Any]:

@@ -3,7 +3,7 @@ the model gives to "yes" against "no" as the first word of its answer to "is thi
 relevant to the conversation?", read from the answer's top log-probabilities (one token
 per document, the conversation first so that a server caching the prompt's prefix reads
 it once). Any OpenAI-compatible chat endpoint that returns logprobs will do; the bench
-uses the packaged local model (`bench/quality.py --rerank 10 --judge local-llm`).
+uses a packaged local model (`bench/quality.py --rerank 10 --judge qwen2.5-coder-1.5b`).
 """
 
 from __future__ import annotations

@@ -155,7 +155,8 @@ def cached_scopes() -> list[Hashable]:
 
 
 def cached_bytes() -> int:
-    """Bytes of scope vectors (and their ids and versions) this process holds."""
+    """Bytes of scope vectors (and their ids and versions) this process holds, each
+    entry counting ENTRY_OVERHEAD beside them."""
     with _scopes.lock:
         return _scopes.nbytes
 

@@ -131,8 +131,9 @@ class RecallSettings(Part):
     embedding_cache_mb: float = Field(
         256,
         ge=0,
-        description="Scope vectors each process keeps in memory (MB); the scopes recalled "
-        "least recently go first, and a scope larger than this is read on every recall",
+        description="Scope vectors each process keeps in memory (MB, each scope's entry "
+        "counting 1 KB beside its vectors); the scopes recalled least recently go first, "
+        "and a scope larger than this is read on every recall",
     )
     rerank: Literal["off", "endpoint", "cross-encoder"] = Field(
         "off",
