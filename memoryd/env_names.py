@@ -28,6 +28,7 @@ OTHER_VARIABLES = (
     "MEMORYD_BENCH_REDIS",
     "MEMORYD_BENCH_LOCAL_MODEL",  # bench/quality_memoryd.py: the local model of its configurations
     "MEMORYD_BENCH_RERANK",  # bench/quality.py --rerank: the fused head reranked (top N)
+    "MEMORYD_BENCH_JUDGE",  # bench/quality.py --judge: what the rerank server ranks by
     "MEMORYD_BENCH_NO_ANALYZE",  # bench/quality.py --no-analyze: PostgreSQL freshly loaded
     "MEMORYD_PG_SHARED_BUFFERS",  # docker-compose.yml: PostgreSQL's own settings
     "MEMORYD_PG_EFFECTIVE_CACHE_SIZE",
