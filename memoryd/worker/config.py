@@ -33,6 +33,10 @@ AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
 QUORUM = {"x-queue-type": "quorum"}
 
 
+def is_redis(broker_url: str) -> bool:
+    return broker_url.startswith(("redis://", "rediss://"))
+
+
 def is_amqp(broker_url: str) -> bool:
     return broker_url.split("://", 1)[0].lower() in AMQP_SCHEMES
 
@@ -115,7 +119,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             conf["broker_transport_options"] = filesystem_options(folder, QUEUES)
         except OSError as exc:  # the folder or one of its own: never a worker without them
             raise settings.storage.unusable(folder, exc) from None
-    elif settings.storage.broker_url.startswith(("redis://", "rediss://")):
+    elif is_redis(settings.storage.broker_url):
         # An unacknowledged message returns to the queue after this long.
         conf["broker_transport_options"] = {"visibility_timeout": 3600}
     elif is_amqp(settings.storage.broker_url):

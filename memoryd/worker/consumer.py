@@ -22,17 +22,15 @@ from typing import Any
 from celery.worker.consumer import Consumer as CeleryConsumer
 from celery.worker.consumer.gossip import Gossip as CeleryGossip
 
+from memoryd.worker.config import is_redis
+
 DELAYED_DELIVERY_STEP = "celery.worker.consumer.delayed_delivery:DelayedDelivery"
 GOSSIP_STEP = "celery.worker.consumer.gossip:Gossip"
 
 
-def on_redis(broker_url: str) -> bool:
-    return broker_url.startswith(("redis://", "rediss://"))
-
-
 class Gossip(CeleryGossip):  # type: ignore[misc]
     def compatible_transport(self, app: Any) -> bool:
-        return not on_redis(app.conf.broker_url or "") and bool(super().compatible_transport(app))
+        return not is_redis(app.conf.broker_url or "") and bool(super().compatible_transport(app))
 
 
 class Consumer(CeleryConsumer):  # type: ignore[misc]
