@@ -19,9 +19,11 @@ from memoryd.settings import Settings
 PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
 
-def generic_plan(settings: Settings, statement: str, parameters: dict[str, Any]) -> str:
-    """EXPLAIN of `statement` (as psycopg was sent it, with `parameters`) prepared and
-    run by its generic plan."""
+def generic_plan(
+    settings: Settings, statement: str, parameters: dict[str, Any], options: str = "COSTS OFF"
+) -> str:
+    """EXPLAIN (`options`) of `statement` (as psycopg was sent it, with `parameters`)
+    prepared and run by its generic plan; with ANALYZE it runs, so a read only."""
     names = list(dict.fromkeys(PLACEHOLDER.findall(statement)))
     numbered = PLACEHOLDER.sub(lambda m: f"${names.index(m.group(1)) + 1}", statement)
     with get_engine(settings.storage).connect() as conn:
@@ -31,7 +33,7 @@ def generic_plan(settings: Settings, statement: str, parameters: dict[str, Any])
         conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
         conn.exec_driver_sql(f"PREPARE asked AS {numbered}")
         try:
-            found = conn.exec_driver_sql(f"EXPLAIN (COSTS OFF) EXECUTE asked({arguments})")
+            found = conn.exec_driver_sql(f"EXPLAIN ({options}) EXECUTE asked({arguments})")
             plan = "\n".join(row[0] for row in found)
         finally:  # a prepared statement outlives its transaction, and the pool the session
             conn.rollback()  # which may have dropped it: psycopg deallocates all on rollback

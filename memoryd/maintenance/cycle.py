@@ -19,7 +19,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from memoryd.maintenance.retention import RETENTION_STEPS
+from memoryd.maintenance.retention import Step, retention_steps
 from memoryd.maintenance.statistics import analyze_due
 from memoryd.maintenance.usage import fold_usage
 from memoryd.memories.erasure import resume_interrupted
@@ -216,7 +216,6 @@ def _archive_chunk(
     return archived, len(due)
 
 
-Step = Callable[[Session, MemorySettings, datetime, int], int]
 # (rows counted, rows read): a run goes on while a chunk reads all it may.
 ChunkStep = Callable[[Session, MemorySettings, datetime, int], tuple[int, int]]
 
@@ -272,14 +271,14 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
         archived=_run_step(settings, _archive_chunk, now, chunk),
         **{
             name: _run_step(settings, _counted(step), now, chunk)
-            for name, step in RETENTION_STEPS.items()
+            for name, step in retention_steps().items()
         },
         erasures_resumed=resume_interrupted(settings, now),
         tallies_folded=_run_step(settings, _counted(_fold_tallies), now, chunk),
         keys_folded=_run_step(settings, _counted(_fold_keys), now, chunk),
         tables_analyzed=analyze_due(settings.storage),  # last: sees what the steps changed
     )
-    if any(getattr(counts, name) for name in RETENTION_STEPS):
+    if any(getattr(counts, name) for name in retention_steps()):
         checkpoint_sqlite(settings.storage)  # purged text leaves the WAL too (erasure does its own)
     log.info("maintenance cycle: %s", counts.as_dict())
     return counts

@@ -16,14 +16,17 @@
 
 The others are read oldest first by primary key below the first row younger than its
 cutoff, so a run reads the rows it removes and the old ones it keeps (dead letters and
-their batches, turns of a session still being summarised), never the rest of the table.
-0 days keeps everything of that kind.
+their batches, turns of a session still being summarised), never the rest of the table;
+each chunk of a run reads on from where the last one stopped (OldRange), so the rows
+kept are read once a run, not once a chunk. 0 days keeps everything of that kind.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, select, true
@@ -47,6 +50,17 @@ from memoryd.models.tables import (
 from memoryd.settings import MemorySettings
 
 
+@dataclass
+class OldRange:
+    """How far one run has walked a table's old range: the first young id, probed once
+    a run (its cutoff stays put), and the last id a chunk read, which the next chunk
+    reads on from. A step called without one walks afresh."""
+
+    bound: int | None = None
+    probed: bool = False
+    after: int = 0
+
+
 def _oldest(
     session: Session,
     table: Any,
@@ -57,30 +71,37 @@ def _oldest(
     *extra: Any,
     join: tuple[Any, ColumnElement[bool]] | None = None,
     stamped: Any = None,
+    walk: OldRange | None = None,
 ) -> list[Any]:
     """Up to `limit` of the table's oldest rows by id born before `cutoff` that
     `removable` says may go, with `extra` columns. `stamped` (`born` by default) is when
     memoryd stored the row, which grows with its id: the old rows are those below the
     first one stamped since the cutoff (_first_young_id), and the database reads that
-    range by primary key up to the `limit`-th removable row, never the rest of the
-    table. However many old rows stay (dead letters), none holds back those behind them;
-    a row born before the cutoff but stored since (an import of old turns) waits until
-    it was stored that long ago."""
-    query = select(table.id, *extra).where(born < cutoff, removable)
+    range by primary key, from where `walk` stopped up to the `limit`-th removable row,
+    never the rest of the table. However many old rows stay (dead letters), none holds
+    back those behind them; a row born before the cutoff but stored since (an import of
+    old turns) waits until it was stored that long ago."""
+    walk = walk or OldRange()
+    if not walk.probed:
+        stamp = born if stamped is None else stamped
+        walk.bound, walk.probed = _first_young_id(session, table, stamp, cutoff), True
+    query = select(table.id, *extra).where(born < cutoff, removable, table.id > walk.after)
     if join is not None:
         query = query.outerjoin(*join)
-    bound = _first_young_id(session, table, born if stamped is None else stamped, cutoff)
-    if bound is not None:
-        query = query.where(table.id < bound)
-    return list(session.execute(query.order_by(table.id).limit(limit)).all())
+    if walk.bound is not None:
+        query = query.where(table.id < walk.bound)
+    rows = list(session.execute(query.order_by(table.id).limit(limit)).all())
+    if rows:
+        walk.after = rows[-1].id
+    return rows
 
 
 def _first_young_id(session: Session, table: Any, stamped: Any, cutoff: datetime) -> int | None:
     """An id below which every row was stamped before `cutoff` and from which the first
     row was not, found by halving the id range between an old row and a young one (a
     few probes of the primary key, however large the table); None when no row is that
-    young. A row gone meanwhile (an erasure) counts as young: the read then stops
-    earlier, and the next chunk goes on."""
+    young. A row gone meanwhile (an erasure) counts as young: the run then stops
+    earlier, and the next run goes on."""
 
     def young_from(least: int) -> tuple[int, bool] | None:
         ordered = select(table.id, stamped).where(table.id >= least).order_by(table.id)
@@ -111,7 +132,13 @@ def _removed(session: Session, table: Any, rows: list[Any]) -> int:
     return rowcount(gone)
 
 
-def purge_turns(session: Session, settings: MemorySettings, now: datetime, limit: int) -> int:
+def purge_turns(
+    session: Session,
+    settings: MemorySettings,
+    now: datetime,
+    limit: int,
+    walk: OldRange | None = None,
+) -> int:
     if not settings.turn_retention_days:
         return 0
     cutoff = now - timedelta(days=settings.turn_retention_days)
@@ -134,6 +161,7 @@ def purge_turns(session: Session, settings: MemorySettings, now: datetime, limit
         *scope,
         join=(ChatSession, turn_session()),
         stamped=Turn.received_at,  # created_at is the sender's: an import's may be old
+        walk=walk,
     )
     removed = _removed(session, Turn, rows)
     _forget_emptied(
@@ -157,15 +185,27 @@ def _forget_emptied(session: Session, keys: set[SessionKey], cutoff: datetime) -
             )
 
 
-def purge_usage(session: Session, settings: MemorySettings, now: datetime, limit: int) -> int:
+def purge_usage(
+    session: Session,
+    settings: MemorySettings,
+    now: datetime,
+    limit: int,
+    walk: OldRange | None = None,
+) -> int:
     if not settings.usage_retention_days:
         return 0
     cutoff = now - timedelta(days=settings.usage_retention_days)
-    rows = _oldest(session, MemoryUsage, MemoryUsage.created_at, true(), cutoff, limit)
+    rows = _oldest(session, MemoryUsage, MemoryUsage.created_at, true(), cutoff, limit, walk=walk)
     return _removed(session, MemoryUsage, rows)
 
 
-def purge_batches(session: Session, settings: MemorySettings, now: datetime, limit: int) -> int:
+def purge_batches(
+    session: Session,
+    settings: MemorySettings,
+    now: datetime,
+    limit: int,
+    walk: OldRange | None = None,
+) -> int:
     if not settings.batch_retention_days:
         return 0
     cutoff = now - timedelta(days=settings.batch_retention_days)
@@ -174,7 +214,7 @@ def purge_batches(session: Session, settings: MemorySettings, now: datetime, lim
     )
     removable = and_(ExtractionBatch.status != BatchStatus.RUNNING, ~shown)
     born = ExtractionBatch.started_at
-    rows = _oldest(session, ExtractionBatch, born, removable, cutoff, limit)
+    rows = _oldest(session, ExtractionBatch, born, removable, cutoff, limit, walk=walk)
     return batch_totals.remove(session, [row.id for row in rows])
 
 
@@ -222,10 +262,16 @@ def _purge_memories(
     return rowcount(session.execute(delete(Memory).where(*still)))
 
 
-RETENTION_STEPS: dict[str, Callable[[Session, MemorySettings, datetime, int], int]] = {
-    "purged": purge_deleted,
-    "archived_purged": purge_archived,
-    "turns_purged": purge_turns,
-    "usage_purged": purge_usage,
-    "batches_purged": purge_batches,
-}
+Step = Callable[[Session, MemorySettings, datetime, int], int]
+
+
+def retention_steps() -> dict[str, Step]:
+    """The retention steps of one run, by the cycle's count each adds to: the walks of
+    old ranges start afresh each run."""
+    return {
+        "purged": purge_deleted,
+        "archived_purged": purge_archived,
+        "turns_purged": partial(purge_turns, walk=OldRange()),
+        "usage_purged": partial(purge_usage, walk=OldRange()),
+        "batches_purged": partial(purge_batches, walk=OldRange()),
+    }

@@ -6,6 +6,7 @@ every turn ever sent."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -77,3 +78,39 @@ def test_retentions_read_of_old_turns_keeps_to_their_range_of_the_primary_key(
     assert probes
     for probe, values in probes:
         assert indexes_read(generic_plan(settings, probe, values)) == {"pk_turns"}, probe
+
+
+def test_a_run_reads_the_old_turns_it_keeps_once_not_once_a_chunk(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Dead letters kept ahead of the done turns are read by a run's first chunk only:
+    each chunk reads on from where the last one stopped, so a run of many chunks costs
+    the rows it removes and the kept ones once."""
+    settings = make_settings("postgres", tmp_path, request)
+    turns_of_months(settings)
+    now = utcnow()
+    long_ago = now - timedelta(days=100)
+    with session_scope(settings.storage) as session:  # 1,000 dead letters, then 500 done
+        long_ago_turns = update(Turn).where(Turn.id <= 1500)
+        session.execute(long_ago_turns.values(created_at=long_ago, received_at=long_ago))
+        session.execute(update(Turn).where(Turn.id <= 1000).values(status=TurnStatus.FAILED))
+        session.execute(update(ChatSession).values(last_activity_at=long_ago))
+
+    engine = get_engine(settings.storage)
+    with statements_sent(engine) as sent:
+        assert run_cycle(settings, now, chunk=100).turns_purged == 500
+
+    reads = [(s, p) for s, p in sent if "FROM turns LEFT OUTER JOIN sessions" in s]
+    assert len(reads) == 6, reads  # five chunks of 100 and the one that found none
+    # Each chunk's read again, as sent, over the turns that stayed: the rows it reads
+    # and drops are the dead letters in its range.
+    dropped = [
+        sum(map(int, re.findall(r"Rows Removed by (?:Join )?Filter: (\d+)", plan)))
+        for plan in (
+            generic_plan(settings, s, p, "ANALYZE, COSTS OFF, TIMING OFF") for s, p in reads
+        )
+    ]
+    assert dropped == [1000, 0, 0, 0, 0, 0], dropped
+    # _first_young_id once a run: the newest and oldest rows, then halving 4,003 ids
+    probes = [s for s, _ in sent if s.startswith("SELECT turns.id, turns.received_at")]
+    assert 2 < len(probes) <= 2 + 12, probes
