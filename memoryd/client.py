@@ -20,7 +20,7 @@ from memoryd.memories.health import MemoryHealth, memory_health
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope, SessionKey
 from memoryd.models.profiles import ProfileType
-from memoryd.models.schemas import EventOut, IngestResult, MemoryOut, TurnIn
+from memoryd.models.schemas import MAX_PAGE, EventOut, IngestResult, MemoryOut, TurnIn
 from memoryd.models.tables import Category
 from memoryd.recall import candidates, flow
 from memoryd.recall.as_of import checked_instant, memories_as_of, paged
@@ -363,9 +363,13 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
                 offset=offset,
             )
 
-    def history(self, agent_id: str, user_id: str, memory_id: int) -> builtins.list[EventOut]:
+    def history(
+        self, agent_id: str, user_id: str, memory_id: int, *, after: int = 0, limit: int = MAX_PAGE
+    ) -> builtins.list[EventOut]:
+        """A memory's history, oldest first: up to `limit` (at most MAX_PAGE, 500)
+        events after the one whose `id` is `after`; the next page starts after the last."""
         with session_scope(self.settings.storage, readonly=True) as session:
-            return edits.history(session, Scope(agent_id, user_id), memory_id)
+            return edits.history(session, Scope(agent_id, user_id), memory_id, after, limit)
 
     def health(self, agent_id: str | None = None, user_id: str | None = None) -> MemoryHealth:
         """Memory health figures for one scope, or the whole store without one."""

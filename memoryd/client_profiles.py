@@ -10,6 +10,7 @@ from memoryd.memories import profiles
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.keys import Scope
 from memoryd.models.profiles import ProfileEventOut, ProfileOut, ProfileStatus, ProfileType
+from memoryd.models.schemas import MAX_PAGE
 from memoryd.recall.profile_prompt import render_profile
 from memoryd.settings import Settings
 
@@ -90,11 +91,20 @@ class ProfileMethods:
             )
 
     def profile_history(
-        self, agent_id: str, user_id: str, type: ProfileType | str
+        self,
+        agent_id: str,
+        user_id: str,
+        type: ProfileType | str,
+        *,
+        after: int = 0,
+        limit: int = MAX_PAGE,
     ) -> builtins.list[ProfileEventOut]:
-        """Every change, oldest first, as the merge patch that made it."""
+        """The changes, oldest first, each as the merge patch that made it: up to
+        `limit` (at most MAX_PAGE, 500) after version `after`; the next page starts
+        after the last one's version."""
+        scope, kind = Scope(agent_id, user_id), ProfileType(type)
         with session_scope(self.settings.storage, readonly=True) as session:
-            return profiles.history(session, Scope(agent_id, user_id), ProfileType(type))
+            return profiles.history(session, scope, kind, after, limit)
 
     def build_profile_prompt(
         self, agent_id: str, user_id: str, type: ProfileType | str, token_budget: int = 600

@@ -6,11 +6,12 @@ import argparse
 import json
 import re
 import sys
-from typing import IO, Any
+from collections.abc import Callable, Iterator
+from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel
 
-from memoryd.models.schemas import Ident, StoredId
+from memoryd.models.schemas import MAX_PAGE, Ident, StoredId
 from memoryd.settings import Settings
 
 
@@ -102,3 +103,18 @@ def client(settings: Settings) -> Any:
     from memoryd.client import MemoryClient
 
     return MemoryClient(settings, dispatch=False)
+
+
+Entry = TypeVar("Entry")
+
+
+def every_page(read: Callable[[int], list[Entry]], mark: Callable[[Entry], int]) -> Iterator[Entry]:
+    """Every entry of a history read a page at a time: `read(after)` gives the page after
+    the entry marked `after`, `mark(entry)` an entry's mark (event id, version)."""
+    after = 0
+    while True:
+        page = read(after)
+        yield from page
+        if len(page) < MAX_PAGE:
+            return
+        after = mark(page[-1])

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime
+from functools import partial
 from typing import Any
 
-from memoryd.cli.common import AS_STORED_HELP, open_input, printable
+from memoryd.cli.common import AS_STORED_HELP, every_page, open_input, printable
 from memoryd.cli.common import client as _client
 from memoryd.cli.common import print_json as _print_json
 from memoryd.cli.common import scope_args as _scope
@@ -87,8 +88,9 @@ def cmd_show(settings: Settings, ns: argparse.Namespace) -> int:
 
 
 def cmd_history(settings: Settings, ns: argparse.Namespace) -> int:
-    scope = _scope(ns)
-    for e in _client(settings).history(scope.agent_id, scope.user_id, ns.id):
+    scope, client = _scope(ns), _client(settings)
+    page = partial(client.history, scope.agent_id, scope.user_id, ns.id)
+    for e in every_page(lambda after: page(after=after), lambda e: e.id):
         change = f"{e.before_content!r} -> {e.after_content!r}" if e.before_content else ""
         print(f"{e.created_at:%Y-%m-%d %H:%M:%S}  {e.kind:<10} by {e.actor:<11} {change}")
     return 0

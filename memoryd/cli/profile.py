@@ -8,12 +8,13 @@ import os
 import shlex
 import subprocess
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from memoryd.cli.common import InputError, parse_json, read_json_file
+from memoryd.cli.common import InputError, every_page, parse_json, read_json_file
 from memoryd.cli.common import client as _client
 from memoryd.cli.common import print_json as _print
 from memoryd.models.profiles import ProfileType
@@ -97,8 +98,9 @@ def cmd_patch(settings: Settings, ns: argparse.Namespace) -> int:
 
 
 def cmd_history(settings: Settings, ns: argparse.Namespace) -> int:
-    a = _args(ns)
-    for event in _client(settings).profile_history(a.agent_id, a.user_id, a.type):
+    a, client = _args(ns), _client(settings)
+    page = partial(client.profile_history, a.agent_id, a.user_id, a.type)
+    for event in every_page(lambda after: page(after=after), lambda e: e.version):
         change = json.dumps(event.patch, ensure_ascii=False, default=str)
         print(f"v{event.version}  {event.created_at:%Y-%m-%d %H:%M:%S}  {event.actor:<9} {change}")
     return 0

@@ -214,9 +214,17 @@ def list_memories(
     return [MemoryOut.from_memory(m) for m in session.scalars(stmt)]
 
 
-def history(session: Session, scope: Scope, memory_id: int) -> list[EventOut]:
+def history(
+    session: Session, scope: Scope, memory_id: int, after: int = 0, limit: int = MAX_PAGE
+) -> list[EventOut]:
+    """Oldest first, the events after the one numbered `after` (its `id`); `limit` at
+    most MAX_PAGE. A memory confirmed each time it is said again gathers an event each
+    time: a history is read page by page, never whole."""
     _owned(session, scope, memory_id)
     events = session.scalars(
-        select(MemoryEvent).where(MemoryEvent.memory_id == memory_id).order_by(MemoryEvent.id)
+        select(MemoryEvent)
+        .where(MemoryEvent.memory_id == memory_id, MemoryEvent.id > after)
+        .order_by(MemoryEvent.id)
+        .limit(max(1, min(limit, MAX_PAGE)))
     )
     return [EventOut.model_validate(e) for e in events]

@@ -32,6 +32,7 @@ from memoryd.models.profiles import (
     ProfileType,
     default_content,
 )
+from memoryd.models.schemas import MAX_PAGE
 from memoryd.models.tables import Actor, Profile, ProfileEvent
 from memoryd.zones import user_zone
 
@@ -263,14 +264,18 @@ def commit_change(
     return True
 
 
-def history(session: Session, scope: Scope, kind: ProfileType) -> list[ProfileEventOut]:
+def history(
+    session: Session, scope: Scope, kind: ProfileType, after: int = 0, limit: int = MAX_PAGE
+) -> list[ProfileEventOut]:
+    """Oldest first, the changes after version `after`; `limit` at most MAX_PAGE."""
     try:
         profile = load(session, scope, kind)
     except NotFound:
         return []
     events = session.scalars(
         select(ProfileEvent)
-        .where(ProfileEvent.profile_id == profile.id)
+        .where(ProfileEvent.profile_id == profile.id, ProfileEvent.version > after)
         .order_by(ProfileEvent.version)
+        .limit(max(1, min(limit, MAX_PAGE)))
     )
     return [ProfileEventOut.model_validate(e, from_attributes=True) for e in events]

@@ -122,6 +122,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "agents.new": "Agent id",
         "agents.open": "Open",
         "history.title": "History",
+        "history.more": "Later entries",
         "error": "Error",
     },
     "zh": {
@@ -235,6 +236,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "agents.new": "Agent 编号",
         "agents.open": "打开",
         "history.title": "历史",
+        "history.more": "之后的记录",
         "error": "错误",
     },
 }

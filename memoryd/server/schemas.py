@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Path
+from fastapi import Path, Query
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from memoryd.memories.checks import MAX_TAG_CHARS, MAX_TAGS, not_blank
 from memoryd.models.checks import check_text
-from memoryd.models.schemas import MAX_TOKEN_BUDGET, Ident, MemoryOut, TurnIn
+from memoryd.models.schemas import MAX_PAGE, MAX_TOKEN_BUDGET, Ident, MemoryOut, TurnIn
 from memoryd.models.tables import Category, Tier
 from memoryd.recall.as_of import Moment
 from memoryd.recall.hits import Hit
@@ -23,6 +23,19 @@ AgentPath = Annotated[Ident, Path()]
 UserPath = Annotated[Ident, Path()]
 SessionPath = Annotated[Ident, Path()]
 MemoryIdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
+# A history, oldest first, a page at a time: the next page starts after the last entry.
+HistoryAfter = Annotated[
+    int,
+    Query(
+        ge=0,
+        le=MAX_ID,
+        description="Only the entries after this one: a memory event's `id`, a profile's "
+        "`version`. The next page starts after the last entry returned.",
+    ),
+]
+HistoryLimit = Annotated[
+    int, Query(ge=1, le=MAX_PAGE, description="At most this many entries, oldest first")
+]
 
 
 def _clean(value: str) -> str:

@@ -60,6 +60,16 @@ def test_enqueue_search_show_history_delete_restore(settings: Settings, tmp_path
     assert stats["health"]["active"] == 1
 
 
+def test_history_prints_every_entry_of_a_long_history(settings: Settings) -> None:
+    """The API gives a history a page at a time; the command reads every page."""
+    from tests.server.test_history_pages import CONFIRMATIONS, confirmed_daily
+
+    memory_id = confirmed_daily(settings)
+    out = memoryd(settings, "history", "--agent", "bot", "--user", "ann", str(memory_id))
+    kinds = [line.split()[2] for line in out.stdout.splitlines()]
+    assert kinds == ["created"] + ["confirmed"] * CONFIRMATIONS, out.stderr
+
+
 def test_as_of_reads_the_past_and_control_characters_print_escaped(settings: Settings) -> None:
     from memoryd.client import MemoryClient
 

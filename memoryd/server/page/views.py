@@ -14,6 +14,7 @@ from memoryd.memories.conflicts import count_open, open_conflicts
 from memoryd.memories.review import count_queue, review_queue
 from memoryd.models.base import BatchStatus
 from memoryd.models.db import session_scope, utcnow
+from memoryd.models.schemas import MAX_PAGE
 from memoryd.monitoring.browse import BrowseFilter, browse, count_browse
 from memoryd.monitoring.figures import (
     count_batches,
@@ -26,7 +27,7 @@ from memoryd.server.auth import PAGE_COOKIE, client_address
 from memoryd.server.page.paging import PAGE_SIZE, Limit, Offset, Pager, count_cap
 from memoryd.server.page.render import Page, PageAdmin, memory_by_id
 from memoryd.server.page_sessions import close_session, open_session
-from memoryd.server.schemas import MemoryIdPath
+from memoryd.server.schemas import HistoryAfter, MemoryIdPath
 from memoryd.server.state import State
 
 router = APIRouter()
@@ -127,11 +128,17 @@ _memory_fragment("/memories/{memory_id}/edit", "edit_form", "_edit.html")
 
 @router.get("/memories/{memory_id}/history", response_class=HTMLResponse)
 def history(
-    request: Request, state: State, _admin: PageAdmin, memory_id: MemoryIdPath
+    request: Request,
+    state: State,
+    _admin: PageAdmin,
+    memory_id: MemoryIdPath,
+    after: HistoryAfter = 0,
 ) -> HTMLResponse:
+    """A page of the memory's history; a full one ends in a button for the next."""
     memory = memory_by_id(state, memory_id)
-    events = state.client.history(memory.agent_id, memory.user_id, memory_id)
-    return Page(request).render("_history.html", m=memory, events=events)
+    events = state.client.history(memory.agent_id, memory.user_id, memory_id, after=after)
+    more = len(events) == MAX_PAGE
+    return Page(request).render("_history.html", m=memory, events=events, more=more)
 
 
 @router.get("/conflicts", response_class=HTMLResponse)

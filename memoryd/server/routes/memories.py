@@ -12,6 +12,8 @@ from memoryd.recall.as_of import Moment
 from memoryd.server.auth import Caller, check_scope
 from memoryd.server.schemas import (
     AgentPath,
+    HistoryAfter,
+    HistoryLimit,
     MemoryCreate,
     MemoryIdPath,
     MemoryList,
@@ -138,9 +140,19 @@ def restore_memory(
     return state.client.restore(agent_id, user_id, memory_id, shared=user_id == SHARED_USER)
 
 
-@router.get("/{memory_id}/history", response_model=list[EventOut], summary="A memory's history")
+@router.get(
+    "/{memory_id}/history",
+    response_model=list[EventOut],
+    summary="A memory's history, oldest first, a page at a time",
+)
 def memory_history(
-    state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath, memory_id: MemoryIdPath
+    state: State,
+    principal: Caller,
+    agent_id: AgentPath,
+    user_id: UserPath,
+    memory_id: MemoryIdPath,
+    after: HistoryAfter = 0,
+    limit: HistoryLimit = MAX_PAGE,
 ) -> list[EventOut]:
     check_scope(principal, agent_id, user_id, write=False)
-    return state.client.history(agent_id, user_id, memory_id)
+    return state.client.history(agent_id, user_id, memory_id, after=after, limit=limit)

@@ -21,13 +21,13 @@ from memoryd.models.profiles import (
     UserMemoryContent,
     WorkProfileContent,
 )
-from memoryd.models.schemas import Ident
+from memoryd.models.schemas import MAX_PAGE, Ident
 from memoryd.models.tables import SHARED_USER
 from memoryd.server import profile_docs
 from memoryd.server.auth import Caller, check_scope
 from memoryd.server.keys import Principal
 from memoryd.server.problems import ProblemError
-from memoryd.server.schemas import AgentPath, Strict, UserPath
+from memoryd.server.schemas import AgentPath, HistoryAfter, HistoryLimit, Strict, UserPath
 from memoryd.server.state import State
 from memoryd.server.strict import JsonRoute
 
@@ -185,12 +185,18 @@ def _scoped_routes(kind: ProfileType) -> None:
         f"{path}/history",
         name=f"{kind.value}_profile_history",
         response_model=list[ProfileEventOut],
-        summary=f"Every change of the {kind.value} profile, oldest first",
+        summary=f"The changes of the {kind.value} profile, oldest first, a page at a time",
     )
     def profile_history(
-        state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath
+        state: State,
+        principal: Caller,
+        agent_id: AgentPath,
+        user_id: UserPath,
+        after: HistoryAfter = 0,
+        limit: HistoryLimit = MAX_PAGE,
     ) -> list[ProfileEventOut]:
-        return _history(state, principal, agent_id, user_id, kind)
+        check_scope(principal, agent_id, user_id, write=False)
+        return state.client.profile_history(agent_id, user_id, kind, after=after, limit=limit)
 
 
 def _scoped_change(path: str, kind: ProfileType, method: Change, summary: str) -> None:
@@ -210,13 +216,6 @@ def _scoped_change(path: str, kind: ProfileType, method: Change, summary: str) -
         state: State, principal: Caller, agent_id: AgentPath, user_id: UserPath, body: ProfileBody
     ) -> ProfileOut:
         return _write(state, principal, agent_id, user_id, kind, body, patch=method == "PATCH")
-
-
-def _history(
-    state: State, principal: Principal, agent: str, user: str, kind: ProfileType
-) -> list[ProfileEventOut]:
-    check_scope(principal, agent, user, write=False)
-    return state.client.profile_history(agent, user, kind)
 
 
 for _kind in ProfileType:
