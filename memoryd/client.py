@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memoryd import tracing
+from memoryd import client_tools, tracing
 from memoryd.agents import config as agent_config
 from memoryd.client_profiles import ProfileMethods
 from memoryd.client_receipts import ReceiptMethods
-from memoryd.errors import DatabaseUnavailable, MemorydError, TurnRejected
+from memoryd.errors import TurnRejected
 from memoryd.ingest.buffer import end_session, ingest, payload_items
 from memoryd.memories import edits, erasure
 from memoryd.memories.erasure import ErasureOut
@@ -27,7 +27,6 @@ from memoryd.recall.as_of import checked_instant, memories_as_of, paged
 from memoryd.recall.embeddings import forget_scope
 from memoryd.recall.hits import Hit
 from memoryd.recall.session_context import SessionContext, session_context
-from memoryd.recall.tools import MemoryRecallArgs, MemorySaveArgs, parse_tool_call, recalled
 from memoryd.recall.usage import mark_referenced
 from memoryd.settings import Settings, get_settings
 from memoryd.text import estimate_tokens
@@ -366,8 +365,9 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
     def history(
         self, agent_id: str, user_id: str, memory_id: int, *, after: int = 0, limit: int = MAX_PAGE
     ) -> builtins.list[EventOut]:
-        """A memory's history, oldest first: up to `limit` (at most MAX_PAGE, 500)
-        events after the one whose `id` is `after`; the next page starts after the last."""
+        """A memory's history, oldest first: up to `limit` (1 to MAX_PAGE, 500, or a
+        ValueError) events after the one whose `id` is `after`; the next page starts
+        after the last."""
         with session_scope(self.settings.storage, readonly=True) as session:
             return edits.history(session, Scope(agent_id, user_id), memory_id, after, limit)
 
@@ -388,43 +388,4 @@ class MemoryClient(ProfileMethods, ReceiptMethods):
     ) -> dict[str, Any]:
         """Run a `memory_save` / `memory_recall` tool call for this scope (see tools.py).
         `shared=True`: the caller means to write the agent's shared `*` scope."""
-        try:
-            args = parse_tool_call(name, arguments)
-            if isinstance(args, MemoryRecallArgs):
-                return self._recall_tool(agent_id, user_id, args)
-            return self._save_tool(agent_id, user_id, args, shared)
-        except DatabaseUnavailable:  # its text names the database: not for a model
-            return {"ok": False, "error": "the memory store is unavailable"}
-        except (ValueError, MemorydError) as exc:
-            return {"ok": False, "error": str(exc)}
-
-    def _recall_tool(self, agent_id: str, user_id: str, args: MemoryRecallArgs) -> dict[str, Any]:
-        categories = [args.type] if args.type else None
-        hits = self.recall(args.query, agent_id, user_id, k=args.limit, categories=categories)
-        return {"ok": True, "memories": [recalled(hit) for hit in hits]}
-
-    def _save_tool(
-        self, agent_id: str, user_id: str, args: MemorySaveArgs, shared: bool
-    ) -> dict[str, Any]:
-        if args.action == "create":
-            saved = self.remember(
-                agent_id,
-                user_id,
-                args.content or "",
-                category=args.type,
-                name=args.name,
-                shared=shared,
-            )
-        elif args.action == "update":
-            saved = self.update(
-                agent_id,
-                user_id,
-                args.id or 0,
-                content=args.content,
-                name=args.name or None,
-                category=args.type,
-                shared=shared,
-            )
-        else:
-            saved = self.forget(agent_id, user_id, args.id or 0, shared=shared)
-        return {"ok": True, "id": saved.id, "status": saved.status}
+        return client_tools.execute(self, agent_id, user_id, name, arguments, shared)

@@ -100,8 +100,8 @@ class ProfileMethods:
         limit: int = MAX_PAGE,
     ) -> builtins.list[ProfileEventOut]:
         """The changes, oldest first, each as the merge patch that made it: up to
-        `limit` (at most MAX_PAGE, 500) after version `after`; the next page starts
-        after the last one's version."""
+        `limit` (1 to MAX_PAGE, 500, or a ValueError) after version `after`; the next
+        page starts after the last one's version."""
         scope, kind = Scope(agent_id, user_id), ProfileType(type)
         with session_scope(self.settings.storage, readonly=True) as session:
             return profiles.history(session, scope, kind, after, limit)

@@ -27,7 +27,7 @@ from memoryd.memories.store import (
 from memoryd.models.coordination import lock_scope
 from memoryd.models.dialect import for_update
 from memoryd.models.keys import Scope
-from memoryd.models.schemas import MAX_PAGE, EventOut, MemoryOut
+from memoryd.models.schemas import MAX_PAGE, EventOut, MemoryOut, history_page
 from memoryd.models.tables import (
     Actor,
     Category,
@@ -217,14 +217,15 @@ def list_memories(
 def history(
     session: Session, scope: Scope, memory_id: int, after: int = 0, limit: int = MAX_PAGE
 ) -> list[EventOut]:
-    """Oldest first, the events after the one numbered `after` (its `id`); `limit` at
-    most MAX_PAGE. A memory confirmed each time it is said again gathers an event each
+    """Oldest first, the events after the one numbered `after` (its `id`); `limit` 1
+    to MAX_PAGE. A memory confirmed each time it is said again gathers an event each
     time: a history is read page by page, never whole."""
+    limit = history_page(limit)
     _owned(session, scope, memory_id)
     events = session.scalars(
         select(MemoryEvent)
         .where(MemoryEvent.memory_id == memory_id, MemoryEvent.id > after)
         .order_by(MemoryEvent.id)
-        .limit(max(1, min(limit, MAX_PAGE)))
+        .limit(limit)
     )
     return [EventOut.model_validate(e) for e in events]

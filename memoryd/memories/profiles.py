@@ -32,7 +32,7 @@ from memoryd.models.profiles import (
     ProfileType,
     default_content,
 )
-from memoryd.models.schemas import MAX_PAGE
+from memoryd.models.schemas import MAX_PAGE, history_page
 from memoryd.models.tables import Actor, Profile, ProfileEvent
 from memoryd.zones import user_zone
 
@@ -267,7 +267,8 @@ def commit_change(
 def history(
     session: Session, scope: Scope, kind: ProfileType, after: int = 0, limit: int = MAX_PAGE
 ) -> list[ProfileEventOut]:
-    """Oldest first, the changes after version `after`; `limit` at most MAX_PAGE."""
+    """Oldest first, the changes after version `after`; `limit` 1 to MAX_PAGE."""
+    limit = history_page(limit)
     try:
         profile = load(session, scope, kind)
     except NotFound:
@@ -276,6 +277,6 @@ def history(
         select(ProfileEvent)
         .where(ProfileEvent.profile_id == profile.id, ProfileEvent.version > after)
         .order_by(ProfileEvent.version)
-        .limit(max(1, min(limit, MAX_PAGE)))
+        .limit(limit)
     )
     return [ProfileEventOut.model_validate(e, from_attributes=True) for e in events]

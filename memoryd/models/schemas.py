@@ -62,6 +62,16 @@ _ISO_START = re.compile(r"\d{4}-\d{2}-\d{2}")
 # The most rows one listing returns (memories, batches, dead letters, history): the API,
 # the page and the CLI page through more with before_id / offset.
 MAX_PAGE = 500
+
+
+def history_page(limit: int) -> int:
+    """A history page's size, 1 to MAX_PAGE: a caller paging on until a short page must
+    not get fewer than it asked for without a word."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit: a history page holds 1 to {MAX_PAGE} entries, not {limit}")
+    return limit
+
+
 # The largest context block asked for, at any entrance (HTTP, MCP, CLI).
 MAX_TOKEN_BUDGET = 100_000
 ABSOLUTE_MAX_CONTENT = 1_000_000

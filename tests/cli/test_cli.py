@@ -61,13 +61,18 @@ def test_enqueue_search_show_history_delete_restore(settings: Settings, tmp_path
 
 
 def test_history_prints_every_entry_of_a_long_history(settings: Settings) -> None:
-    """The API gives a history a page at a time; the command reads every page."""
-    from tests.server.test_history_pages import CONFIRMATIONS, confirmed_daily
+    """The API gives a history a page at a time; the commands read every page."""
+    from tests.server.test_history_pages import CONFIRMATIONS, changed_often, confirmed_daily
 
+    scope = ["--agent", "bot", "--user", "ann"]
     memory_id = confirmed_daily(settings)
-    out = memoryd(settings, "history", "--agent", "bot", "--user", "ann", str(memory_id))
+    out = memoryd(settings, "history", *scope, str(memory_id))
     kinds = [line.split()[2] for line in out.stdout.splitlines()]
     assert kinds == ["created"] + ["confirmed"] * CONFIRMATIONS, out.stderr
+    changed_often(settings, 1234)
+    out = memoryd(settings, "profile", "history", *scope)
+    versions = [line.split()[0] for line in out.stdout.splitlines()]
+    assert versions == [f"v{n}" for n in range(1, 1235)], out.stderr
 
 
 def test_as_of_reads_the_past_and_control_characters_print_escaped(settings: Settings) -> None:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.schemas import MAX_PAGE
-from memoryd.models.tables import Actor, EventKind, MemoryEvent
+from memoryd.models.tables import Actor, EventKind, MemoryEvent, Profile, ProfileEvent
 from memoryd.server.schemas import MAX_ID
 from memoryd.settings import Settings
 from tests.server.conftest import Keys, bearer, sign_in
@@ -43,13 +44,28 @@ def confirmed_daily(settings: Settings) -> int:
     return memory.id
 
 
+def changed_often(settings: Settings, versions: int) -> None:
+    """ann's user profile at `versions`: set once, then a time zone per version."""
+    MemoryClient(settings).patch_profile("bot", "ann", "user", {"timezone": "UTC"})
+    rows = [
+        {"agent_id": "bot", "user_id": "ann", "version": version, "actor": Actor.API,
+         "patch": {"timezone": f"Etc/GMT+{version % 12}"}, "meta_patch": {},
+         "created_at": utcnow()}
+        for version in range(2, versions + 1)
+    ]  # fmt: skip
+    with session_scope(settings.storage) as session:
+        profile = session.scalars(select(Profile).where(Profile.type == "user")).one()
+        session.execute(insert(ProfileEvent), [{**r, "profile_id": profile.id} for r in rows])
+        profile.version = versions
+
+
 def test_a_long_history_comes_a_page_at_a_time_every_entry_once(
     api: TestClient, keys: Keys, api_settings: Settings
 ) -> None:
     memory_id = confirmed_daily(api_settings)
     url, auth = f"/v1/memories/bot/ann/{memory_id}/history", bearer(keys.ann)
     pages, after = [], 0
-    while True:
+    for _ in range(4):  # a cursor ignored would serve page one for ever
         page = api.get(url, params={"after": after}, headers=auth).json()
         pages.append(len(page))
         if len(page) < MAX_PAGE:
@@ -66,6 +82,11 @@ def test_a_long_history_comes_a_page_at_a_time_every_entry_once(
     first = client.history("bot", "ann", memory_id)
     rest = client.history("bot", "ann", memory_id, after=first[-1].id, limit=MAX_PAGE)
     assert len(first) == MAX_PAGE and len({e.id for e in first + rest}) == MAX_PAGE * 2
+    for limit in (0, MAX_PAGE + 1):  # never fewer than asked without a word
+        with pytest.raises(ValueError, match="limit"):
+            client.history("bot", "ann", memory_id, limit=limit)
+        with pytest.raises(ValueError, match="limit"):
+            client.profile_history("bot", "ann", "user", limit=limit)
     for query, field in [("after=-1", "after"), (f"after={MAX_ID + 1}", "after"),
                          ("limit=0", "limit"), (f"limit={MAX_PAGE + 1}", "limit")]:  # fmt: skip
         assert_problem(api.get(f"{url}?{query}", headers=auth), 422, field)
