@@ -27,7 +27,7 @@ from memoryd.memories.store import (
 from memoryd.models.coordination import lock_scope
 from memoryd.models.dialect import for_update
 from memoryd.models.keys import Scope
-from memoryd.models.schemas import MAX_PAGE, EventOut, MemoryOut, history_page
+from memoryd.models.schemas import BIGINT_MAX, MAX_PAGE, EventOut, MemoryOut, history_page
 from memoryd.models.tables import (
     Actor,
     Category,
@@ -222,6 +222,8 @@ def history(
     time: a history is read page by page, never whole."""
     limit = history_page(limit)
     _owned(session, scope, memory_id)
+    if after >= BIGINT_MAX:
+        return []
     events = session.scalars(
         select(MemoryEvent)
         .where(MemoryEvent.memory_id == memory_id, MemoryEvent.id > after)

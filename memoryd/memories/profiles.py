@@ -32,7 +32,7 @@ from memoryd.models.profiles import (
     ProfileType,
     default_content,
 )
-from memoryd.models.schemas import MAX_PAGE, history_page
+from memoryd.models.schemas import INTEGER_MAX, MAX_PAGE, history_page
 from memoryd.models.tables import Actor, Profile, ProfileEvent
 from memoryd.zones import user_zone
 
@@ -269,6 +269,8 @@ def history(
 ) -> list[ProfileEventOut]:
     """Oldest first, the changes after version `after`; `limit` 1 to MAX_PAGE."""
     limit = history_page(limit)
+    if after >= INTEGER_MAX:  # versions are 32-bit
+        return []
     try:
         profile = load(session, scope, kind)
     except NotFound:

@@ -64,6 +64,11 @@ _ISO_START = re.compile(r"\d{4}-\d{2}-\d{2}")
 MAX_PAGE = 500
 
 
+# The largest value of the store's 32-bit and 64-bit integer columns (profile versions,
+# row ids): a history read after it has nothing to give, and the database would refuse it.
+INTEGER_MAX, BIGINT_MAX = 2**31 - 1, 2**63 - 1
+
+
 def history_page(limit: int) -> int:
     """A history page's size, 1 to MAX_PAGE: a caller paging on until a short page must
     not get fewer than it asked for without a word."""

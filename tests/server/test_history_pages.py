@@ -105,6 +105,8 @@ def test_a_profiles_history_pages_by_version(api: TestClient, keys: Keys) -> Non
     rest = api.get(url, params={"after": 2}, headers=auth).json()
     assert [e["patch"] for e in rest] == [{"timezone": "Asia/Tokyo"}]
     assert api.get(url, params={"after": 3}, headers=auth).json() == []
+    # Past the largest version (32-bit), up to the largest id a query takes: nothing.
+    assert api.get(url, params={"after": MAX_ID}, headers=auth).json() == []
 
 
 def test_the_page_shows_a_long_history_a_page_at_a_time(
