@@ -34,7 +34,10 @@ from memoryd.models.tables import (
 )
 from memoryd.settings import Settings
 
-MAX_HISTORY = 10_000
+# Events per exported memory an import takes: a fact confirmed each time it is said
+# again passes 10,000 in a few years of a busy user's sessions, and an export that its
+# own import refused would lose that memory on a restore. 100,000 is about 20 MB a line.
+MAX_HISTORY = 100_000
 
 
 class EventRecord(BaseModel):

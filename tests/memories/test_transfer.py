@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import insert, text
 from sqlalchemy.exc import DBAPIError
 
 from memoryd.client import MemoryClient
 from memoryd.memories.transfer import export_memories, import_memories
 from memoryd.models.db import session_scope, utcnow
+from memoryd.models.tables import MemoryEvent
 from memoryd.settings import Settings
 from tests.conftest import make_settings
 
@@ -67,6 +68,29 @@ def test_an_import_keeps_the_history_and_a_second_one_adds_nothing(
     assert [e.created_at for e in history] == [e.created_at for e in original]
     # The copy exported again still names the original: no third copy.
     assert load(settings, export(settings))["imported"] == 0
+
+
+def test_a_memory_confirmed_for_years_comes_back_with_its_whole_history(
+    settings: Settings, source: Settings
+) -> None:
+    """Twelve thousand confirmations (a fact said again ten times a day for over three
+    years) go out in the export and come back in the import, every one."""
+    memory = MemoryClient(source, dispatch=False).remember("bot", "ann", "Goes by Sam")
+    said = [
+        {"memory_id": memory.id, "agent_id": "bot", "user_id": "ann", "kind": "confirmed",
+         "actor": "extractor", "after_content": "Goes by Sam", "created_at": utcnow()}
+        for _ in range(12_000)
+    ]  # fmt: skip
+    with session_scope(source.storage) as session:
+        session.execute(insert(MemoryEvent), said)
+    assert load(settings, export(source)) == {"imported": 1, "skipped": 0, "errors": []}
+    here = MemoryClient(settings, dispatch=False)
+    [copy] = here.list("bot", "ann")
+    kinds, after = [], 0
+    while page := here.history("bot", "ann", copy.id, after=after):
+        kinds += [e.kind for e in page]
+        after = page[-1].id
+    assert kinds == ["created"] + ["confirmed"] * 12_000
 
 
 def test_an_export_from_before_history_and_identity_still_imports(
