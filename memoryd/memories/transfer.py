@@ -7,7 +7,6 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import islice
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -15,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memoryd.errors import ProfileRejected, field_errors
-from memoryd.memories.importing import ImportRecord, KnownMemories, import_memory
+from memoryd.memories.importing import MAX_HISTORY, ImportRecord, KnownMemories, import_memory
 from memoryd.memories.profiles import commit_change, ensure_profiles, load, to_out, validated
 from memoryd.models.coordination import lock_scope
 from memoryd.models.db import session_scope
@@ -90,14 +89,12 @@ def import_memories(
     identity its export carries, or an active one with the same content) is skipped.
     Bad lines are reported by number and do not stop the others.
 
-    Each `chunk` lines are one transaction, their scopes locked in sorted order (the one
-    order every path takes scope locks in): a large file never holds every scope it
-    touches until its end, and a failure keeps the chunks before it, which importing
+    Each `chunk` lines are one transaction (_chunks), their scopes locked in sorted order
+    (the one order every path takes scope locks in): a large file never holds every scope
+    it touches until its end, and a failure keeps the chunks before it, which importing
     the file again skips."""
     result = ImportResult()
-    numbered = enumerate(lines, 1)
-    while part := list(islice(numbered, chunk)):
-        records = [r for r in (_parse(n, line, result) for n, line in part) if r is not None]
+    for records in _chunks(lines, result, chunk):
         records.sort(key=lambda r: (r.agent_id, r.user_id))  # stable: file order per scope
         with session_scope(settings.storage) as session:
             known = KnownMemories()  # read again under this chunk's scope locks
@@ -109,6 +106,28 @@ def import_memories(
                 else:
                     result.skipped += 1
     return result.as_dict()
+
+
+def _chunks(
+    lines: Iterable[str], result: ImportResult, chunk: int
+) -> Iterator[list[ImportRecord | ProfileRecord]]:
+    """The file's records, `chunk` lines at a time, or fewer once their histories hold
+    MAX_HISTORY events between them: a transaction holds as many events as one memory
+    may, never `chunk` times that."""
+    part: list[ImportRecord | ProfileRecord] = []
+    read = events = 0
+    for number, line in enumerate(lines, 1):
+        record = _parse(number, line, result)
+        read += 1
+        if record is not None:
+            part.append(record)
+            events += len(getattr(record, "history", ()))
+        if read == chunk or events >= MAX_HISTORY:
+            if part:
+                yield part
+            part, read, events = [], 0, 0
+    if part:
+        yield part
 
 
 def _parse(number: int, line: str, result: ImportResult) -> ImportRecord | ProfileRecord | None:

@@ -10,7 +10,8 @@ from sqlalchemy import insert, text
 from sqlalchemy.exc import DBAPIError
 
 from memoryd.client import MemoryClient
-from memoryd.memories.transfer import export_memories, import_memories
+from memoryd.memories.importing import MAX_HISTORY
+from memoryd.memories.transfer import ImportResult, _chunks, export_memories, import_memories
 from memoryd.models.db import session_scope, utcnow
 from memoryd.models.tables import MemoryEvent
 from memoryd.settings import Settings
@@ -91,6 +92,24 @@ def test_a_memory_confirmed_for_years_comes_back_with_its_whole_history(
         kinds += [e.kind for e in page]
         after = page[-1].id
     assert kinds == ["created"] + ["confirmed"] * 12_000
+
+
+def test_long_histories_are_imported_a_few_at_a_time() -> None:
+    """A transaction takes `chunk` lines, or fewer once their histories hold as many
+    events as one memory may: 200 lines of long histories are never held at once."""
+    event = {"kind": "confirmed", "actor": "extractor", "created_at": "2026-01-01T00:00:00Z"}
+
+    def line(events: int) -> str:
+        memory = {"agent_id": "bot", "user_id": "ann", "content": "Goes by Sam"}
+        return json.dumps({**memory, "history": [event] * events})
+
+    long, short = line(MAX_HISTORY // 2 + 1), line(3)
+    lines = [short, long, long, short, "", "not json", short, long, short]
+    result = ImportResult()
+    sizes = [len(part) for part in _chunks(lines, result, chunk=4)]
+    # the second long history fills a chunk; then four lines, one blank, one refused
+    assert sizes == [3, 2, 2], sizes
+    assert result.errors == ["line 6: Expecting value: line 1 column 1 (char 0)"]
 
 
 def test_an_export_from_before_history_and_identity_still_imports(
