@@ -3,16 +3,18 @@ API keys, and a real uvicorn server on loopback for the browser, Node and schema
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
-from playwright.sync_api import expect
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from memoryd.client import MemoryClient
 from memoryd.models.db import session_scope, utcnow
@@ -106,3 +108,39 @@ class LiveServer:
 def live(api_settings: Settings) -> Iterator[LiveServer]:
     with LiveServer(api_settings) as server:
         yield server
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, never a downloaded browser: one per test module."""
+    if not CHROMIUM.exists():
+        pytest.fail("the page tests need Chromium: run `apt-get install -y chromium`")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, live: LiveServer, api_settings: Settings) -> Iterator[Page]:
+    """The memory page, signed in with an admin key."""
+    context = browser.new_context(base_url=live.url, viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.goto("/")
+    expect(page).to_have_url(re.compile(r"/login$"))
+    page.fill("input[name=key]", make_key(api_settings, "ops", admin=True))
+    page.click("button[type=submit]")
+    expect(page.locator("#health-panel")).to_be_visible()
+    yield page
+    context.close()

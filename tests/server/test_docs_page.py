@@ -11,8 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, expect, sync_playwright
 
-from tests.server.conftest import LiveServer
-from tests.server.test_page import ARGS, CHROMIUM
+from tests.server.conftest import ARGS, CHROMIUM, LiveServer
 
 
 @pytest.fixture(scope="module")

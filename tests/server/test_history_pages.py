@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
+from playwright.sync_api import Page, expect
 from sqlalchemy import insert, select
 
 from memoryd.client import MemoryClient
@@ -124,3 +125,16 @@ def test_the_page_shows_a_long_history_a_page_at_a_time(
         assert "Later entries" in html
         url = later.group(1)
     assert shown == [500, 500, 101]
+
+
+def test_later_entries_open_below_in_the_browser(page: Page, api_settings: Settings) -> None:
+    memory_id = confirmed_daily(api_settings)
+    page.reload()
+    card = page.locator(f"#memory-{memory_id}")
+    card.get_by_role("button", name="History").click()
+    entries = page.locator(f"#history-{memory_id} li")
+    expect(entries).to_have_count(500)
+    for shown in (1000, CONFIRMATIONS + 1):
+        page.locator(f"#history-{memory_id}").get_by_role("button", name="Later entries").click()
+        expect(entries).to_have_count(shown)
+    expect(page.get_by_role("button", name="Later entries")).to_have_count(0)

@@ -5,15 +5,12 @@ switch to Chinese; the health panel's screenshot is saved for README."""
 from __future__ import annotations
 
 import copy
-import re
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from sqlalchemy import select, update
 
 from memoryd.client import MemoryClient
@@ -23,39 +20,7 @@ from memoryd.settings import Settings
 from tests.factories import add_turns, make_memory
 from tests.server.conftest import LiveServer, bearer, make_key
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail("the page tests need Chromium: run `apt-get install -y chromium`")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser, live: LiveServer, api_settings: Settings) -> Iterator[Page]:
-    context = browser.new_context(base_url=live.url, viewport={"width": 1200, "height": 900})
-    page = context.new_page()
-    page.goto("/")
-    expect(page).to_have_url(re.compile(r"/login$"))
-    page.fill("input[name=key]", make_key(api_settings, "ops", admin=True))
-    page.click("button[type=submit]")
-    expect(page.locator("#health-panel")).to_be_visible()
-    yield page
-    context.close()
 
 
 def seed(settings: Settings) -> dict[str, int]:

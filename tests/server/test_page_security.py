@@ -21,7 +21,6 @@ from memoryd.models.tables import ApiKey
 from memoryd.server.keys import revoke_key
 from memoryd.settings import Settings
 from tests.server.conftest import LiveServer, make_key
-from tests.server.test_page import browser  # noqa: F401  (the fixture)
 
 # A loaded test machine can keep the server's thread from answering within httpx's
 # default 5 s; a refusal is judged by what comes back, not by how fast.
@@ -60,7 +59,7 @@ class Elsewhere:
 
 @pytest.fixture
 def signed_in(
-    browser: Browser,  # noqa: F811
+    browser: Browser,
     live: LiveServer,
     api_settings: Settings,
 ) -> Iterator[tuple[Any, str]]:
@@ -106,7 +105,7 @@ def test_another_sites_form_post_is_refused_even_with_the_cookie(
 
 
 def test_signing_out_and_revoking_the_key_end_the_session(
-    browser: Browser,  # noqa: F811
+    browser: Browser,
     signed_in: tuple[Any, str],
     live: LiveServer,
     api_settings: Settings,

@@ -25,7 +25,6 @@ from memoryd.server.i18n_labels import LABELS
 from memoryd.settings import Settings
 from tests.factories import add_turns, make_memory
 from tests.server.conftest import LiveServer, make_key
-from tests.server.test_page import browser  # noqa: F401  (the fixture)
 
 PHONE = {"width": 390, "height": 844}
 LONG_AGENT = "agent-" + "a" * 194  # 200 characters, one unbreakable word
@@ -55,7 +54,7 @@ OpenPage = Callable[..., Page]
 
 @pytest.fixture
 def open_page(
-    browser: Browser,  # noqa: F811
+    browser: Browser,
     live: LiveServer,
     api_settings: Settings,
 ) -> Iterator[OpenPage]:
