@@ -87,7 +87,7 @@ BACKENDS = ["postgres", "sqlite"]
 LOCAL_AMQP = "amqp://guest:guest@127.0.0.1:5672"
 
 
-BROWSER_FIXTURES = {"browser", "docs_browser"}
+BROWSER_FIXTURES = {"browser"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

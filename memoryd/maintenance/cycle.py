@@ -264,6 +264,7 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
     every retrieval made before the cycle; promotion runs next, so a memory used often
     is kept even if its TTL ran out in the same interval."""
     now = now or utcnow()
+    retention = retention_steps()  # this run's: their walks of old ranges start afresh
     counts = CycleCounts(
         usage_folded=_fold_usage(settings),
         promoted=_run_step(settings, _counted(promote_due), now, chunk),
@@ -271,14 +272,14 @@ def run_cycle(settings: Settings, now: datetime | None = None, chunk: int = CHUN
         archived=_run_step(settings, _archive_chunk, now, chunk),
         **{
             name: _run_step(settings, _counted(step), now, chunk)
-            for name, step in retention_steps().items()
+            for name, step in retention.items()
         },
         erasures_resumed=resume_interrupted(settings, now),
         tallies_folded=_run_step(settings, _counted(_fold_tallies), now, chunk),
         keys_folded=_run_step(settings, _counted(_fold_keys), now, chunk),
         tables_analyzed=analyze_due(settings.storage),  # last: sees what the steps changed
     )
-    if any(getattr(counts, name) for name in retention_steps()):
+    if any(getattr(counts, name) for name in retention):
         checkpoint_sqlite(settings.storage)  # purged text leaves the WAL too (erasure does its own)
     log.info("maintenance cycle: %s", counts.as_dict())
     return counts

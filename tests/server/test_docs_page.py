@@ -4,24 +4,12 @@ validator badge), nor breaks the pages' Content-Security-Policy."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import httpx
-import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, Request, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, Request, expect
 
-from tests.server.conftest import ARGS, CHROMIUM, LiveServer
-
-
-@pytest.fixture(scope="module")
-def docs_browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail("the docs tests need Chromium: run `apt-get install -y chromium`")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield browser
-        browser.close()
+from tests.server.conftest import LiveServer
 
 
 class Recorded:
@@ -49,9 +37,9 @@ def operations(live: LiveServer) -> list[tuple[str, str]]:
 
 
 def test_swagger_ui_shows_every_operation_from_this_server_alone(
-    docs_browser: Browser, live: LiveServer
+    browser: Browser, live: LiveServer
 ) -> None:
-    page = docs_browser.new_page(base_url=live.url)
+    page = browser.new_page(base_url=live.url)
     seen = Recorded(page)
     page.goto("/docs")
     recall = page.locator(".opblock-post .opblock-summary-path[data-path='/v1/recall']")
@@ -66,9 +54,9 @@ def test_swagger_ui_shows_every_operation_from_this_server_alone(
 
 
 def test_redoc_shows_every_operation_from_this_server_alone(
-    docs_browser: Browser, live: LiveServer
+    browser: Browser, live: LiveServer
 ) -> None:
-    page = docs_browser.new_page(base_url=live.url)
+    page = browser.new_page(base_url=live.url)
     seen = Recorded(page)
     page.goto("/redoc")
     expect(page.get_by_role("heading", name="Ranked memories for a query")).to_be_visible()
