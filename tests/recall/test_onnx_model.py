@@ -96,3 +96,28 @@ def test_an_export_folder_it_cannot_write_keeps_torch_in_one_line(
         cosines(embedder.embed(TEXTS[:2]), local(not_a_folder, onnx=False).embed(TEXTS[:2])).min()
         > 0.9999
     )
+
+
+def test_the_same_model_elsewhere_reuses_its_export_and_new_weights_do_not(
+    tmp_path: Path,
+) -> None:
+    """A model's export is named by its files' bytes, not by where they lie or when they
+    were written: a new virtualenv installs the same model again (each clean checkout's
+    suite did, and exported for minutes before its first vector), while a model trained
+    again in place, its weights the same size, needs an export of its own."""
+    installed = embedders.local_model_path(MODEL)
+    weights = max(installed.rglob("*.safetensors"), key=lambda p: p.stat().st_size)
+    copies = []
+    for venv in ("one", "two"):
+        copy = tmp_path / venv / "model"
+        copy.mkdir(parents=True)
+        (copy / "config.json").write_bytes((installed / "config.json").read_bytes())
+        (copy / "model.safetensors").write_bytes(weights.read_bytes())
+        copies.append(copy)
+    named = {onnx_model._file_name(MODEL, copy) for copy in copies}
+    assert len(named) == 1
+    trained = bytearray(weights.read_bytes())
+    middle = len(trained) // 2
+    trained[middle : middle + 4] = bytes(b ^ 0xFF for b in trained[middle : middle + 4])
+    (copies[1] / "model.safetensors").write_bytes(bytes(trained))
+    assert onnx_model._file_name(MODEL, copies[1]) not in named
