@@ -23,7 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memoryd.errors import ConfigError
@@ -64,10 +63,22 @@ class _Answer(BaseModel):
     results: list[_Result]
 
 
+class _Refused(Exception):
+    """The rerank endpoint answered an HTTP error."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
 class EndpointReranker:
-    """The common rerank API over HTTP."""
+    """The common rerank API over HTTP. httpx is imported here, not with the module:
+    with its command-line extras installed it loads rich and pygments, a quarter of a
+    second of every process that recalls (each `memoryd` command) with no reranker."""
 
     def __init__(self, settings: RecallSettings) -> None:
+        import httpx
+
         if not settings.rerank_url:
             raise ConfigError("MEMORYD_RERANK=endpoint needs MEMORYD_RERANK_URL")
         self.url = settings.rerank_url.rstrip("/") + "/rerank"
@@ -79,8 +90,14 @@ class EndpointReranker:
 
     def scores(self, query: str, documents: list[str]) -> list[float]:
         body = {"model": self.model, "query": query, "documents": documents}
-        response = self.client.post(self.url, json={**body, "top_n": len(documents)})
-        response.raise_for_status()
+        import httpx
+
+        try:
+            response = self.client.post(self.url, json={**body, "top_n": len(documents)})
+        except httpx.TimeoutException as exc:
+            raise TimeoutError(str(exc)) from exc
+        if not response.is_success:
+            raise _Refused(response.status_code)
         answer = _Answer.model_validate_json(response.content)
         found = [float("-inf")] * len(documents)
         for result in answer.results:
@@ -188,10 +205,10 @@ def _scores(
         if len(found) != len(documents):
             raise ValueError("scores for another number of documents")
         return found
-    except (FutureTimeout, httpx.TimeoutException):
+    except (FutureTimeout, TimeoutError):
         _failed("timeout", "rerank took longer than MEMORYD_RERANK_TIMEOUT")
-    except httpx.HTTPStatusError as exc:
-        _failed("status", f"rerank answered HTTP {exc.response.status_code}")
+    except _Refused as exc:
+        _failed("status", f"rerank answered HTTP {exc.status}")
     except (ValidationError, ValueError) as exc:
         _failed("invalid", f"rerank answer unusable: {_first_line(exc)}")
     except Exception as exc:  # a reranker never fails a recall
