@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.mark.slow
 @pytest.mark.long(seconds=60)
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_recall_bench_runs_at_a_small_size(pg_server: str) -> None:
     run = subprocess.run(
         [
@@ -30,7 +30,9 @@ def test_recall_bench_runs_at_a_small_size(pg_server: str) -> None:
         env={**os.environ, "MEMORYD_BENCH_PG": pg_server},
         capture_output=True,
         text=True,
-        timeout=600,
+        # 60 s alone on a 2-core machine, 500 s among the suite's other tests on a slow
+        # day: the bound is for a run that hangs, not a slow one.
+        timeout=1740,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     figures = json.loads(run.stdout.strip().splitlines()[-1])
