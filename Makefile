@@ -48,11 +48,12 @@ PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --maxschedchunk 1
 # mypy's cache outside the checkout, shared by every clone on the host: a clean clone
 # checks in seconds what it otherwise takes two minutes of a core to (its entries are
 # checked against the files' contents, so a stale one is never used).
-MYPY := $(BIN)/mypy --cache-dir $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/memoryd/mypy
+MYPY_CACHE ?= $(or $(XDG_CACHE_HOME),$(if $(HOME),$(HOME)/.cache,.cache))/memoryd/mypy
+MYPY := $(BIN)/mypy --cache-dir "$(MYPY_CACHE)"
 # The suite starts many Python processes (workers, servers, commands); where
 # the environment says not to write bytecode (PYTHONDONTWRITEBYTECODE), each would
-# compile memoryd again, half a second apiece. Compiled once here, in a second.
-BYTECODE := $(BIN)/python -m compileall -q -j 0 memoryd testkit bench tests > /dev/null
+# compile memoryd again, half a second apiece. Compiled once here, in two seconds.
+BYTECODE := $(BIN)/python -m compileall -q memoryd testkit bench tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check memoryd tests bench testkit

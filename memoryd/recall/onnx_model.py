@@ -30,6 +30,7 @@ import numpy as np
 from celery.exceptions import SoftTimeLimitExceeded
 
 from memoryd.recall.embedders import Vectors, unit
+from memoryd.recall.model_files import files_digest
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,11 @@ def onnx_encoder(model: Any, name: str, folder: Path, cache: Path) -> OnnxEncode
     except ImportError:
         log.info("embedding model %s runs on torch: onnxruntime is not installed", name)
         return None
-    path = cache / _file_name(name, folder)
+    try:
+        path = cache / _file_name(name, folder, cache)
+    except OSError as exc:  # a model file it cannot read: torch reads it, or says why
+        log.warning("embedding model %s stays on torch: %s", name, _one_line(exc))
+        return None
     for _attempt in range(2):
         made_before = path.is_file()
         try:
@@ -139,9 +144,9 @@ def _one_line(exc: Exception) -> str:
     return what if isinstance(exc, _Disagrees) else f"no ONNX export ({what})"
 
 
-def _file_name(name: str, folder: Path) -> str:
+def _file_name(name: str, folder: Path, cache: Path) -> str:
     """The model's name, its files and the releases: a new model or release, a new file."""
-    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[-60:]}-{_fingerprint(folder)}.onnx"
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[-60:]}-{_fingerprint(folder, cache)}.onnx"
 
 
 def _export_once(model: Any, inputs: list[str], path: Path) -> None:
@@ -164,40 +169,18 @@ def _export_once(model: Any, inputs: list[str], path: Path) -> None:
             Path(partial).unlink(missing_ok=True)
 
 
-# This module's way of exporting: a change to _export makes a new file.
+# This module's way of exporting, and of naming an export: a change makes a new file.
 EXPORT_VERSION = 3
-# Of a file larger than this, a sample of its bytes tells it from another (below).
-SAMPLE = 1 << 20
 
 
-def _fingerprint(folder: Path) -> str:
-    """The model's files (relative path, size and bytes), the releases that export and
-    run it, and EXPORT_VERSION. Not where the folder is or when its files were written:
-    the same model installed into a new virtualenv (each clean checkout's) reuses the
-    export, which takes minutes of a busy 2-core machine's time; a model trained again
-    in place changes its weights' bytes."""
-    digest = hashlib.sha256(f"{EXPORT_VERSION}".encode())
-    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(f"{file.relative_to(folder)}:{file.stat().st_size}".encode())
-        digest.update(_sampled(file))
+def _fingerprint(folder: Path, cache: Path) -> str:
+    """The model's files by their bytes (model_files.py), the releases that export and
+    run it, and EXPORT_VERSION. Not where the folder is, nor when its files were written:
+    the same model installed in a new virtualenv reuses the export."""
+    digest = hashlib.sha256(f"{EXPORT_VERSION}:{files_digest(folder, cache)}".encode())
     for package in ("torch", "transformers", "onnxscript", "onnx", "onnxruntime"):
         digest.update(f"{package}={_release(package)}".encode())
     return digest.hexdigest()[:16]
-
-
-def _sampled(file: Path) -> bytes:
-    """A small file whole; of a larger one (weights), its first, middle and last SAMPLE
-    bytes: a few milliseconds at each load, where reading 90 MB of weights would cost a
-    process a quarter of a second."""
-    size = file.stat().st_size
-    with open(file, "rb") as read:
-        if size <= 3 * SAMPLE:
-            return read.read()
-        parts = []
-        for start in (0, (size - SAMPLE) // 2, size - SAMPLE):
-            read.seek(start)
-            parts.append(read.read(SAMPLE))
-    return b"".join(parts)
 
 
 def _release(package: str) -> str:

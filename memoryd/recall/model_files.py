@@ -1,0 +1,74 @@
+"""What a local model's files are, by their bytes: the name of its ONNX export
+(onnx_model.py). The same model installed in another virtualenv (each clean checkout's)
+gets the same name, so its export is reused; a model trained again in place, whatever
+part of its weights changed, gets a new one.
+
+Hashing a model's weights whole takes about 0.2 s (90 MB, a slow 2-core machine): each
+file's hash is kept in a memo beside the exports, keyed by what `stat` says of the file,
+so a process pays it once per install, not at every load."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+MEMO = "file-hashes.json"
+
+
+def model_files(folder: Path) -> list[Path]:
+    """The model's files, in a stable order: none under a hidden folder or hidden
+    itself (a download tool's metadata, a git clone's index, which change on their own)."""
+    found = []
+    for path in folder.rglob("*"):
+        if path.is_file() and not any(p.startswith(".") for p in path.relative_to(folder).parts):
+            found.append(path)
+    return sorted(found)
+
+
+def files_digest(folder: Path, memo_dir: Path) -> str:
+    """sha256 over each of the model's files: its path in the folder and its bytes' hash."""
+    memo = _read_memo(memo_dir)
+    digest = hashlib.sha256()
+    changed = False
+    for file in model_files(folder):
+        stat = file.stat()
+        key = str(file.resolve())
+        # ctime too: a copy that keeps the source's mtime (cp -p) still changes it.
+        stamp = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+        known = memo.get(key)
+        if known is None or known[:4] != stamp:
+            with open(file, "rb") as read:
+                memo[key] = [*stamp, hashlib.file_digest(read, "sha256").hexdigest()]
+            changed = True
+        digest.update(f"{file.relative_to(folder)}:{memo[key][4]}\n".encode())
+    if changed:
+        _write_memo(memo_dir, memo)
+    return digest.hexdigest()
+
+
+def _read_memo(memo_dir: Path) -> dict[str, list[object]]:
+    """The memo, or nothing when it is missing or unreadable (each file then hashed)."""
+    try:
+        found = json.loads((memo_dir / MEMO).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _write_memo(memo_dir: Path, memo: dict[str, list[object]]) -> None:
+    """Written whole under a name of its own and renamed: a reader never sees half of
+    it. Two processes writing at once: the last one's stands, the other's files are
+    hashed again next time. A folder it cannot write: no memo, nothing else changes."""
+    with contextlib.suppress(OSError):
+        memo_dir.mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(dir=memo_dir, prefix=MEMO, suffix=".partial")
+        try:
+            with os.fdopen(handle, "w") as out:
+                json.dump(memo, out)
+            os.replace(partial, memo_dir / MEMO)
+        finally:
+            Path(partial).unlink(missing_ok=True)
