@@ -89,9 +89,9 @@ class EndpointReranker:
         )
 
     def scores(self, query: str, documents: list[str]) -> list[float]:
-        body = {"model": self.model, "query": query, "documents": documents}
-        import httpx
+        import httpx  # loaded by __init__ already
 
+        body = {"model": self.model, "query": query, "documents": documents}
         try:
             response = self.client.post(self.url, json={**body, "top_n": len(documents)})
         except httpx.TimeoutException as exc:

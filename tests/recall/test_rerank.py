@@ -3,6 +3,7 @@ API, and a reranker that fails, is slow or answers nonsense never failing a reca
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -113,6 +114,23 @@ def test_a_failing_reranker_keeps_the_fused_order_and_is_counted(
     assert _failures(reason) == before + 1
     shown = render(metrics_registry(settings)).decode()
     assert f'memoryd_rerank_failures_total{{reason="{reason}"}}' in shown
+
+
+def test_a_reranker_nobody_answers_keeps_the_fused_order_and_is_counted(
+    settings: Settings, db: Session
+) -> None:
+    """Connection refused: neither a timeout nor a status, counted as an error."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    project = make_memory(db, settings, PROJECT)
+    dog = make_memory(db, settings, DOG)
+    before = _failures("error")
+    gone = {"rerank": "endpoint", "rerank_url": f"http://127.0.0.1:{port}/v1"}
+    hits = recall(db, settings.updated(**gone), ANN, QUESTION, k=3, now=utcnow())
+    assert [h.id for h in hits] == [project.id, dog.id]
+    assert all(h.parts.rerank is None for h in hits)
+    assert _failures("error") == before + 1
 
 
 def test_a_reranker_that_cannot_load_never_fails_a_recall(settings: Settings, db: Session) -> None:
