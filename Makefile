@@ -66,6 +66,7 @@ test: $(STAMP)
 	$(BIN)/ruff format --check memoryd tests bench testkit
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	@$(BYTECODE)
+	@$(BIN)/python -m testkit.onnx_export
 	@$(MYPY) memoryd > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
 	$(PYTEST) --durations=15; tests=$$?; \
 	wait $$mypy; typed=$$?; cat $(VENV)/mypy.log; \

@@ -91,7 +91,7 @@ def onnx_encoder(model: Any, name: str, folder: Path, cache: Path) -> OnnxEncode
         log.info("embedding model %s runs on torch: onnxruntime is not installed", name)
         return None
     try:
-        path = cache / _file_name(name, folder, cache)
+        path = export_path(name, folder, cache)
     except OSError as exc:  # a model file it cannot read: torch reads it, or says why
         log.warning("embedding model %s stays on torch: %s", name, _one_line(exc))
         return None
@@ -144,9 +144,11 @@ def _one_line(exc: Exception) -> str:
     return what if isinstance(exc, _Disagrees) else f"no ONNX export ({what})"
 
 
-def _file_name(name: str, folder: Path, cache: Path) -> str:
-    """The model's name, its files and the releases: a new model or release, a new file."""
-    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[-60:]}-{_fingerprint(folder, cache)}.onnx"
+def export_path(name: str, folder: Path, cache: Path) -> Path:
+    """Where the export of model `name` (from `folder`) is kept in `cache`: named by the
+    model's name, its files and the releases, so a new model or release has a new file."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[-60:]
+    return cache / f"{stem}-{_fingerprint(folder, cache)}.onnx"
 
 
 def _export_once(model: Any, inputs: list[str], path: Path) -> None:

@@ -57,7 +57,7 @@ def test_the_onnx_run_gives_torchs_vectors() -> None:
 def test_a_damaged_export_is_made_again_once_and_read_after(tmp_path: Path) -> None:
     """A file cut short (a crash mid-write on an older release) is exported anew; the
     new one is then read as it is, and nothing half-written is left beside it."""
-    name = onnx_model._file_name(MODEL, embedders.local_model_path(MODEL), tmp_path)
+    name = onnx_model.export_path(MODEL, embedders.local_model_path(MODEL), tmp_path).name
     (tmp_path / name).write_bytes(b"\x08\x07 not a whole model")
     assert local(tmp_path).onnx is not None
     made = tmp_path / name
@@ -118,12 +118,12 @@ def test_the_same_model_elsewhere_reuses_its_export_and_new_weights_do_not(
         (copy / "model.safetensors").write_bytes(weights)
         (copy / ".cache" / "download.metadata").write_text(venv)  # a download tool's
         copies.append(copy)
-    named = {onnx_model._file_name(MODEL, copy, exports) for copy in copies}
+    named = {onnx_model.export_path(MODEL, copy, exports) for copy in copies}
     assert len(named) == 1
     for at in (0.1, 0.6, 0.97):  # wherever the weights changed
         trained = bytearray(weights)
         trained[int(len(trained) * at)] ^= 0xFF
         time.sleep(0.02)  # written later: a file's times move in steps of a few ms
         (copies[1] / "model.safetensors").write_bytes(bytes(trained))
-        assert onnx_model._file_name(MODEL, copies[1], exports) not in named
-    assert onnx_model._file_name(MODEL, copies[0], exports) in named
+        assert onnx_model.export_path(MODEL, copies[1], exports) not in named
+    assert onnx_model.export_path(MODEL, copies[0], exports) in named
