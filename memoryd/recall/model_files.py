@@ -40,7 +40,7 @@ def files_digest(folder: Path, memo_dir: Path) -> str:
         # ctime too: a copy that keeps the source's mtime (cp -p) still changes it.
         stamp = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
         known = memo.get(key)
-        if known is None or known[:4] != stamp:
+        if not isinstance(known, list) or known[:4] != stamp:
             with open(file, "rb") as read:
                 memo[key] = [*stamp, hashlib.file_digest(read, "sha256").hexdigest()]
             changed = True
@@ -62,7 +62,9 @@ def _read_memo(memo_dir: Path) -> dict[str, list[object]]:
 def _write_memo(memo_dir: Path, memo: dict[str, list[object]]) -> None:
     """Written whole under a name of its own and renamed: a reader never sees half of
     it. Two processes writing at once: the last one's stands, the other's files are
-    hashed again next time. A folder it cannot write: no memo, nothing else changes."""
+    hashed again next time. A folder it cannot write: no memo, nothing else changes.
+    Files gone since (an old virtualenv's) leave it."""
+    memo = {key: entry for key, entry in memo.items() if os.path.exists(key)}
     with contextlib.suppress(OSError):
         memo_dir.mkdir(parents=True, exist_ok=True)
         handle, partial = tempfile.mkstemp(dir=memo_dir, prefix=MEMO, suffix=".partial")
