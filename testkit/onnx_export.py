@@ -29,7 +29,13 @@ def main() -> None:
         return
     started = time.perf_counter()
     print(f"exporting {MODEL} to ONNX once for this host, into {exports} ...", flush=True)
-    settings = Settings(embedding_provider="local", embedding_model=MODEL)
+    # Where the suite's tests look (models_dir), whatever the environment says.
+    settings = Settings(
+        embedding_provider="local",
+        embedding_model=MODEL,
+        embedding_onnx=True,
+        embedding_onnx_dir=str(exports),
+    )
     if LocalEmbedder(settings.recall).onnx is None:
         print(f"{MODEL} stays on torch here (the suite says why)")
         return

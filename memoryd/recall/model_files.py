@@ -40,7 +40,7 @@ def files_digest(folder: Path, memo_dir: Path) -> str:
         # ctime too: a copy that keeps the source's mtime (cp -p) still changes it.
         stamp = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
         known = memo.get(key)
-        if not isinstance(known, list) or known[:4] != stamp:
+        if not _holds(known, stamp):
             with open(file, "rb") as read:
                 memo[key] = [*stamp, hashlib.file_digest(read, "sha256").hexdigest()]
             changed = True
@@ -50,11 +50,23 @@ def files_digest(folder: Path, memo_dir: Path) -> str:
     return digest.hexdigest()
 
 
+def _holds(entry: object, stamp: list[int]) -> bool:
+    """Whether a memo entry is the hash of the file as `stamp` describes it now. Any
+    other shape (a hand edit, another release's memo) is hashed again, never trusted."""
+    return (
+        isinstance(entry, list)
+        and len(entry) == 5
+        and entry[:4] == stamp
+        and isinstance(entry[4], str)
+        and len(entry[4]) == 64
+    )
+
+
 def _read_memo(memo_dir: Path) -> dict[str, list[object]]:
     """The memo, or nothing when it is missing or unreadable (each file then hashed)."""
     try:
         found = json.loads((memo_dir / MEMO).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return found if isinstance(found, dict) else {}
 

@@ -3,7 +3,9 @@ and torch kept wherever that cannot be had."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -123,7 +125,26 @@ def test_the_same_model_elsewhere_reuses_its_export_and_new_weights_do_not(
     for at in (0.1, 0.6, 0.97):  # wherever the weights changed
         trained = bytearray(weights)
         trained[int(len(trained) * at)] ^= 0xFF
-        time.sleep(0.02)  # written later: a file's times move in steps of a few ms
         (copies[1] / "model.safetensors").write_bytes(bytes(trained))
+        written = time.time_ns() + int(at * 1e9)  # later, whatever the file system's steps
+        os.utime(copies[1] / "model.safetensors", ns=(written, written))
         assert onnx_model.export_path(MODEL, copies[1], exports) not in named
     assert onnx_model.export_path(MODEL, copies[0], exports) in named
+
+
+def test_a_memo_of_another_shape_is_hashed_again_not_trusted(tmp_path: Path) -> None:
+    """A hand-edited memo, or another release's, names the export as a fresh one does."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"hidden_size": 384}')
+    fresh = onnx_model.export_path(MODEL, model, tmp_path / "fresh")
+    stat = (model / "config.json").stat()
+    stamp = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+    key = str((model / "config.json").resolve())
+    for entry in (stamp, [*stamp, 7], [*stamp, "not a hash"], {"size": 1}):
+        exports = tmp_path / "odd"
+        exports.mkdir(exist_ok=True)
+        (exports / model_files.MEMO).write_text(json.dumps({key: entry}))
+        assert onnx_model.export_path(MODEL, model, exports).name == fresh.name
+    (exports / model_files.MEMO).write_text("[" * 100_000)
+    assert onnx_model.export_path(MODEL, model, exports).name == fresh.name

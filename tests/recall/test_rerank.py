@@ -120,14 +120,13 @@ def test_a_reranker_nobody_answers_keeps_the_fused_order_and_is_counted(
     settings: Settings, db: Session
 ) -> None:
     """Connection refused: neither a timeout nor a status, counted as an error."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # closed again: nothing listens there
     project = make_memory(db, settings, PROJECT)
     dog = make_memory(db, settings, DOG)
     before = _failures("error")
-    gone = {"rerank": "endpoint", "rerank_url": f"http://127.0.0.1:{port}/v1"}
-    hits = recall(db, settings.updated(**gone), ANN, QUESTION, k=3, now=utcnow())
+    with socket.socket() as bound:  # bound, not listening: it refuses, and stays ours
+        bound.bind(("127.0.0.1", 0))
+        gone = {"rerank": "endpoint", "rerank_url": f"http://127.0.0.1:{bound.getsockname()[1]}"}
+        hits = recall(db, settings.updated(**gone), ANN, QUESTION, k=3, now=utcnow())
     assert [h.id for h in hits] == [project.id, dog.id]
     assert all(h.parts.rerank is None for h in hits)
     assert _failures("error") == before + 1
