@@ -13,8 +13,9 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from memoryd.files import path_written_whole
 
 MEMO = "file-hashes.json"
 
@@ -72,17 +73,11 @@ def _read_memo(memo_dir: Path) -> dict[str, list[object]]:
 
 
 def _write_memo(memo_dir: Path, memo: dict[str, list[object]]) -> None:
-    """Written whole under a name of its own and renamed: a reader never sees half of
-    it. Two processes writing at once: the last one's stands, the other's files are
-    hashed again next time. A folder it cannot write: no memo, nothing else changes.
-    Files gone since (an old virtualenv's) leave it."""
+    """Written whole (files.path_written_whole): a reader never sees half of it. Two
+    processes writing at once: the last one's stands, the other's files are hashed again
+    next time. A folder it cannot write: no memo, nothing else changes. Files gone since
+    (an old virtualenv's) leave it."""
     memo = {key: entry for key, entry in memo.items() if os.path.exists(key)}
     with contextlib.suppress(OSError):
         memo_dir.mkdir(parents=True, exist_ok=True)
-        handle, partial = tempfile.mkstemp(dir=memo_dir, prefix=MEMO, suffix=".partial")
-        try:
-            with os.fdopen(handle, "w") as out:
-                json.dump(memo, out)
-            os.replace(partial, memo_dir / MEMO)
-        finally:
-            Path(partial).unlink(missing_ok=True)
+        path_written_whole(memo_dir / MEMO, json.dumps(memo))

@@ -1,6 +1,6 @@
 """The Celery app, its queues and beat schedule; `celery -A memoryd.worker` starts here.
 
-May import: errors, models, settings, tracing.
+May import: errors, files, models, settings, tracing.
 """
 
 from memoryd.worker.app import app, make_celery

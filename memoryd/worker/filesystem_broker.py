@@ -10,7 +10,6 @@ changed by one process at a time."""
 from __future__ import annotations
 
 import os
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -22,6 +21,8 @@ from kombu.exceptions import ChannelError
 from kombu.transport import TRANSPORT_ALIASES, filesystem, virtual
 from kombu.utils.encoding import str_to_bytes
 from kombu.utils.json import dumps
+
+from memoryd.files import path_written_whole
 
 TRANSPORT = f"{__name__}:Transport"
 
@@ -115,19 +116,3 @@ def start_exchange_file(path: Path) -> None:
     file linked into place, which fails harmlessly when the file is already there."""
     if not path.exists():
         path_written_whole(path, "[]", replace=False)
-
-
-def path_written_whole(path: Path, text: str, *, replace: bool = True) -> None:
-    """`text` appears at `path` complete: written to a draft beside it, then renamed over
-    it, or with `replace=False` linked into place unless a file is there already."""
-    draft = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    draft.write_text(text)
-    try:
-        if replace:
-            os.replace(draft, path)
-        else:
-            os.link(draft, path)
-    except FileExistsError:
-        pass
-    finally:
-        draft.unlink(missing_ok=True)
