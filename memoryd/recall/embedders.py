@@ -101,6 +101,10 @@ class LocalEmbedder:
 
     def embed(self, texts: list[str], query: bool = False) -> Vectors:
         with self.lock:
+            if self.onnx is not None and query and len(texts) > 1:
+                # A dialogue and its last line, each alone: in one batch the line is
+                # padded to the dialogue's length, which took the model half as long again.
+                return np.concatenate([self.onnx.encode([text]) for text in texts])
             if self.onnx is not None:
                 return self.onnx.encode(texts)
             vectors = self.model.encode(
