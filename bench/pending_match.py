@@ -21,6 +21,7 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)  # the repository, not
 
 from bench.common import bench_database, emit, print_table
 from bench.extraction import load_scenarios
+from bench.quality import unloadable
 from memoryd.client import MemoryClient
 from memoryd.models.db import dispose_engines
 from memoryd.recall.embedders import model_package
@@ -61,8 +62,10 @@ def measure(model: str | None, scenarios: list[dict[str, Any]]) -> tuple[int, in
 
 
 def _installed(model: str) -> bool:
+    """The model's package is here and the model loads (a pair needs more than its
+    package: bench/quality.py's check)."""
     package = model_package(model)
-    return importlib.util.find_spec(package) is not None
+    return importlib.util.find_spec(package) is not None and unloadable(model) is None
 
 
 def main() -> None:

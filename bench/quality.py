@@ -132,10 +132,10 @@ def local_support() -> str | None:
     package = model_package(model)
     if importlib.util.find_spec(package) is None:
         return f"the {package} package is not installed (make install)"
-    return _unloadable(model)
+    return unloadable(model)
 
 
-def _unloadable(model: str) -> str | None:
+def unloadable(model: str) -> str | None:
     """None when the local model loads and embeds here, else memoryd's one line on why
     not: a package of the model's extra other than its own (onnxruntime for
     use-multilingual-int8) shows missing only then."""

@@ -181,12 +181,12 @@ def query_tokens(query: str) -> list[str]:
     return list(query_term_counts(query))
 
 
-def mostly_unsegmented(text: str) -> bool:
-    """Whether a fifth or more of the text's letters are of an unsegmented script
-    (Chinese, Japanese, Korean): what a model trained on English alone cannot read."""
-    letters = sum(ch.isalpha() for ch in text)
-    wide = sum(len(run) for run in _UNSEGMENTED.findall(text))
-    return letters > 0 and wide * 5 >= letters
+def mostly_latin(text: str) -> bool:
+    """Whether half or more of the text's letters are Latin ones, what a model trained
+    on English reads (a text of no letters counts as Latin)."""
+    letters = [ch for ch in text if ch.isalpha()]
+    latin = sum(ch < "\u0250" or "\u1e00" <= ch <= "\u1eff" for ch in letters)
+    return latin * 2 >= len(letters)
 
 
 def last_line(query: str) -> str | None:

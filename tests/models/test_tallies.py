@@ -164,19 +164,20 @@ def test_open_conflicts_are_counted_as_listed_up_to_a_cap(settings: Settings, db
 def test_open_conflicts_are_read_through_the_superseded_index_in_a_store_of_thousands(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """PostgreSQL with the statistics of a store in service (4,000 memories, one in
-    twenty replaced, half of those reviewed), planning as psycopg's prepared statements make it
-    plan: the plan does not hang on what the tests before left in the statistics."""
+    """PostgreSQL with the statistics of a store in service (4,000 memories, one in a
+    hundred replaced, half of those reviewed), planning as psycopg's prepared statements
+    make it plan: the plan does not hang on what the tests before left in the
+    statistics."""
     settings = make_settings("postgres", tmp_path, request)
     store_filler(settings, Scope("bench", "user"), 4000, seed=7)
     with session_scope(settings.storage) as session:
         first = session.scalar(select(func.min(Memory.id)))
         session.execute(
             update(Memory)
-            .where(Memory.id.between(first, first + 199))
-            .values(status=MemoryStatus.SUPERSEDED, superseded_by_id=Memory.id + 200)
+            .where(Memory.id.between(first, first + 39))
+            .values(status=MemoryStatus.SUPERSEDED, superseded_by_id=Memory.id + 40)
         )
-        for old_id in range(first, first + 100):
+        for old_id in range(first, first + 20):
             resolve(session, settings.memories, old_id, keep="new", now=utcnow())
     analyze(settings)
     with get_engine(settings.storage).connect() as conn:
@@ -184,7 +185,7 @@ def test_open_conflicts_are_read_through_the_superseded_index_in_a_store_of_thou
             text("VACUUM (ANALYZE) conflict_reviews")
         )
     with session_scope(settings.storage, readonly=True) as session:
-        assert count_open(session) == 100
+        assert count_open(session) == 20
     _read_through_the_superseded_index(settings, generic_plan)
 
 
